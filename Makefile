@@ -1,0 +1,29 @@
+# Every target does its own set-up on a fresh machine: it creates .venv and installs kai into it.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/kai sim examples/two-teams/cluster.yaml --cycles 1
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/pytest -n 2
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_allocate.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -1,0 +1,118 @@
+"""Every label, annotation and well-known name kai reads or writes (KAI's keys).
+
+One module, so that a key is spelled once (reference section 3).
+"""
+
+from __future__ import annotations
+
+SCHEDULER_NAME = "kai-scheduler"
+
+# --- API groups and kinds -------------------------------------------------------------
+GROUP_SCHEDULING = "scheduling.run.ai"
+QUEUE_API_VERSION = "scheduling.run.ai/v2"
+PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
+TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
+SHARD_API_VERSION = "kai.scheduler/v1"
+PRIORITY_CLASS_API_VERSION = "scheduling.k8s.io/v1"
+
+# --- Resources ------------------------------------------------------------------------
+RESOURCE_CPU = "cpu"
+RESOURCE_MEMORY = "memory"
+RESOURCE_GPU = "nvidia.com/gpu"
+RESOURCE_PODS = "pods"
+
+# --- Read by the pod-grouper from pods and owners -----------------------------------
+LABEL_QUEUE = "kai.scheduler/queue"
+LABEL_PROJECT = "project"
+LABEL_USER = "user"
+LABEL_PRIORITY_CLASS = "priorityClassName"
+LABEL_PREEMPTIBILITY = "kai.scheduler/preemptibility"
+LABEL_RAY_PRIORITY_CLASS = "ray.io/priority-class-name"
+LABEL_NODE_POOL = "kai.scheduler/node-pool"
+ANNOTATION_PREEMPTION_DELAY = "kai.scheduler/preemption-delay"
+ANNOTATION_STALENESS_GRACE_PERIOD = "kai.scheduler/staleness-grace-period"
+ANNOTATION_TOPOLOGY = "kai.scheduler/topology"
+ANNOTATION_TOPOLOGY_REQUIRED = "kai.scheduler/topology-required-placement"
+ANNOTATION_TOPOLOGY_PREFERRED = "kai.scheduler/topology-preferred-placement"
+ANNOTATION_SEGMENT_SIZE = "kai.scheduler/segment-size"
+ANNOTATION_SEGMENT_TOPOLOGY_REQUIRED = "kai.scheduler/segment-topology-required-placement"
+ANNOTATION_SEGMENT_TOPOLOGY_PREFERRED = "kai.scheduler/segment-topology-preferred-placement"
+ANNOTATION_BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
+SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"
+
+# --- Written by the pod-grouper ---------------------------------------------------------
+ANNOTATION_POD_GROUP_NAME = "pod-group-name"
+LABEL_SUBGROUP_NAME = "kai.scheduler/subgroup-name"
+ANNOTATION_TOP_OWNER_METADATA = "kai.scheduler/top-owner-metadata"
+DEFAULT_SUBGROUP = "default"
+
+# --- GPU sharing (pod annotations) ----------------------------------------------------------
+ANNOTATION_GPU_FRACTION = "gpu-fraction"
+ANNOTATION_GPU_MEMORY = "gpu-memory"
+ANNOTATION_GPU_FRACTION_NUM_DEVICES = "gpu-fraction-num-devices"
+ANNOTATION_GPU_FRACTION_CONTAINER_NAME = "gpu-fraction-container-name"
+ANNOTATION_MPS = "mps"
+ANNOTATION_SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
+ANNOTATION_RECEIVED_RESOURCE_TYPE = "received-resource-type"
+LABEL_GPU_GROUP = "runai-gpu-group"
+ANNOTATION_RESERVE_FOR_GPU_INDEX = "run.ai/reserve_for_gpu_index"
+ANNOTATION_NUMA_PREDICTED = "kai.scheduler/numa-placement-predicted"
+ANNOTATION_NUMA_OBSERVED = "kai.scheduler/numa-placement-observed"
+
+# --- PodGroup annotations written by the scheduler (RFC3339) ---------------------------
+ANNOTATION_STALE_TIMESTAMP = "kai.scheduler/stale-podgroup-timestamp"
+ANNOTATION_LAST_START_TIMESTAMP = "kai.scheduler/last-start-timestamp"
+ANNOTATION_LAST_EVICTION_TIMESTAMP = "kai.scheduler/last-eviction-timestamp"
+LABEL_SELECTED_NODE = "selected-node"
+
+# --- Evict-event annotations ------------------------------------------------------------------
+ANNOTATION_NUM_EVICTED_PODS = "num-evicted-pods"
+ANNOTATION_EVICTOR_ACTION_TYPE = "evictor-action-type"
+ANNOTATION_EVICTOR_POD_GROUP_NAME = "evictor-pod-group-name"
+ANNOTATION_EVICTOR_POD_GROUP_NAMESPACE = "evictor-pod-group-namespace"
+
+# --- Other keys the scheduler reads ------------------------------------------------------------
+LABEL_TASK_PRIORITY = "kai.scheduler/task-priority"
+LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
+LABEL_GPU_COUNT = "nvidia.com/gpu.count"
+LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
+LABEL_MIG_STRATEGY = "nvidia.com/mig.strategy"
+LABEL_NODE_ROLE_GPU_WORKER = "node-role.kubernetes.io/gpu-worker"
+LABEL_NODE_ROLE_CPU_WORKER = "node-role.kubernetes.io/cpu-worker"
+LABEL_NODE_ROLE_MIG_ENABLED = "node-role.kubernetes.io/mig-enabled"
+LABEL_KUBEFLOW_JOB_ROLE = "training.kubeflow.org/job-role"
+LABEL_RAY_NODE_TYPE = "ray.io/node-type"
+LABEL_RAY_GROUP = "ray.io/group"
+LABEL_ACCOUNTING = "kai.scheduler/accounting"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+
+DEFAULT_GPU_MEMORY_MIB = 100  # node_info.DefaultGpuMemory when the label is missing
+
+# --- Taints Kubernetes sets itself -----------------------------------------------------------
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+
+# --- Priority classes (Helm defaults) ------------------------------------------------------------
+PRIORITY_TRAIN = "train"
+PRIORITY_BUILD_PREEMPTIBLE = "build-preemptible"
+PRIORITY_BUILD = "build"
+PRIORITY_INFERENCE = "inference"
+DEFAULT_PRIORITY_CLASSES: dict[str, int] = {
+    PRIORITY_TRAIN: 50,
+    PRIORITY_BUILD_PREEMPTIBLE: 75,
+    PRIORITY_BUILD: 100,
+    PRIORITY_INFERENCE: 125,
+}
+DEFAULT_PODGROUP_PRIORITY = 50  # constants.DefaultPodGroupPriority, without a globalDefault class
+NON_PREEMPTIBLE_PRIORITY_THRESHOLD = 100  # priority >= 100 is non-preemptible by default
+DEFAULT_QUEUE_PRIORITY = 100
+PREEMPTIBLE = "preemptible"
+NON_PREEMPTIBLE = "non-preemptible"
+
+# --- Default queues (Helm) --------------------------------------------------------------
+DEFAULT_PARENT_QUEUE = "default-parent-queue"
+DEFAULT_QUEUE = "default-queue"
+
+# --- Scheduler defaults -----------------------------------------------------------------------
+DEFAULT_STALENESS_GRACE_PERIOD_S = 60.0
+DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")

@@ -1,0 +1,121 @@
+"""Reading manifests: YAML streams in, typed objects out, every error located.
+
+Rules: each document is dispatched on ``apiVersion`` + ``kind``; ``v1 List`` is
+expanded; kinds that never affect scheduling (Secret, ConfigMap, ...) are
+returned as *ignored* so the caller can say so rather than drop them silently.
+Anything else is a ManifestError naming the file, the object and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from kai.api import constants as C
+from kai.api.errors import ManifestError
+from kai.api.objects import (
+    ApiObject,
+    parse_node,
+    parse_pod,
+    parse_podgroup,
+    parse_priority_class,
+    parse_queue,
+    parse_shard,
+    parse_topology,
+)
+
+try:  # the C loader is ~10x faster on large manifests
+    _Loader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML without libyaml
+    _Loader = yaml.SafeLoader
+
+PARSERS: dict[tuple[str, str], Callable[[dict[str, Any]], ApiObject]] = {
+    ("v1", "Node"): parse_node,
+    ("v1", "Pod"): parse_pod,
+    (C.QUEUE_API_VERSION, "Queue"): parse_queue,
+    (C.PODGROUP_API_VERSION, "PodGroup"): parse_podgroup,
+    (C.PRIORITY_CLASS_API_VERSION, "PriorityClass"): parse_priority_class,
+    (C.TOPOLOGY_API_VERSION, "Topology"): parse_topology,
+    (C.SHARD_API_VERSION, "SchedulingShard"): parse_shard,
+}
+
+# Kinds a user applies beside their workloads that carry nothing for a scheduler.
+IGNORED_KINDS = frozenset({"Secret", "ConfigMap", "Namespace", "Service", "ServiceAccount"})
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """A document kai read and deliberately does not use."""
+
+    source: str
+    kind: str
+    name: str
+
+
+def object_ref(doc: Any) -> str:
+    """``Kind/ns/name`` or ``Kind/name`` for messages, as far as the document tells."""
+    if not isinstance(doc, dict):
+        return ""
+    kind = str(doc.get("kind") or "?")
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    name = str(meta.get("name") or "?")
+    ns = meta.get("namespace")
+    return f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
+
+
+def parse_document(doc: Any, source: str) -> ApiObject | Ignored:
+    """One decoded YAML document → a typed object."""
+    if not isinstance(doc, dict):
+        raise ManifestError(f"a manifest must be a mapping, got {type(doc).__name__}", source=source)
+    ref = object_ref(doc)
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if not kind:
+        raise ManifestError("is required", source=source, obj=ref, field="kind")
+    if not api_version:
+        raise ManifestError("is required", source=source, obj=ref, field="apiVersion")
+    parser = PARSERS.get((str(api_version), str(kind)))
+    if parser is None:
+        if api_version == "v1" and kind in IGNORED_KINDS:
+            meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+            return Ignored(source, str(kind), str(meta.get("name", "")))
+        known = [k for (v, k) in PARSERS if k == kind]
+        hint = f" (kai reads {kind} as {next(v for v, k in PARSERS if k == kind)})" if known else ""
+        raise ManifestError(f"unknown kind {api_version} {kind}{hint}", source=source, obj=ref, field="kind")
+    try:
+        return parser(doc)
+    except ManifestError as e:
+        raise e.located(source=source, obj=ref) from None
+
+
+def iter_documents(text: str, source: str) -> Iterator[Any]:
+    """The non-empty documents of a YAML stream, ``v1 List`` expanded."""
+    try:
+        docs = list(yaml.load_all(text, Loader=_Loader))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ManifestError(f"{where}malformed YAML: {getattr(e, 'problem', e)}", source=source) from None
+    for doc in docs:
+        if doc is None:
+            continue
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            yield from (d for d in doc["items"] if d is not None)
+        else:
+            yield doc
+
+
+def load_manifests(texts: Iterable[tuple[str, str]]) -> tuple[list[tuple[str, ApiObject]], list[Ignored]]:
+    """(source, text) pairs → (source, object) pairs in input order, and the ignored documents."""
+    objects: list[tuple[str, ApiObject]] = []
+    ignored: list[Ignored] = []
+    for source, text in texts:
+        for doc in iter_documents(text, source):
+            obj = parse_document(doc, source)
+            if isinstance(obj, Ignored):
+                ignored.append(obj)
+            else:
+                objects.append((source, obj))
+    return objects, ignored

@@ -1,0 +1,745 @@
+"""Typed objects parsed from Kubernetes manifests: the part of each object a scheduler reads.
+
+Rules: parsing is strict about what kai uses and lenient about the rest (a Node's
+images, a Pod's volumes). Every error is a ManifestError naming the field; the
+caller adds the file and object. Amounts are integers in base units
+(``kai.api.quantity``); times are POSIX seconds (float); durations are seconds.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from kai.api import constants as C
+from kai.api.duration import parse_duration
+from kai.api.errors import ManifestError
+from kai.api.quantity import QuantityError, to_milli, to_units
+
+Resources = dict[str, int]  # resource name -> amount in base units (cpu: millicores)
+
+
+# ---------------------------------------------------------------------------------------------
+# Small readers: each raises ManifestError(field=...) so the message names the field.
+# ---------------------------------------------------------------------------------------------
+
+
+def _map(obj: Any, path: str) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise ManifestError(f"expected a mapping, got {type(obj).__name__}", field=path)
+    return obj
+
+
+def _list(obj: Any, path: str) -> list[Any]:
+    if obj is None:
+        return []
+    if not isinstance(obj, list):
+        raise ManifestError(f"expected a list, got {type(obj).__name__}", field=path)
+    return obj
+
+
+def _str(obj: Any, path: str, default: str = "") -> str:
+    if obj is None:
+        return default
+    if isinstance(obj, (dict, list)):
+        raise ManifestError(f"expected a string, got {type(obj).__name__}", field=path)
+    return str(obj)
+
+
+def _str_map(obj: Any, path: str) -> dict[str, str]:
+    return {str(k): _str(v, f"{path}.{k}") for k, v in _map(obj, path).items()}
+
+
+def _number(obj: Any, path: str, default: float) -> float:
+    if obj is None:
+        return default
+    if isinstance(obj, bool) or not isinstance(obj, (int, float, str)):
+        raise ManifestError(f"{obj!r} is not a number", field=path)
+    try:
+        return float(obj)
+    except ValueError:
+        raise ManifestError(f"{obj!r} is not a number", field=path) from None
+
+
+def _int(obj: Any, path: str, default: int | None) -> int | None:
+    if obj is None:
+        return default
+    if isinstance(obj, bool) or not isinstance(obj, (int, str)):
+        raise ManifestError(f"{obj!r} is not an integer", field=path)
+    try:
+        return int(obj)
+    except ValueError:
+        raise ManifestError(f"{obj!r} is not an integer", field=path) from None
+
+
+def _bool(obj: Any, path: str, default: bool) -> bool:
+    if obj is None:
+        return default
+    if isinstance(obj, bool):
+        return obj
+    if isinstance(obj, str) and obj.lower() in ("true", "false"):
+        return obj.lower() == "true"
+    raise ManifestError(f"{obj!r} is not a boolean", field=path)
+
+
+def _duration(obj: Any, path: str) -> float | None:
+    if obj is None:
+        return None
+    try:
+        return parse_duration(obj)
+    except ValueError as e:
+        raise ManifestError(str(e), field=path) from None
+
+
+def parse_time(obj: Any, path: str) -> float | None:
+    """RFC3339 (or a YAML timestamp, which PyYAML turns into a datetime) as POSIX seconds."""
+    if obj is None:
+        return None
+    if isinstance(obj, _dt.datetime):
+        dt = obj
+    elif isinstance(obj, str):
+        try:
+            dt = _dt.datetime.fromisoformat(obj.replace("Z", "+00:00"))
+        except ValueError:
+            raise ManifestError(f"{obj!r} is not an RFC3339 time", field=path) from None
+    else:
+        raise ManifestError(f"{obj!r} is not an RFC3339 time", field=path)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=_dt.UTC)
+    return dt.timestamp()
+
+
+def format_time(t: float) -> str:
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_resources(obj: Any, path: str) -> Resources:
+    """A ResourceList (``{cpu: 500m, memory: 1Gi, nvidia.com/gpu: 1}``) in base units."""
+    out: Resources = {}
+    for name, value in _map(obj, path).items():
+        name = str(name)
+        try:
+            out[name] = to_milli(value) if name == C.RESOURCE_CPU else to_units(value)
+        except QuantityError as e:
+            raise ManifestError(str(e), field=f"{path}.{name}") from None
+        if out[name] < 0:
+            raise ManifestError(f"{value!r} is negative", field=f"{path}.{name}")
+    return out
+
+
+def _add(into: Resources, other: Resources) -> None:
+    for k, v in other.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _max_into(into: Resources, other: Resources) -> None:
+    for k, v in other.items():
+        into[k] = max(into.get(k, 0), v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Metadata
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerReference:
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool = False
+
+
+@dataclass(slots=True)
+class ObjectMeta:
+    name: str
+    namespace: str | None  # None for cluster-scoped objects
+    uid: str
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    creation_timestamp: float | None = None
+    deletion_timestamp: float | None = None
+    owner_references: tuple[OwnerReference, ...] = ()
+    resource_version: int = 0
+
+
+def parse_meta(doc: dict[str, Any], kind: str, *, namespaced: bool) -> ObjectMeta:
+    m = _map(doc.get("metadata"), "metadata")
+    name = _str(m.get("name"), "metadata.name")
+    if not name:
+        raise ManifestError("is required", field="metadata.name")
+    ns = _str(m.get("namespace"), "metadata.namespace", "default") if namespaced else None
+    owners = []
+    for i, o in enumerate(_list(m.get("ownerReferences"), "metadata.ownerReferences")):
+        p = f"metadata.ownerReferences[{i}]"
+        o = _map(o, p)
+        owners.append(
+            OwnerReference(
+                api_version=_str(o.get("apiVersion"), f"{p}.apiVersion"),
+                kind=_str(o.get("kind"), f"{p}.kind"),
+                name=_str(o.get("name"), f"{p}.name"),
+                uid=_str(o.get("uid"), f"{p}.uid"),
+                controller=_bool(o.get("controller"), f"{p}.controller", False),
+            )
+        )
+    uid = _str(m.get("uid"), "metadata.uid") or f"{kind}/{ns + '/' if ns else ''}{name}"
+    return ObjectMeta(
+        name=name,
+        namespace=ns,
+        uid=uid,
+        labels=_str_map(m.get("labels"), "metadata.labels"),
+        annotations=_str_map(m.get("annotations"), "metadata.annotations"),
+        creation_timestamp=parse_time(m.get("creationTimestamp"), "metadata.creationTimestamp"),
+        deletion_timestamp=parse_time(m.get("deletionTimestamp"), "metadata.deletionTimestamp"),
+        owner_references=tuple(owners),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Node
+# ---------------------------------------------------------------------------------------------
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(slots=True)
+class Node:
+    meta: ObjectMeta
+    allocatable: Resources
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+    kind = "Node"
+
+
+def parse_node(doc: dict[str, Any]) -> Node:
+    meta = parse_meta(doc, "Node", namespaced=False)
+    spec = _map(doc.get("spec"), "spec")
+    status = _map(doc.get("status"), "status")
+    alloc_src = status.get("allocatable")
+    alloc_path = "status.allocatable"
+    if alloc_src is None:  # kubelet copies capacity when allocatable is absent
+        alloc_src, alloc_path = status.get("capacity"), "status.capacity"
+    allocatable = parse_resources(alloc_src, alloc_path)
+    allocatable.setdefault(C.RESOURCE_PODS, 110)
+    taints = []
+    for i, t in enumerate(_list(spec.get("taints"), "spec.taints")):
+        p = f"spec.taints[{i}]"
+        t = _map(t, p)
+        effect = _str(t.get("effect"), f"{p}.effect")
+        if effect not in TAINT_EFFECTS:
+            raise ManifestError(f"{effect!r} is not one of {', '.join(TAINT_EFFECTS)}", field=f"{p}.effect")
+        taints.append(Taint(_str(t.get("key"), f"{p}.key"), _str(t.get("value"), f"{p}.value"), effect))
+    ready = True
+    for i, c in enumerate(_list(status.get("conditions"), "status.conditions")):
+        c = _map(c, f"status.conditions[{i}]")
+        if c.get("type") == "Ready":
+            ready = _str(c.get("status"), f"status.conditions[{i}].status") == "True"
+    return Node(
+        meta=meta,
+        allocatable=allocatable,
+        taints=tuple(taints),
+        unschedulable=_bool(spec.get("unschedulable"), "spec.unschedulable", False),
+        ready=ready,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Pod
+# ---------------------------------------------------------------------------------------------
+
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """One nodeSelectorTerm: all its requirements must hold (the terms are ORed)."""
+
+    match_expressions: tuple[SelectorRequirement, ...]
+    match_fields: tuple[SelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str  # "" tolerates every effect
+
+
+@dataclass(slots=True)
+class Pod:
+    meta: ObjectMeta
+    requests: Resources  # effective request (containers, init containers, overhead)
+    node_name: str = ""
+    scheduler_name: str = "default-scheduler"
+    priority_class_name: str = ""
+    priority: int | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity_terms: tuple[SelectorTerm, ...] = ()  # required node affinity; empty = none
+    tolerations: tuple[Toleration, ...] = ()
+    phase: str = "Pending"
+    scheduling_gated: bool = False
+    nominated_node_name: str = ""
+    container_names: tuple[str, ...] = ()
+
+    kind = "Pod"
+
+    @property
+    def best_effort(self) -> bool:
+        return not any(v for k, v in self.requests.items() if k != C.RESOURCE_PODS)
+
+
+def _parse_requirement(r: Any, p: str) -> SelectorRequirement:
+    r = _map(r, p)
+    op = _str(r.get("operator"), f"{p}.operator")
+    if op not in SELECTOR_OPERATORS:
+        raise ManifestError(f"{op!r} is not one of {', '.join(SELECTOR_OPERATORS)}", field=f"{p}.operator")
+    values = tuple(_str(v, f"{p}.values[{i}]") for i, v in enumerate(_list(r.get("values"), f"{p}.values")))
+    if op in ("In", "NotIn") and not values:
+        raise ManifestError(f"operator {op} needs at least one value", field=f"{p}.values")
+    if op in ("Exists", "DoesNotExist") and values:
+        raise ManifestError(f"operator {op} takes no values", field=f"{p}.values")
+    if op in ("Gt", "Lt"):
+        if len(values) != 1:
+            raise ManifestError(f"operator {op} needs exactly one value", field=f"{p}.values")
+        try:
+            int(values[0])
+        except ValueError:
+            raise ManifestError(f"{values[0]!r} is not an integer", field=f"{p}.values[0]") from None
+    return SelectorRequirement(_str(r.get("key"), f"{p}.key"), op, values)
+
+
+def _container_requests(c: dict[str, Any], p: str) -> Resources:
+    """requests, with limits standing in for a missing request (as the API server defaults)."""
+    res = _map(c.get("resources"), f"{p}.resources")
+    req = parse_resources(res.get("requests"), f"{p}.resources.requests")
+    for k, v in parse_resources(res.get("limits"), f"{p}.resources.limits").items():
+        req.setdefault(k, v)
+    return req
+
+
+def effective_requests(spec: dict[str, Any], prefix: str = "spec") -> tuple[Resources, tuple[str, ...]]:
+    """The pod's request as kube-scheduler computes it.
+
+    max(sum of app containers + sidecars, each init container + the sidecars started before it),
+    plus the pod overhead, plus one ``pods`` slot.
+    """
+    total: Resources = {}
+    names = []
+    for i, c in enumerate(_list(spec.get("containers"), f"{prefix}.containers")):
+        p = f"{prefix}.containers[{i}]"
+        c = _map(c, p)
+        names.append(_str(c.get("name"), f"{p}.name"))
+        _add(total, _container_requests(c, p))
+    sidecars: Resources = {}
+    init_peak: Resources = {}
+    for i, c in enumerate(_list(spec.get("initContainers"), f"{prefix}.initContainers")):
+        p = f"{prefix}.initContainers[{i}]"
+        c = _map(c, p)
+        req = _container_requests(c, p)
+        if c.get("restartPolicy") == "Always":  # a sidecar runs for the pod's whole life
+            _add(sidecars, req)
+            _max_into(init_peak, sidecars)
+        else:
+            step = dict(sidecars)
+            _add(step, req)
+            _max_into(init_peak, step)
+    _add(total, sidecars)
+    _max_into(total, init_peak)
+    _add(total, parse_resources(spec.get("overhead"), f"{prefix}.overhead"))
+    total[C.RESOURCE_PODS] = total.get(C.RESOURCE_PODS, 0) + 1
+    return total, tuple(names)
+
+
+def parse_pod(doc: dict[str, Any]) -> Pod:
+    meta = parse_meta(doc, "Pod", namespaced=True)
+    spec = _map(doc.get("spec"), "spec")
+    status = _map(doc.get("status"), "status")
+    requests, names = effective_requests(spec)
+    terms: list[SelectorTerm] = []
+    affinity = _map(spec.get("affinity"), "spec.affinity")
+    na = _map(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    req_path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _map(na.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
+    for i, t in enumerate(_list(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")):
+        p = f"{req_path}.nodeSelectorTerms[{i}]"
+        t = _map(t, p)
+        exprs = tuple(
+            _parse_requirement(r, f"{p}.matchExpressions[{j}]")
+            for j, r in enumerate(_list(t.get("matchExpressions"), f"{p}.matchExpressions"))
+        )
+        fields = tuple(
+            _parse_requirement(r, f"{p}.matchFields[{j}]")
+            for j, r in enumerate(_list(t.get("matchFields"), f"{p}.matchFields"))
+        )
+        for j, f in enumerate(fields):
+            if f.key != "metadata.name":
+                raise ManifestError("only metadata.name is supported", field=f"{p}.matchFields[{j}].key")
+        terms.append(SelectorTerm(exprs, fields))
+    tolerations = []
+    for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations")):
+        p = f"spec.tolerations[{i}]"
+        t = _map(t, p)
+        op = _str(t.get("operator"), f"{p}.operator", "Equal")
+        if op not in TOLERATION_OPERATORS:
+            raise ManifestError(f"{op!r} is not Equal or Exists", field=f"{p}.operator")
+        effect = _str(t.get("effect"), f"{p}.effect")
+        if effect and effect not in TAINT_EFFECTS:
+            raise ManifestError(f"{effect!r} is not one of {', '.join(TAINT_EFFECTS)}", field=f"{p}.effect")
+        tolerations.append(Toleration(_str(t.get("key"), f"{p}.key"), op, _str(t.get("value"), f"{p}.value"), effect))
+    phase = _str(status.get("phase"), "status.phase", "Pending")
+    if phase not in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
+        raise ManifestError(f"{phase!r} is not a pod phase", field="status.phase")
+    return Pod(
+        meta=meta,
+        requests=requests,
+        node_name=_str(spec.get("nodeName"), "spec.nodeName"),
+        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler"),
+        priority_class_name=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
+        priority=_int(spec.get("priority"), "spec.priority", None),
+        node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+        affinity_terms=tuple(terms),
+        tolerations=tuple(tolerations),
+        phase=phase,
+        scheduling_gated=bool(_list(spec.get("schedulingGates"), "spec.schedulingGates")),
+        nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
+        container_names=names,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Queue
+# ---------------------------------------------------------------------------------------------
+
+QUEUE_RESOURCES = ("gpu", "cpu", "memory")  # CRD units: GPUs, millicores, MB (10^6 bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueResource:
+    quota: float = 0.0  # -1 = unlimited deserved; 0/unset = none
+    limit: float = 0.0  # -1 = no limit; 0/unset = a hard cap of 0 (as KAI's code)
+    over_quota_weight: float = 0.0
+
+
+@dataclass(slots=True)
+class Queue:
+    meta: ObjectMeta
+    parent: str = ""
+    priority: int = C.DEFAULT_QUEUE_PRIORITY
+    display_name: str = ""
+    resources: dict[str, QueueResource] = field(default_factory=dict)  # keys: gpu, cpu, memory
+    preempt_min_runtime: float | None = None
+    reclaim_min_runtime: float | None = None
+
+    kind = "Queue"
+
+
+def parse_queue(doc: dict[str, Any]) -> Queue:
+    meta = parse_meta(doc, "Queue", namespaced=False)
+    spec = _map(doc.get("spec"), "spec")
+    res_doc = _map(spec.get("resources"), "spec.resources")
+    resources = {}
+    for r in QUEUE_RESOURCES:
+        p = f"spec.resources.{r}"
+        rd = _map(res_doc.get(r), p)
+        q = QueueResource(
+            quota=_number(rd.get("quota"), f"{p}.quota", 0.0),
+            limit=_number(rd.get("limit"), f"{p}.limit", 0.0),
+            over_quota_weight=_number(rd.get("overQuotaWeight"), f"{p}.overQuotaWeight", 0.0),
+        )
+        if q.quota < 0 and q.quota != -1:
+            raise ManifestError(f"{q.quota:g} is negative (use -1 for unlimited)", field=f"{p}.quota")
+        if q.limit < 0 and q.limit != -1:
+            raise ManifestError(f"{q.limit:g} is negative (use -1 for no limit)", field=f"{p}.limit")
+        if q.over_quota_weight < 0:
+            raise ManifestError(f"{q.over_quota_weight:g} is negative", field=f"{p}.overQuotaWeight")
+        for extra in set(rd) - {"quota", "limit", "overQuotaWeight"}:
+            raise ManifestError("unknown field (expected quota, limit, overQuotaWeight)", field=f"{p}.{extra}")
+        resources[r] = q
+    parent = _str(spec.get("parentQueue"), "spec.parentQueue")
+    if parent == meta.name:
+        raise ManifestError("a queue cannot be its own parent", field="spec.parentQueue")
+    pmr = _duration(spec.get("preemptMinRuntime"), "spec.preemptMinRuntime")
+    rmr = _duration(spec.get("reclaimMinRuntime"), "spec.reclaimMinRuntime")
+    for value, p in ((pmr, "spec.preemptMinRuntime"), (rmr, "spec.reclaimMinRuntime")):
+        if value is not None and value < 0:
+            raise ManifestError("must not be negative", field=p)
+    return Queue(
+        meta=meta,
+        parent=parent,
+        priority=_int(spec.get("priority"), "spec.priority", C.DEFAULT_QUEUE_PRIORITY) or 0,
+        display_name=_str(spec.get("displayName"), "spec.displayName"),
+        resources=resources,
+        preempt_min_runtime=pmr,
+        reclaim_min_runtime=rmr,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# PodGroup
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyConstraint:
+    topology: str = ""
+    required_level: str = ""
+    preferred_level: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroup:
+    name: str
+    min_member: int | None = None
+    min_subgroup: int | None = None
+    parent: str | None = None
+    topology_constraint: TopologyConstraint | None = None
+
+
+@dataclass(slots=True)
+class PodGroup:
+    meta: ObjectMeta
+    min_member: int = 1
+    queue: str = ""
+    priority_class_name: str = ""
+    preemptibility: str = ""  # "", preemptible, non-preemptible
+    min_subgroup: int | None = None
+    sub_groups: tuple[SubGroup, ...] = ()
+    topology_constraint: TopologyConstraint | None = None
+    mark_unschedulable: bool = True
+    preemption_delay: float | None = None
+    staleness_grace_period: float | None = None
+    generated: bool = False  # made by kai for a pod without one, not applied by a user
+
+    kind = "PodGroup"
+
+
+def _topology_constraint(obj: Any, p: str) -> TopologyConstraint | None:
+    if obj is None:
+        return None
+    t = _map(obj, p)
+    return TopologyConstraint(
+        topology=_str(t.get("topology"), f"{p}.topology"),
+        required_level=_str(t.get("requiredTopologyLevel"), f"{p}.requiredTopologyLevel"),
+        preferred_level=_str(t.get("preferredTopologyLevel"), f"{p}.preferredTopologyLevel"),
+    )
+
+
+def _preemptibility(value: str, path: str) -> str:
+    if value not in ("", C.PREEMPTIBLE, C.NON_PREEMPTIBLE):
+        raise ManifestError(f"{value!r} is not preemptible or non-preemptible", field=path)
+    return value
+
+
+def _validate_subgroups(groups: list[SubGroup], base: str) -> None:
+    """The PodGroup webhook's rules: unique names, existing parents, no cycles, leaves with minMember."""
+    names = [g.name for g in groups]
+    for i, g in enumerate(groups):
+        p = f"{base}[{i}]"
+        if not g.name:
+            raise ManifestError("is required", field=f"{p}.name")
+        if names.count(g.name) > 1:
+            raise ManifestError(f"duplicate subgroup name {g.name!r}", field=f"{p}.name")
+        if g.parent is not None and g.parent not in names:
+            raise ManifestError(f"parent {g.parent!r} is not a subgroup of this PodGroup", field=f"{p}.parent")
+        if g.min_member is not None and g.min_subgroup is not None:
+            raise ManifestError("minMember and minSubGroup are mutually exclusive", field=p)
+        if g.min_member is not None and g.min_member < 0:
+            raise ManifestError("must not be negative", field=f"{p}.minMember")
+    parent_of = {g.name: g.parent for g in groups}
+    children = {g.parent for g in groups if g.parent is not None}
+    for i, g in enumerate(groups):
+        seen, cur = set(), g.name
+        while cur is not None:
+            if cur in seen:
+                raise ManifestError(f"subgroup {g.name!r} is part of a parent cycle", field=f"{base}[{i}].parent")
+            seen.add(cur)
+            cur = parent_of.get(cur)
+        if g.name not in children and g.min_member is None:
+            raise ManifestError("a leaf subgroup needs minMember", field=f"{base}[{i}].minMember")
+
+
+def parse_podgroup(doc: dict[str, Any]) -> PodGroup:
+    meta = parse_meta(doc, "PodGroup", namespaced=True)
+    spec = _map(doc.get("spec"), "spec")
+    min_member = _int(spec.get("minMember"), "spec.minMember", None)
+    min_subgroup = _int(spec.get("minSubGroup"), "spec.minSubGroup", None)
+    if min_member is not None and min_subgroup is not None:
+        raise ManifestError("minMember and minSubGroup are mutually exclusive", field="spec.minMember")
+    if min_member is not None and min_member < 0:
+        raise ManifestError("must not be negative", field="spec.minMember")
+    subgroups = []
+    for i, s in enumerate(_list(spec.get("subGroups"), "spec.subGroups")):
+        p = f"spec.subGroups[{i}]"
+        s = _map(s, p)
+        parent = s.get("parent")
+        subgroups.append(
+            SubGroup(
+                name=_str(s.get("name"), f"{p}.name"),
+                min_member=_int(s.get("minMember"), f"{p}.minMember", None),
+                min_subgroup=_int(s.get("minSubGroup"), f"{p}.minSubGroup", None),
+                parent=None if parent is None else _str(parent, f"{p}.parent"),
+                topology_constraint=_topology_constraint(s.get("topologyConstraint"), f"{p}.topologyConstraint"),
+            )
+        )
+    _validate_subgroups(subgroups, "spec.subGroups")
+    delay = _duration(spec.get("preemptionDelay"), "spec.preemptionDelay")
+    if delay is not None and delay < 0:
+        raise ManifestError("must not be negative", field="spec.preemptionDelay")
+    return PodGroup(
+        meta=meta,
+        min_member=1 if min_member is None else min_member,
+        queue=_str(spec.get("queue"), "spec.queue"),
+        priority_class_name=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
+        preemptibility=_preemptibility(_str(spec.get("preemptibility"), "spec.preemptibility"), "spec.preemptibility"),
+        min_subgroup=min_subgroup,
+        sub_groups=tuple(subgroups),
+        topology_constraint=_topology_constraint(spec.get("topologyConstraint"), "spec.topologyConstraint"),
+        mark_unschedulable=_bool(spec.get("markUnschedulable"), "spec.markUnschedulable", True),
+        preemption_delay=delay,
+        staleness_grace_period=_duration(spec.get("stalenessGracePeriod"), "spec.stalenessGracePeriod"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# PriorityClass, Topology, SchedulingShard
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PriorityClass:
+    meta: ObjectMeta
+    value: int
+    global_default: bool = False
+    preemptibility: str = ""  # from the kai.scheduler/preemptibility label, if any
+
+    kind = "PriorityClass"
+
+
+def parse_priority_class(doc: dict[str, Any]) -> PriorityClass:
+    meta = parse_meta(doc, "PriorityClass", namespaced=False)
+    if "value" not in doc:
+        raise ManifestError("is required", field="value")
+    value = _int(doc.get("value"), "value", 0) or 0
+    return PriorityClass(
+        meta=meta,
+        value=value,
+        global_default=_bool(doc.get("globalDefault"), "globalDefault", False),
+        preemptibility=_preemptibility(
+            meta.labels.get(C.LABEL_PREEMPTIBILITY, ""), f"metadata.labels.{C.LABEL_PREEMPTIBILITY}"
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyLevel:
+    node_label: str
+    alias: str = ""
+
+
+@dataclass(slots=True)
+class Topology:
+    meta: ObjectMeta
+    levels: tuple[TopologyLevel, ...]
+
+    kind = "Topology"
+
+
+def parse_topology(doc: dict[str, Any]) -> Topology:
+    meta = parse_meta(doc, "Topology", namespaced=False)
+    spec = _map(doc.get("spec"), "spec")
+    levels = []
+    for i, lv in enumerate(_list(spec.get("levels"), "spec.levels")):
+        p = f"spec.levels[{i}]"
+        lv = _map(lv, p)
+        label = _str(lv.get("nodeLabel"), f"{p}.nodeLabel")
+        if not label:
+            raise ManifestError("is required", field=f"{p}.nodeLabel")
+        levels.append(TopologyLevel(label, _str(lv.get("alias"), f"{p}.alias")))
+    if not 1 <= len(levels) <= 16:
+        raise ManifestError("needs 1 to 16 levels", field="spec.levels")
+    labels = [lv.node_label for lv in levels]
+    if len(set(labels)) != len(labels):
+        raise ManifestError("nodeLabels must be unique", field="spec.levels")
+    if C.LABEL_HOSTNAME in labels[:-1]:
+        raise ManifestError(f"{C.LABEL_HOSTNAME} may only be the last level", field="spec.levels")
+    return Topology(meta=meta, levels=tuple(levels))
+
+
+PLACEMENT_STRATEGIES = ("binpack", "spread")
+
+
+@dataclass(slots=True)
+class SchedulingShard:
+    meta: ObjectMeta
+    placement_gpu: str = "binpack"
+    placement_cpu: str = "binpack"
+    partition_label_value: str = ""
+    k_value: float = 1.0
+    queue_depth_per_action: dict[str, int] = field(default_factory=dict)
+    actions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    plugins: dict[str, dict[str, Any]] = field(default_factory=dict)
+    args: dict[str, str] = field(default_factory=dict)
+    preempt_min_runtime: float | None = None
+    reclaim_min_runtime: float | None = None
+
+    kind = "SchedulingShard"
+
+
+def parse_shard(doc: dict[str, Any]) -> SchedulingShard:
+    meta = parse_meta(doc, "SchedulingShard", namespaced=False)
+    spec = _map(doc.get("spec"), "spec")
+    ps = _map(spec.get("placementStrategy"), "spec.placementStrategy")
+    strategies = {}
+    for r in ("gpu", "cpu"):
+        v = _str(ps.get(r), f"spec.placementStrategy.{r}", "binpack")
+        if v not in PLACEMENT_STRATEGIES:
+            raise ManifestError(f"{v!r} is not binpack or spread", field=f"spec.placementStrategy.{r}")
+        strategies[r] = v
+    depth = {}
+    for k, v in _map(spec.get("queueDepthPerAction"), "spec.queueDepthPerAction").items():
+        n = _int(v, f"spec.queueDepthPerAction.{k}", None)
+        if n is None or n < 0:
+            raise ManifestError("must be a non-negative integer", field=f"spec.queueDepthPerAction.{k}")
+        depth[str(k)] = n
+    mr = _map(spec.get("minRuntime"), "spec.minRuntime")
+    k_value = _number(spec.get("kValue"), "spec.kValue", 1.0)
+    if k_value < 0:
+        raise ManifestError("must not be negative", field="spec.kValue")
+    return SchedulingShard(
+        meta=meta,
+        placement_gpu=strategies["gpu"],
+        placement_cpu=strategies["cpu"],
+        partition_label_value=_str(spec.get("partitionLabelValue"), "spec.partitionLabelValue"),
+        k_value=k_value,
+        queue_depth_per_action=depth,
+        actions={str(k): _map(v, f"spec.actions.{k}") for k, v in _map(spec.get("actions"), "spec.actions").items()},
+        plugins={str(k): _map(v, f"spec.plugins.{k}") for k, v in _map(spec.get("plugins"), "spec.plugins").items()},
+        args=_str_map(spec.get("args"), "spec.args"),
+        preempt_min_runtime=_duration(mr.get("preemptMinRuntime"), "spec.minRuntime.preemptMinRuntime"),
+        reclaim_min_runtime=_duration(mr.get("reclaimMinRuntime"), "spec.minRuntime.reclaimMinRuntime"),
+    )
+
+
+ApiObject = Node | Pod | Queue | PodGroup | PriorityClass | Topology | SchedulingShard

@@ -1,0 +1,106 @@
+"""allocate: place pending jobs on free (or releasing) resources, gangs all-or-nothing. Never evicts.
+
+For each job in queue order (KAI's allocate.go): check the queue's limit and
+non-preemptible quota; take the tasks to allocate (the missing gang members, or
+one elastic task); place each on its best node inside a Statement, on idle
+resources if they fit now, else pipelined onto resources being released. If
+any task is pipelined while the gang is below its minimum, the whole gang is
+pipelined. Commit on success, roll back on failure. A job with more pending
+tasks goes back into the queue so elastic pods interleave across queues.
+
+Fast path: capacity only shrinks during allocate, so once k tasks of one
+(signature, request) could not all be placed, no later attempt needing >= k of
+them can succeed; such jobs fail without a search, with the same reason.
+"""
+
+from __future__ import annotations
+
+from kai.scheduler.capacity import check_capacity
+from kai.scheduler.explain import explain_no_node, gang_message
+from kai.scheduler.model import TaskInfo, TaskStatus
+from kai.scheduler.ordering import JobQueue
+from kai.scheduler.placement import Placer
+from kai.scheduler.session import Session, Statement
+
+
+class Allocate:
+    name = "allocate"
+
+    def execute(self, ssn: Session) -> None:
+        candidates = []
+        for job in ssn.snap.jobs:
+            if job.queue < 0 or not ssn.pending_tasks(job):
+                continue
+            if not ssn.job_ready(job):
+                continue
+            candidates.append(job)
+        queue = JobQueue(ssn, candidates)
+        impossible: dict[tuple[int, bytes], tuple[int, str]] = {}  # (sig, request) -> (min count that failed, why)
+        while (job := queue.pop()) is not None:
+            tasks = ssn.tasks_to_allocate(job)
+            if not tasks:
+                continue
+            failure = check_capacity(ssn, job, tasks)
+            if failure is not None:
+                ssn.failures[job.index] = failure
+                continue
+            shape = _uniform_shape(tasks)
+            if shape is not None and shape in impossible and len(tasks) >= impossible[shape][0]:
+                ssn.fail(job, "Unschedulable", impossible[shape][1])
+                continue
+            stmt = ssn.statement()
+            placed, why = _place(ssn, stmt, tasks)
+            if placed == len(tasks):
+                _pipeline_whole_gang_if_needed(ssn, stmt, job.index, job.min_available)
+                stmt.commit()
+                ssn.failures.pop(job.index, None)
+                if ssn.pending_tasks(job):
+                    queue.push(job)
+                continue
+            stmt.rollback()
+            missing = job.min_available - ssn.job_allocated[job.index]
+            message = gang_message(placed, max(missing, 1), why) if missing > 0 else why
+            ssn.fail(job, "Unschedulable", message)
+            if shape is not None:
+                prev = impossible.get(shape)
+                if prev is None or len(tasks) < prev[0]:
+                    impossible[shape] = (len(tasks), message)
+
+
+def _uniform_shape(tasks: list[TaskInfo]) -> tuple[int, bytes] | None:
+    first = tasks[0]
+    key = (first.signature, first.request.tobytes())
+    if all(t.signature == key[0] and t.request.tobytes() == key[1] for t in tasks[1:]):
+        return key
+    return None
+
+
+def _place(ssn: Session, stmt: Statement, tasks: list[TaskInfo]) -> tuple[int, str]:
+    """Place *tasks* in order; returns (how many were placed, why the next one could not be)."""
+    placer = Placer(ssn)
+    for i, task in enumerate(tasks):
+        node, now = placer.best_node(task)
+        if node < 0:
+            return i, explain_no_node(ssn, task)
+        if now:
+            stmt.allocate(task, node)
+        else:
+            stmt.pipeline(task, node)
+        placer.placed(node)
+    return len(tasks), ""
+
+
+_NOT_PIPELINED = frozenset({TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
+
+
+def _pipeline_whole_gang_if_needed(ssn: Session, stmt: Statement, job: int, min_available: int) -> None:
+    """KAI allocate step 3: a gang below its minimum with any pipelined task waits as a whole."""
+    tasks = [ssn.snap.tasks[t] for t in ssn.snap.jobs[job].tasks]
+    if not any(ssn.status[t.index] == TaskStatus.PIPELINED for t in tasks):
+        return
+    placed_now = sum(1 for t in tasks if ssn.status[t.index] in _NOT_PIPELINED)
+    if placed_now >= min_available:
+        return
+    for t in tasks:
+        if ssn.status[t.index] == TaskStatus.ALLOCATED:
+            stmt.convert_to_pipelined(t)

@@ -1,0 +1,64 @@
+"""Scheduler configuration: which actions run and the plugin arguments, validated up front.
+
+KAI reads this from the SchedulingShard; bad values stop start-up (ConfigError)
+rather than being logged and defaulted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kai.api import constants as C
+from kai.api.objects import SchedulingShard
+
+KNOWN_ACTIONS = C.DEFAULT_ACTIONS
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConf:
+    actions: tuple[str, ...] = C.DEFAULT_ACTIONS
+    placement_gpu: str = "binpack"
+    placement_cpu: str = "binpack"
+    k_value: float = 1.0
+    queue_depth_per_action: tuple[tuple[str, int], ...] = ()
+    default_staleness_grace_period: float = C.DEFAULT_STALENESS_GRACE_PERIOD_S
+
+    def __post_init__(self) -> None:
+        for a in self.actions:
+            if a not in KNOWN_ACTIONS:
+                raise ConfigError(f"unknown action {a!r} (known: {', '.join(KNOWN_ACTIONS)})")
+        for name, v in (("gpu", self.placement_gpu), ("cpu", self.placement_cpu)):
+            if v not in ("binpack", "spread"):
+                raise ConfigError(f"placementStrategy.{name}: {v!r} is not binpack or spread")
+        if self.k_value < 0:
+            raise ConfigError(f"kValue must be >= 0, got {self.k_value}")
+
+    def queue_depth(self, action: str) -> int | None:
+        return dict(self.queue_depth_per_action).get(action)
+
+    @classmethod
+    def from_shard(cls, shard: SchedulingShard | None, actions: tuple[str, ...] | None = None) -> SchedulerConf:
+        """The configuration a SchedulingShard asks for; *actions* (e.g. from ``--actions``) wins."""
+        if shard is None:
+            return cls(actions=actions or C.DEFAULT_ACTIONS)
+        chosen = list(actions or C.DEFAULT_ACTIONS)
+        if actions is None:
+            for name, spec in shard.actions.items():
+                if name not in KNOWN_ACTIONS:
+                    raise ConfigError(f"SchedulingShard/{shard.meta.name}: spec.actions: unknown action {name!r}")
+                if spec.get("enabled") is False and name in chosen:
+                    chosen.remove(name)
+            # KAI disables consolidation when either placement strategy is spread.
+            if "spread" in (shard.placement_gpu, shard.placement_cpu) and "consolidation" in chosen:
+                chosen.remove("consolidation")
+        return cls(
+            actions=tuple(chosen),
+            placement_gpu=shard.placement_gpu,
+            placement_cpu=shard.placement_cpu,
+            k_value=shard.k_value,
+            queue_depth_per_action=tuple(sorted(shard.queue_depth_per_action.items())),
+        )

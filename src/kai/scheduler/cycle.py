@@ -1,0 +1,125 @@
+"""One scheduling cycle: Snapshot in, Decisions out.
+
+``run_cycle`` opens a Session, runs the configured actions in order and closes
+the Session into a CycleResult. It is a pure function of its arguments: no
+network, files, threads, wall clock or global random state (a test checks the
+imports of this package).
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+from kai.scheduler.actions import ACTIONS
+from kai.scheduler.conf import SchedulerConf
+from kai.scheduler.decisions import (
+    Bind,
+    Condition,
+    CycleResult,
+    Event,
+    Evict,
+    Pipeline,
+    PodGroupStatus,
+    PodRef,
+    QueueStatus,
+)
+from kai.scheduler.model import ACTIVE_ALLOCATED, MILLI, QRES, TaskStatus
+from kai.scheduler.session import Session
+from kai.scheduler.snapshot import Snapshot
+
+UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
+
+
+def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
+    """Run *conf*'s actions on *snap*; returns what to bind, pipeline and evict, and why the rest waits."""
+    t0 = perf_counter()  # durations only: measuring is not reading the scheduling clock
+    ssn = Session(snap, conf)
+    stats = {"open_session_s": perf_counter() - t0}
+    for name in conf.actions:
+        t = perf_counter()
+        ACTIONS[name].execute(ssn)
+        stats[f"action_{name}_s"] = perf_counter() - t
+    result = close_session(ssn)
+    stats["cycle_s"] = perf_counter() - t0
+    result.stats = stats
+    return result
+
+
+def _api_units(v) -> dict[str, float]:
+    gpu, cpu, mem = (float(x) for x in v)
+    return {"gpu": gpu / MILLI if gpu != -1 else -1.0, "cpu": cpu, "memory": mem}
+
+
+def close_session(ssn: Session) -> CycleResult:
+    """The difference between the snapshot and the session's final state, as Decisions."""
+    snap = ssn.snap
+    res = CycleResult()
+    names = snap.nodes.names
+    for t in snap.tasks:
+        new, old = ssn.status[t.index], t.status
+        if new == old and ssn.node[t.index] == t.node:
+            continue
+        job = snap.jobs[t.job]
+        ref = PodRef(t.namespace, t.name)
+        pod_obj = f"Pod/{ref}"
+        if new == TaskStatus.ALLOCATED:
+            node = names[ssn.node[t.index]]
+            res.binds.append(Bind(ref, node, job.name))
+            res.events.append(Event(pod_obj, "Normal", "Scheduled", f"Successfully assigned pod {ref} to node {node}"))
+        elif new == TaskStatus.PIPELINED:
+            node = names[ssn.node[t.index]]
+            res.pipelines.append(Pipeline(ref, node, job.name))
+            res.events.append(Event(pod_obj, "Normal", "Pipelined", f"Pod {ref} was pipelined to node {node}"))
+        elif new == TaskStatus.RELEASING and old in ACTIVE_ALLOCATED:
+            action, message = ssn.eviction_reasons.get(t.index, ("unknown", "evicted"))
+            res.evictions.append(Evict(ref, job.name, action, message))
+            res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "Evict", message))
+
+    for job in snap.jobs:
+        pg_obj = f"PodGroup/{job.ref}"
+        conditions: tuple[Condition, ...] = ()
+        failure = ssn.failures.get(job.index)
+        pending = any(ssn.status[ti] == TaskStatus.PENDING for ti in job.tasks)
+        if job.unschedulable_reason and pending:
+            reason = "QueueDoesNotExist"
+            conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", reason, job.unschedulable_reason),)
+            res.events.append(Event(pg_obj, "Warning", "Unschedulable", job.unschedulable_reason))
+        elif pending and not ssn.job_ready(job):
+            alive = sum(
+                1
+                for ti in job.tasks
+                if snap.tasks[ti].status != TaskStatus.GATED
+                and ssn.status[ti] in (TaskStatus.PENDING, *ACTIVE_ALLOCATED)
+            )
+            gated = sum(1 for ti in job.tasks if snap.tasks[ti].status == TaskStatus.GATED)
+            message = (
+                f"Job is not ready for scheduling. Waiting for {job.min_available} pods, "
+                f"currently {alive} exist, {gated} are gated"
+            )
+            conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", "NotReady", message),)
+            res.events.append(Event(pg_obj, "Normal", "NotReady", message))
+        elif failure is not None:
+            if ssn.job_allocated[job.index] == 0:
+                conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", failure.reason, failure.message),)
+            res.events.append(Event(pg_obj, "Warning", "Unschedulable", failure.message))
+        res.podgroups.append(PodGroupStatus(job.namespace, job.name, conditions))
+
+    for obj, type_, reason, message in ssn.events:
+        res.events.append(Event(obj, type_, reason, message))
+
+    qs = ssn.queues
+    for q in snap.queues:
+        res.queues.append(
+            QueueStatus(
+                name=q.name,
+                parent=snap.queues[q.parent].name if q.parent >= 0 else "",
+                fair_share=_api_units(qs.fair_share[q.index]),
+                allocated=_api_units(qs.allocated[q.index]),
+                allocated_non_preemptible=_api_units(qs.allocated_non_preemptible[q.index]),
+                requested=_api_units(qs.requested[q.index]),
+                deserved=_api_units(q.deserved),
+                limit=_api_units(q.limit),
+            )
+        )
+    assert tuple(QRES) == ("gpu", "cpu", "memory")
+    return res

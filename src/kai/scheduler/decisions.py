@@ -1,0 +1,94 @@
+"""What a cycle decides, as data. Backends apply these; the engine never does I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """Bind *pod* to *node* now (resources are free)."""
+
+    pod: PodRef
+    node: str
+    podgroup: str
+    gpu_groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """*pod* will go to *node* once the resources being released there are free; bind in a later cycle."""
+
+    pod: PodRef
+    node: str
+    podgroup: str
+    gpu_groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    pod: PodRef
+    podgroup: str
+    action: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A Kubernetes event: ``object`` is ``Kind/namespace/name`` (or ``Kind/name``)."""
+
+    object: str
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupStatus:
+    """The scheduling conditions of a PodGroup after this cycle (empty = schedulable/scheduled)."""
+
+    namespace: str
+    name: str
+    conditions: tuple[Condition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """Per queue, in QRES units of the API: GPUs, millicores, bytes."""
+
+    name: str
+    parent: str
+    fair_share: dict[str, float]
+    allocated: dict[str, float]
+    allocated_non_preemptible: dict[str, float]
+    requested: dict[str, float]
+    deserved: dict[str, float]
+    limit: dict[str, float]
+
+
+@dataclass(slots=True)
+class CycleResult:
+    binds: list[Bind] = field(default_factory=list)
+    pipelines: list[Pipeline] = field(default_factory=list)
+    evictions: list[Evict] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    podgroups: list[PodGroupStatus] = field(default_factory=list)
+    queues: list[QueueStatus] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)

@@ -1,0 +1,137 @@
+"""The engine's view of the cluster for one cycle: tasks, jobs, queues, nodes.
+
+Rules: built by ``snapshot.build_snapshot`` from Store objects, read-only for
+the session (the session copies what it changes). Words are KAI's: a *job* is a
+PodGroup in a session, a *task* is a pod, a *queue* is a Queue.
+
+Units: node resource columns follow ``Snapshot.resources``; cpu in millicores,
+GPUs in milli-GPUs (so fractions stay integral), everything else in whole
+units (bytes, counts). Queue vectors use ``QRES`` = (gpu, cpu, memory) in the
+same base units.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kai.api.objects import Pod, PodGroup
+
+CPU, MEMORY, GPU, PODS = 0, 1, 2, 3  # fixed node resource columns; extended resources follow
+BASE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
+QRES = ("gpu", "cpu", "memory")
+QRES_COLUMNS = np.array([GPU, CPU, MEMORY])  # node column of each queue resource
+MILLI = 1000
+
+
+class TaskStatus(enum.IntEnum):
+    PENDING = 0
+    GATED = 1
+    ALLOCATED = 2
+    PIPELINED = 3
+    BINDING = 4
+    BOUND = 5
+    RUNNING = 6
+    RELEASING = 7
+    SUCCEEDED = 8
+    FAILED = 9
+
+
+ACTIVE_ALLOCATED = frozenset(
+    {TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING}
+)
+ACTIVE_USED = ACTIVE_ALLOCATED | {TaskStatus.RELEASING}
+ALIVE = ACTIVE_ALLOCATED | {TaskStatus.PENDING, TaskStatus.GATED}
+
+
+@dataclass(slots=True)
+class TaskInfo:
+    """One pod. ``status`` and ``node`` are the state at snapshot time."""
+
+    index: int  # position in Snapshot.tasks
+    job: int  # position in Snapshot.jobs
+    pod: Pod
+    status: TaskStatus
+    node: int  # row in the node table, -1 if none
+    request: np.ndarray  # (n_res,) int64
+    signature: int  # tasks with equal signatures share predicate masks
+    order_key: tuple  # task order inside the job (smaller first)
+
+    @property
+    def namespace(self) -> str:
+        return self.pod.meta.namespace or ""
+
+    @property
+    def name(self) -> str:
+        return self.pod.meta.name
+
+
+@dataclass(slots=True)
+class JobInfo:
+    """One PodGroup and its tasks."""
+
+    index: int
+    podgroup: PodGroup
+    queue: int  # row in the queue table; -1 if the queue is missing or not a leaf
+    queue_name: str
+    priority: int
+    preemptible: bool
+    min_available: int
+    creation: float
+    tasks: list[int] = field(default_factory=list)  # task indices, in task order
+    unschedulable_reason: str = ""  # set when the job can never be scheduled as is (missing queue, ...)
+
+    @property
+    def namespace(self) -> str:
+        return self.podgroup.meta.namespace or ""
+
+    @property
+    def name(self) -> str:
+        return self.podgroup.meta.name
+
+    @property
+    def uid(self) -> str:
+        return self.podgroup.meta.uid
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class QueueInfo:
+    index: int
+    name: str
+    parent: int  # -1 for a top-level queue
+    children: list[int]
+    priority: int
+    creation: float
+    uid: str
+    deserved: np.ndarray  # (3,) float64 in QRES base units; -1 = unlimited
+    limit: np.ndarray  # (3,) float64; -1 = no limit
+    over_quota_weight: np.ndarray  # (3,) float64
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTable:
+    """Nodes as arrays; row i is ``names[i]``, sorted by name (ties in scoring go to the lower row)."""
+
+    names: tuple[str, ...]
+    labels: tuple[dict[str, str], ...]
+    taints: tuple[tuple[tuple[str, str, str], ...], ...]  # per node: (key, value, effect)
+    allocatable: np.ndarray  # (n_nodes, n_res) int64
+    used: np.ndarray  # (n_nodes, n_res) int64: requests of every active pod on the node
+    releasing: np.ndarray  # (n_nodes, n_res) int64: part of ``used`` held by terminating pods
+    schedulable: np.ndarray  # (n_nodes,) bool: Ready and not cordoned
+    gpu_memory_mib: np.ndarray  # (n_nodes,) int64 per-GPU memory (label nvidia.com/gpu.memory)
+    mig_mixed: np.ndarray  # (n_nodes,) bool: no whole GPUs to give
+
+    @property
+    def n(self) -> int:
+        return len(self.names)

@@ -1,0 +1,147 @@
+"""Job order, queue order and the hierarchical job queue (KAI's JobsOrderByQueues).
+
+Job order (first difference wins): higher priority; a job below minAvailable
+before one at it, before one above it (elastic); older creation; lower UID.
+
+Queue order, applied at every level of the tree between sibling queues, each
+represented by the best pending job of its subtree (reference 4.4.3):
+1. not over-utilized (fairShare < allocated in all of gpu, cpu, memory) first;
+2. starved (allocated + job <= quota in every resource) first;
+3. higher queue priority;
+4. no allocatable share of 0 for a resource the job uses;
+5. smaller dominant share with the job; 6. without it;
+7. smaller allocatable share (<= everywhere, < somewhere);
+8. older queue, then lower UID.
+
+Theory of operation: a pop walks from the root to a leaf choosing the best
+child at each level, then takes the leaf's best job. Keys are plain Python
+floats (three resources; NumPy call overhead would dominate) and are cached
+per queue; a pop or push invalidates only the queues on that job's path.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable
+
+from kai.scheduler.capacity import job_request
+from kai.scheduler.fairshare import queue_allocatable_share
+from kai.scheduler.model import JobInfo
+from kai.scheduler.session import Session
+
+INF = math.inf
+
+
+def job_order_key(ssn: Session, job: JobInfo) -> tuple:
+    allocated = ssn.job_allocated[job.index]
+    elastic = 0 if allocated < job.min_available else (1 if allocated == job.min_available else 2)
+    return (-job.priority, elastic, job.creation, job.uid)
+
+
+def _share(x: float, allocatable: float, total: float) -> float:
+    if allocatable == INF:
+        return x / total if total > 0 else (0.0 if x == 0 else INF)
+    if allocatable == 0:
+        return x * 1000.0
+    return x / allocatable
+
+
+class JobQueue:
+    """Pending jobs in KAI's hierarchical queue order."""
+
+    def __init__(self, ssn: Session, jobs: Iterable[JobInfo]) -> None:
+        self.ssn = ssn
+        snap = ssn.snap
+        self._heaps: dict[int, list[tuple[tuple, int]]] = {}
+        self._count = [0] * len(snap.queues)
+        self._best: dict[int, int | None] = {}  # queue -> job index of its subtree's best job
+        self._key: dict[int, tuple] = {}  # queue -> order key with its best job
+        self._request: dict[int, list[float]] = {}
+        self._total = snap.total.tolist()
+        self._deserved = [[INF if d == -1 else d for d in q.deserved.tolist()] for q in snap.queues]
+        self._roots = [q.index for q in snap.queues if q.parent < 0]
+        for job in jobs:
+            self.push(job)
+
+    def __len__(self) -> int:
+        return sum(self._count[r] for r in self._roots)
+
+    def _invalidate(self, qi: int) -> None:
+        for a in self.ssn.queues.ancestors[qi]:
+            self._best.pop(a, None)
+            self._key.pop(a, None)
+
+    def push(self, job: JobInfo) -> None:
+        heapq.heappush(self._heaps.setdefault(job.queue, []), (job_order_key(self.ssn, job), job.index))
+        self._request[job.index] = job_request(self.ssn.tasks_to_allocate(job)).tolist()
+        for a in self.ssn.queues.ancestors[job.queue]:
+            self._count[a] += 1
+        self._invalidate(job.queue)
+
+    def pop(self) -> JobInfo | None:
+        children = [r for r in self._roots if self._count[r] > 0]
+        if not children:
+            return None
+        qi = self._choose(children)
+        while not self.ssn.snap.queues[qi].is_leaf:
+            qi = self._choose([c for c in self.ssn.snap.queues[qi].children if self._count[c] > 0])
+        _, ji = heapq.heappop(self._heaps[qi])
+        for a in self.ssn.queues.ancestors[qi]:
+            self._count[a] -= 1
+        self._invalidate(qi)
+        return self.ssn.snap.jobs[ji]
+
+    def _best_job(self, qi: int) -> int:
+        best = self._best.get(qi)
+        if best is None:
+            q = self.ssn.snap.queues[qi]
+            if q.is_leaf:
+                best = self._heaps[qi][0][1]
+            else:
+                best = self._best_job(self._choose([c for c in q.children if self._count[c] > 0]))
+            self._best[qi] = best
+        return best
+
+    def _order_key(self, qi: int) -> tuple:
+        key = self._key.get(qi)
+        if key is None:
+            key = self._key[qi] = self.queue_key(qi, self._request[self._best_job(qi)])
+        return key
+
+    def queue_key(self, qi: int, req: list[float]) -> tuple:
+        """Rules 1-6 of the queue order for queue *qi* with a job requesting *req* (QRES base units)."""
+        qs = self.ssn.queues
+        q = self.ssn.snap.queues[qi]
+        alloc = qs.allocated[qi].tolist()
+        fair = qs.fair_share[qi].tolist()
+        deserved = self._deserved[qi]
+        allocatable = self._allocatable(qi)
+        over_utilized = all(f < a for f, a in zip(fair, alloc))
+        starved = all(a + r <= d for a, r, d in zip(alloc, req, deserved))
+        penalty = any(s == 0 and r > 0 for s, r in zip(allocatable, req))
+        drf_with = max(_share(a + r, s, t) for a, r, s, t in zip(alloc, req, allocatable, self._total))
+        drf_without = max(_share(a, s, t) for a, s, t in zip(alloc, allocatable, self._total))
+        return (over_utilized, not starved, -q.priority, penalty, drf_with, drf_without)
+
+    def _allocatable(self, qi: int) -> list[float]:
+        q = self.ssn.snap.queues[qi]
+        share = queue_allocatable_share(q.deserved, self.ssn.queues.fair_share[qi], q.limit)
+        return [INF if s == -1 else float(s) for s in share.tolist()]
+
+    def _choose(self, children: list[int]) -> int:
+        if len(children) == 1:
+            return children[0]
+        keys = [self._order_key(c) for c in children]
+        best_key = min(keys)
+        tied = [c for c, k in zip(children, keys) if k == best_key]
+        if len(tied) == 1:
+            return tied[0]
+        queues = self.ssn.snap.queues
+        tied.sort(key=lambda c: (queues[c].creation, queues[c].uid))
+        best = tied[0]
+        for c in tied[1:]:  # rule 7: a strictly smaller allocatable share wins over the older queue
+            a, b = self._allocatable(c), self._allocatable(best)
+            if all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b)):
+                best = c
+        return best

@@ -1,0 +1,145 @@
+"""Static predicates: which nodes a task may ever use, as one boolean mask per signature.
+
+Rules: every check is a NumPy expression over all nodes (label columns are
+built once per label key); the result is cached per scheduling signature
+(node selector, required node affinity, tolerations), so a gang of 500
+identical pods costs one evaluation. Resource fit is dynamic and lives in the
+session. Each failing check keeps its own mask so explanations can count
+"3 nodes do not match nodeSelector gpu=a100".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kai.api.objects import Pod, SelectorRequirement, Toleration
+from kai.scheduler.model import NodeTable
+
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class StaticFit:
+    mask: np.ndarray  # (n_nodes,) bool: passes every static predicate
+    failures: tuple[tuple[str, np.ndarray], ...]  # (reason, nodes failing it) in check order
+
+
+class NodeLabels:
+    """Label columns over the node table, built lazily per key."""
+
+    def __init__(self, nodes: NodeTable) -> None:
+        self._nodes = nodes
+        self._cols: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.names = np.array(nodes.names, dtype=object)
+        self._taints: list[tuple[tuple[str, str, str], np.ndarray]] | None = None
+
+    def taint_masks(self) -> list[tuple[tuple[str, str, str], np.ndarray]]:
+        """Each distinct taint and the nodes carrying it, sorted by taint."""
+        if self._taints is None:
+            rows: dict[tuple[str, str, str], list[int]] = {}
+            for i, node_taints in enumerate(self._nodes.taints):
+                for t in node_taints:
+                    rows.setdefault(t, []).append(i)
+            self._taints = []
+            for t, idx in sorted(rows.items()):
+                m = np.zeros(self._nodes.n, dtype=bool)
+                m[idx] = True
+                self._taints.append((t, m))
+        return self._taints
+
+    def column(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(values, present): values as an object array ('' where missing)."""
+        col = self._cols.get(key)
+        if col is None:
+            vals = [lb.get(key) for lb in self._nodes.labels]
+            present = np.array([v is not None for v in vals], dtype=bool)
+            values = np.array([v if v is not None else "" for v in vals], dtype=object)
+            col = self._cols[key] = (values, present)
+        return col
+
+
+def _requirement(labels: NodeLabels, r: SelectorRequirement, *, field: bool = False) -> np.ndarray:
+    if field:
+        values, present = labels.names, np.ones(len(labels.names), dtype=bool)
+    else:
+        values, present = labels.column(r.key)
+    if r.operator == "In":
+        return present & np.isin(values, list(r.values))
+    if r.operator == "NotIn":
+        return ~(present & np.isin(values, list(r.values)))
+    if r.operator == "Exists":
+        return present.copy()
+    if r.operator == "DoesNotExist":
+        return ~present
+    bound = int(r.values[0])
+
+    def as_int(v: str) -> float:
+        try:
+            return float(int(v))
+        except ValueError:
+            return np.nan
+
+    nums = np.array([as_int(v) if p else np.nan for v, p in zip(values, present)], dtype=float)
+    with np.errstate(invalid="ignore"):
+        return (nums > bound) if r.operator == "Gt" else (nums < bound)
+
+
+def _tolerates(tolerations: tuple[Toleration, ...], key: str, value: str, effect: str) -> bool:
+    for t in tolerations:
+        if t.effect and t.effect != effect:
+            continue
+        if t.operator == "Exists" and (not t.key or t.key == key):
+            return True
+        if t.operator == "Equal" and t.key == key and t.value == value:
+            return True
+    return False
+
+
+def _describe(r: SelectorRequirement) -> str:
+    vals = ",".join(r.values)
+    return {
+        "In": f"{r.key} in ({vals})",
+        "NotIn": f"{r.key} notin ({vals})",
+        "Exists": f"{r.key} exists",
+        "DoesNotExist": f"!{r.key}",
+        "Gt": f"{r.key} > {vals}",
+        "Lt": f"{r.key} < {vals}",
+    }[r.operator]
+
+
+def static_fit(nodes: NodeTable, labels: NodeLabels, pod: Pod) -> StaticFit:
+    """Evaluate the static predicates of *pod* (a signature's representative) over all nodes."""
+    n = nodes.n
+    failures: list[tuple[str, np.ndarray]] = []
+    ok = nodes.schedulable.copy()
+    if not ok.all():
+        failures.append(("are unschedulable or not ready", ~nodes.schedulable))
+    for key, value in sorted(pod.node_selector.items()):
+        values, present = labels.column(key)
+        m = present & (values == value)
+        if not m.all():
+            failures.append((f"do not match nodeSelector {key}={value}", ~m))
+        ok &= m
+    if pod.affinity_terms:
+        any_term = np.zeros(n, dtype=bool)
+        for term in pod.affinity_terms:
+            m = np.ones(n, dtype=bool)
+            for r in term.match_expressions:
+                m &= _requirement(labels, r)
+            for r in term.match_fields:
+                m &= _requirement(labels, r, field=True)
+            any_term |= m
+        if not any_term.all():
+            terms = " or ".join(
+                "(" + ", ".join(_describe(r) for r in (*t.match_expressions, *t.match_fields)) + ")"
+                for t in pod.affinity_terms
+            )
+            failures.append((f"do not match required node affinity {terms}", ~any_term))
+        ok &= any_term
+    for (key, value, effect), m in labels.taint_masks():
+        if effect in _BLOCKING_EFFECTS and not _tolerates(pod.tolerations, key, value, effect):
+            failures.append((f"have untolerated taint {key}{'=' + value if value else ''}:{effect}", m))
+            ok &= ~m
+    return StaticFit(ok, tuple(failures))

@@ -1,0 +1,264 @@
+"""One scheduling cycle's mutable state, and the Statement that changes it with undo.
+
+Theory of operation: the Session copies the snapshot's node arrays (``idle``,
+``releasing``) and keeps per-task status/node and per-queue accounting. Every
+change goes through a Statement, an undo log: each operation records exactly
+what it takes so ``rollback`` puts it back (integer arithmetic, so restoring is
+exact). ``commit`` keeps the changes and the reasons attached to them. At
+``close`` the Session turns the difference between the snapshot and the final
+state into Decisions. Nothing here does I/O or reads a clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kai.scheduler.conf import SchedulerConf
+from kai.scheduler.fairshare import QueueShareInput, compute_fair_share
+from kai.scheduler.model import (
+    ACTIVE_ALLOCATED,
+    ALIVE,
+    GPU,
+    MILLI,
+    QRES_COLUMNS,
+    JobInfo,
+    TaskInfo,
+    TaskStatus,
+)
+from kai.scheduler.predicates import NodeLabels, StaticFit, static_fit
+from kai.scheduler.snapshot import Snapshot
+
+QGPU = 0  # column of GPUs in queue vectors
+
+
+@dataclass(slots=True)
+class _Op:
+    kind: str  # allocate | pipeline | evict | status
+    task: int
+    node: int
+    prev_status: TaskStatus
+    prev_node: int
+    from_releasing: np.ndarray | None = None  # pipeline: the part taken from releasing
+
+
+@dataclass(slots=True)
+class JobFailure:
+    """Why a job got nothing (or less than it needs) this cycle: KAI reason code + user words."""
+
+    reason: str  # Unschedulable | OverLimit | NonPreemptibleOverQuota | QueueDoesNotExist | NotReady | ...
+    message: str
+
+
+class Statement:
+    """Tentative changes to a Session, undone in reverse by ``rollback``."""
+
+    def __init__(self, ssn: Session) -> None:
+        self._ssn = ssn
+        self._log: list[_Op] = []
+
+    def checkpoint(self) -> int:
+        return len(self._log)
+
+    def allocate(self, task: TaskInfo, node: int) -> None:
+        """Place *task* on *node*'s idle resources."""
+        ssn = self._ssn
+        self._log.append(_Op("allocate", task.index, node, ssn.status[task.index], ssn.node[task.index]))
+        ssn.idle[node] -= task.request
+        ssn._set(task, TaskStatus.ALLOCATED, node)
+
+    def pipeline(self, task: TaskInfo, node: int) -> None:
+        """Place *task* on *node* using resources still being released (then idle for the rest)."""
+        ssn = self._ssn
+        take = np.minimum(task.request, np.maximum(ssn.releasing[node], 0))
+        self._log.append(_Op("pipeline", task.index, node, ssn.status[task.index], ssn.node[task.index], take))
+        ssn.releasing[node] -= take
+        ssn.idle[node] -= task.request - take
+        ssn._set(task, TaskStatus.PIPELINED, node)
+
+    def evict(self, task: TaskInfo) -> None:
+        """Mark an active task releasing: its resources become releasing on its node."""
+        ssn = self._ssn
+        node = ssn.node[task.index]
+        self._log.append(_Op("evict", task.index, node, ssn.status[task.index], node))
+        ssn.releasing[node] += task.request
+        ssn._set(task, TaskStatus.RELEASING, node)
+
+    def convert_to_pipelined(self, task: TaskInfo) -> None:
+        """An allocated task of a gang that has pipelined members waits with them (KAI allocate step 3)."""
+        ssn = self._ssn
+        self._log.append(_Op("status", task.index, ssn.node[task.index], ssn.status[task.index], ssn.node[task.index]))
+        ssn.status[task.index] = TaskStatus.PIPELINED
+
+    def rollback(self, to: int = 0) -> None:
+        ssn = self._ssn
+        while len(self._log) > to:
+            op = self._log.pop()
+            task = ssn.snap.tasks[op.task]
+            if op.kind == "allocate":
+                ssn.idle[op.node] += task.request
+            elif op.kind == "pipeline":
+                assert op.from_releasing is not None
+                ssn.releasing[op.node] += op.from_releasing
+                ssn.idle[op.node] += task.request - op.from_releasing
+            elif op.kind == "evict":
+                ssn.releasing[op.node] -= task.request
+            ssn._set(task, op.prev_status, op.prev_node)
+
+    def commit(self) -> None:
+        self._log.clear()
+
+    @property
+    def tasks_touched(self) -> list[int]:
+        return [op.task for op in self._log]
+
+
+@dataclass(slots=True)
+class QueueState:
+    """Per-queue accounting in QRES base units (milli-GPU, millicores, bytes), propagated to ancestors."""
+
+    allocated: np.ndarray  # (Q, 3) int64
+    allocated_non_preemptible: np.ndarray  # (Q, 3) int64
+    requested: np.ndarray  # (Q, 3) int64: allocated + pending of ready jobs
+    fair_share: np.ndarray  # (Q, 3) float64
+    ancestors: list[list[int]] = field(default_factory=list)  # queue itself first, then up to the root
+
+
+class Session:
+    """The working state of one cycle. Actions read and change it only through Statements."""
+
+    def __init__(self, snap: Snapshot, conf: SchedulerConf) -> None:
+        self.snap = snap
+        self.conf = conf
+        nodes = snap.nodes
+        self.idle = nodes.allocatable - nodes.used
+        self.releasing = nodes.releasing.copy()
+        self.status: list[TaskStatus] = [t.status for t in snap.tasks]
+        self.node: list[int] = [t.node for t in snap.tasks]
+        self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
+        self.labels = NodeLabels(nodes)
+        self._static: dict[int, StaticFit] = {}
+        self.failures: dict[int, JobFailure] = {}
+        self.events: list[tuple[str, str, str, str]] = []  # (object, type, reason, message)
+        self.eviction_reasons: dict[int, tuple[str, str]] = {}  # task -> (action, message)
+        # scale for binpack scores: one more than the largest allocatable per resource
+        self.score_scale = (nodes.allocatable.max(axis=0) + 1) if nodes.n else np.ones(len(snap.resources))
+        self.queues = self._open_queues()
+
+    # --- accounting ---------------------------------------------------------------------------
+
+    def _open_queues(self) -> QueueState:
+        snap = self.snap
+        nq = len(snap.queues)
+        ancestors = []
+        for q in snap.queues:
+            chain, cur = [], q.index
+            while cur >= 0:
+                chain.append(cur)
+                cur = snap.queues[cur].parent
+            ancestors.append(chain)
+        alloc = np.zeros((nq, 3), dtype=np.int64)
+        alloc_np = np.zeros((nq, 3), dtype=np.int64)
+        req = np.zeros((nq, 3), dtype=np.int64)
+        for job in snap.jobs:
+            if job.queue < 0:
+                continue
+            ready = self.job_ready(job)
+            for ti in job.tasks:
+                t = snap.tasks[ti]
+                q_req = t.request[QRES_COLUMNS]
+                if t.status in ACTIVE_ALLOCATED:
+                    self.job_allocated[job.index] += 1
+                    for a in ancestors[job.queue]:
+                        alloc[a] += q_req
+                        req[a] += q_req
+                        if not job.preemptible:
+                            alloc_np[a] += q_req
+                elif t.status == TaskStatus.PENDING and ready:
+                    for a in ancestors[job.queue]:
+                        req[a] += q_req
+        fair = self._fair_share(req)
+        return QueueState(alloc, alloc_np, req, fair, ancestors)
+
+    def _fair_share(self, requested: np.ndarray) -> np.ndarray:
+        snap = self.snap
+        if not snap.queues:
+            return np.zeros((0, 3))
+        # fairshare works in GPUs (so over-quota GPU shares floor to whole GPUs, as KAI's), millicores, bytes
+        to_api = np.array([1.0 / MILLI, 1.0, 1.0])
+        inputs = []
+        age = {q.index: r for r, q in enumerate(sorted(snap.queues, key=lambda q: (q.creation, q.uid)))}
+        for q in snap.queues:
+            conv = lambda v: np.where(v == -1, -1.0, v * to_api)  # noqa: E731
+            inputs.append(
+                QueueShareInput(
+                    name=q.name,
+                    parent=snap.queues[q.parent].name if q.parent >= 0 else None,
+                    priority=q.priority,
+                    age_rank=age[q.index],
+                    deserved=conv(q.deserved),
+                    limit=conv(q.limit),
+                    over_quota_weight=q.over_quota_weight.copy(),
+                    request=requested[q.index] * to_api if q.is_leaf else np.zeros(3),
+                )
+            )
+        shares = compute_fair_share(inputs, snap.total * to_api, k_value=self.conf.k_value)
+        out = np.zeros((len(snap.queues), 3))
+        for q in snap.queues:
+            out[q.index] = shares[q.name] / to_api
+        return out
+
+    def _set(self, task: TaskInfo, status: TaskStatus, node: int) -> None:
+        """Change one task's status and keep job and queue accounting in step."""
+        old = self.status[task.index]
+        was, now = old in ACTIVE_ALLOCATED, status in ACTIVE_ALLOCATED
+        self.status[task.index] = status
+        self.node[task.index] = node
+        if was == now:
+            return
+        job = self.snap.jobs[task.job]
+        sign = 1 if now else -1
+        self.job_allocated[job.index] += sign
+        if job.queue >= 0:
+            q_req = task.request[QRES_COLUMNS] * sign
+            for a in self.queues.ancestors[job.queue]:
+                self.queues.allocated[a] += q_req
+                if not job.preemptible:
+                    self.queues.allocated_non_preemptible[a] += q_req
+
+    # --- questions actions ask --------------------------------------------------------------------
+
+    def statement(self) -> Statement:
+        return Statement(self)
+
+    def static_fit(self, task: TaskInfo) -> StaticFit:
+        sf = self._static.get(task.signature)
+        if sf is None:
+            sf = self._static[task.signature] = static_fit(
+                self.snap.nodes, self.labels, self.snap.signature_pods[task.signature]
+            )
+        return sf
+
+    def job_ready(self, job: JobInfo) -> bool:
+        """Enough live, ungated pods exist to satisfy minMember (KAI's FilterUnready)."""
+        alive = sum(1 for t in job.tasks if self.snap.tasks[t].status in ALIVE - {TaskStatus.GATED})
+        return alive >= job.min_available
+
+    def pending_tasks(self, job: JobInfo) -> list[TaskInfo]:
+        return [self.snap.tasks[t] for t in job.tasks if self.status[t] == TaskStatus.PENDING]
+
+    def tasks_to_allocate(self, job: JobInfo) -> list[TaskInfo]:
+        """Gang phase: exactly minAvailable - allocated tasks; elastic phase: one task at a time."""
+        pending = self.pending_tasks(job)
+        missing = job.min_available - self.job_allocated[job.index]
+        return pending[: max(missing, 1)]
+
+    def fail(self, job: JobInfo, reason: str, message: str) -> None:
+        self.failures[job.index] = JobFailure(reason, message)
+
+    def event(self, obj: str, type_: str, reason: str, message: str) -> None:
+        self.events.append((obj, type_, reason, message))
+
+    def gpu_request(self, task: TaskInfo) -> float:
+        return float(task.request[GPU]) / MILLI

@@ -1,0 +1,296 @@
+"""Store → Snapshot: the read-only arrays and tables one cycle works on.
+
+Rules: no I/O and no clock; ``now`` is passed in. Nodes are sorted by name so
+that "ties go to the lower row" means "ties go to the node name ascending"
+(KAI). Every array handed out is read-only; the session copies what it changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kai.api import constants as C
+from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue
+from kai.scheduler.model import (
+    ACTIVE_USED,
+    BASE_RESOURCES,
+    GPU,
+    MILLI,
+    QRES,
+    QRES_COLUMNS,
+    JobInfo,
+    NodeTable,
+    QueueInfo,
+    TaskInfo,
+    TaskStatus,
+)
+
+MB = 1_000_000  # the Queue CRD's memory unit (KAI: "mebibytes" holding 10^6)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    now: float
+    resources: tuple[str, ...]  # node resource columns
+    nodes: NodeTable
+    tasks: tuple[TaskInfo, ...]
+    jobs: tuple[JobInfo, ...]
+    queues: tuple[QueueInfo, ...]
+    queue_index: dict[str, int]
+    signature_pods: tuple[Pod, ...]  # a representative pod per task signature
+    total: np.ndarray  # (3,) float64 QRES: capacity for fair share (Ready nodes minus other schedulers' pods)
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+def _resource_columns(nodes: Iterable[Node], pods: Iterable[Pod]) -> tuple[str, ...]:
+    extra: set[str] = set()
+    for obj in (*nodes, *pods):
+        res = obj.allocatable if isinstance(obj, Node) else obj.requests
+        extra.update(k for k in res if k not in BASE_RESOURCES)
+    return BASE_RESOURCES + tuple(sorted(extra))
+
+
+def _vector(res: dict[str, int], col: dict[str, int], n_res: int) -> np.ndarray:
+    v = np.zeros(n_res, dtype=np.int64)
+    for k, amount in res.items():
+        v[col[k]] = amount * MILLI if k == C.RESOURCE_GPU else amount
+    return v
+
+
+def task_status(pod: Pod) -> TaskStatus:
+    """KAI's pod status model (reference 1.4), from what the API shows."""
+    if pod.phase == "Succeeded":
+        return TaskStatus.SUCCEEDED
+    if pod.phase == "Failed":
+        return TaskStatus.FAILED
+    if pod.node_name:
+        if pod.meta.deletion_timestamp is not None:
+            return TaskStatus.RELEASING
+        return TaskStatus.RUNNING if pod.phase == "Running" else TaskStatus.BOUND
+    if pod.meta.deletion_timestamp is not None:
+        return TaskStatus.RELEASING
+    return TaskStatus.GATED if pod.scheduling_gated else TaskStatus.PENDING
+
+
+def _signature_key(pod: Pod) -> tuple:
+    return (
+        tuple(sorted(pod.node_selector.items())),
+        pod.affinity_terms,
+        pod.tolerations,
+    )
+
+
+def _task_order_key(pod: Pod) -> tuple:
+    """kubeflow master/launcher first, Ray head first, then kai.scheduler/task-priority (labelled and higher
+    first), then creation time and name (KAI's TaskOrderFn tiers)."""
+    role = pod.meta.labels.get(C.LABEL_KUBEFLOW_JOB_ROLE, "")
+    head = pod.meta.labels.get(C.LABEL_RAY_NODE_TYPE, "") == "head"
+    prio_text = pod.meta.labels.get(C.LABEL_TASK_PRIORITY)
+    try:
+        prio = (0, -int(prio_text)) if prio_text is not None else (1, 0)
+    except ValueError:
+        prio = (1, 0)
+    return (
+        0 if role in ("master", "launcher") else 1,
+        0 if head else 1,
+        prio,
+        pod.meta.creation_timestamp or 0.0,
+        pod.meta.name,
+    )
+
+
+def resolve_priority(pg: PodGroup, classes: dict[str, PriorityClass]) -> tuple[int, bool]:
+    """(priority, preemptible) of a PodGroup: its class's value (else the globalDefault class, else 50);
+    preemptible iff priority < 100 unless spec.preemptibility or the class's label says otherwise."""
+    pc = classes.get(pg.priority_class_name)
+    if pc is None:
+        pc = next((c for c in classes.values() if c.global_default), None)
+    priority = pc.value if pc is not None else C.DEFAULT_PODGROUP_PRIORITY
+    explicit = pg.preemptibility or (pc.preemptibility if pc is not None else "")
+    if explicit:
+        return priority, explicit == C.PREEMPTIBLE
+    return priority, priority < C.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+
+
+def _queue_vectors(q: Queue) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Quota, limit and weight in QRES base units (milli-GPU, millicores, bytes); -1 kept as -1."""
+    scale = {"gpu": MILLI, "cpu": 1, "memory": MB}
+    deserved, limit, weight = (np.zeros(3) for _ in range(3))
+    for i, r in enumerate(QRES):
+        qr = q.resources.get(r)
+        if qr is None:
+            continue
+        deserved[i] = -1.0 if qr.quota == -1 else qr.quota * scale[r]
+        limit[i] = -1.0 if qr.limit == -1 else qr.limit * scale[r]
+        weight[i] = qr.over_quota_weight
+    return deserved, limit, weight
+
+
+def _build_queues(queues: list[Queue]) -> tuple[tuple[QueueInfo, ...], dict[str, int]]:
+    """Queue rows, dropping orphans (a missing parent) with their subtree, as KAI's cache does."""
+    by_name = {q.meta.name: q for q in queues}
+
+    def rooted(name: str) -> bool:
+        seen = set()
+        while name:
+            if name in seen or name not in by_name:
+                return False
+            seen.add(name)
+            name = by_name[name].parent
+        return True
+
+    kept = sorted((q for q in queues if rooted(q.meta.name)), key=lambda q: q.meta.name)
+    index = {q.meta.name: i for i, q in enumerate(kept)}
+    infos = []
+    for i, q in enumerate(kept):
+        d, lim, w = _queue_vectors(q)
+        infos.append(
+            QueueInfo(
+                index=i,
+                name=q.meta.name,
+                parent=index[q.parent] if q.parent else -1,
+                children=[],
+                priority=q.priority,
+                creation=q.meta.creation_timestamp or 0.0,
+                uid=q.meta.uid,
+                deserved=_ro(d),
+                limit=_ro(lim),
+                over_quota_weight=_ro(w),
+            )
+        )
+    for info in infos:
+        if info.parent >= 0:
+            infos[info.parent].children.append(info.index)
+    return tuple(infos), index
+
+
+def build_snapshot(
+    *,
+    nodes: list[Node],
+    pods: list[Pod],
+    podgroups: list[PodGroup],
+    queues: list[Queue],
+    priority_classes: list[PriorityClass],
+    now: float,
+    scheduler_name: str = C.SCHEDULER_NAME,
+) -> Snapshot:
+    """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
+    scheduler belong to the PodGroup named by their ``pod-group-name`` annotation."""
+    nodes = sorted(nodes, key=lambda n: n.meta.name)
+    resources = _resource_columns(nodes, pods)
+    col = {r: i for i, r in enumerate(resources)}
+    n_res = len(resources)
+    node_row = {n.meta.name: i for i, n in enumerate(nodes)}
+    allocatable = np.zeros((len(nodes), n_res), dtype=np.int64)
+    for i, n in enumerate(nodes):
+        allocatable[i] = _vector(n.allocatable, col, n_res)
+    labels = tuple(n.meta.labels for n in nodes)
+    mig_mixed = np.array([lb.get(C.LABEL_MIG_STRATEGY) == "mixed" for lb in labels], dtype=bool)
+    allocatable[mig_mixed, GPU] = 0  # a MIG-mixed node has no whole GPUs to give
+    gpu_mem = np.array(
+        [int(lb.get(C.LABEL_GPU_MEMORY, C.DEFAULT_GPU_MEMORY_MIB) or C.DEFAULT_GPU_MEMORY_MIB) for lb in labels],
+        dtype=np.int64,
+    )
+    schedulable = np.array([n.ready and not n.unschedulable for n in nodes], dtype=bool)
+    ready = np.array([n.ready for n in nodes], dtype=bool)
+    used = np.zeros_like(allocatable)
+    releasing = np.zeros_like(allocatable)
+
+    classes = {c.meta.name: c for c in priority_classes}
+    queue_infos, queue_index = _build_queues(queues)
+    pg_index: dict[tuple[str, str], int] = {}
+    jobs: list[JobInfo] = []
+    for pg in sorted(podgroups, key=lambda g: (g.meta.creation_timestamp or 0.0, g.meta.uid)):
+        priority, preemptible = resolve_priority(pg, classes)
+        qi = queue_index.get(pg.queue, -1)
+        reason = ""
+        if qi < 0:
+            reason = f"Queue '{pg.queue}' does not exist"
+        elif not queue_infos[qi].is_leaf:
+            reason = f"Queue '{pg.queue}' is not a leaf queue; only leaf queues hold jobs"
+            qi = -1
+        pg_index[(pg.meta.namespace or "", pg.meta.name)] = len(jobs)
+        jobs.append(
+            JobInfo(
+                index=len(jobs),
+                podgroup=pg,
+                queue=qi,
+                queue_name=pg.queue,
+                priority=priority,
+                preemptible=preemptible,
+                min_available=pg.min_member,
+                creation=pg.meta.creation_timestamp or 0.0,
+                unschedulable_reason=reason,
+            )
+        )
+
+    other_used = np.zeros(n_res, dtype=np.int64)
+    sig_ids: dict[tuple, int] = {}
+    sig_pods: list[Pod] = []
+    tasks: list[TaskInfo] = []
+    for pod in pods:
+        status = task_status(pod)
+        node = node_row.get(pod.node_name, -1)
+        req = _vector(pod.requests, col, n_res)
+        if status in ACTIVE_USED and node >= 0:
+            used[node] += req
+            if status == TaskStatus.RELEASING:
+                releasing[node] += req
+        if pod.scheduler_name != scheduler_name:
+            if status in ACTIVE_USED and node >= 0 and ready[node]:
+                other_used += req
+            continue
+        ji = pg_index.get((pod.meta.namespace or "", pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")))
+        if ji is None:
+            continue  # not grouped yet: the pod-grouper has not seen it
+        key = _signature_key(pod)
+        sig = sig_ids.setdefault(key, len(sig_ids))
+        if sig == len(sig_pods):
+            sig_pods.append(pod)
+        tasks.append(
+            TaskInfo(
+                index=len(tasks),
+                job=ji,
+                pod=pod,
+                status=status,
+                node=node,
+                request=_ro(req),
+                signature=sig,
+                order_key=_task_order_key(pod),
+            )
+        )
+        jobs[ji].tasks.append(len(tasks) - 1)
+    for job in jobs:
+        job.tasks.sort(key=lambda t: tasks[t].order_key)
+
+    total = allocatable[ready].sum(axis=0) - other_used if len(nodes) else np.zeros(n_res, dtype=np.int64)
+    total_q = np.maximum(total[QRES_COLUMNS], 0).astype(np.float64)
+    table = NodeTable(
+        names=tuple(n.meta.name for n in nodes),
+        labels=labels,
+        taints=tuple(tuple((t.key, t.value, t.effect) for t in n.taints) for n in nodes),
+        allocatable=_ro(allocatable),
+        used=_ro(used),
+        releasing=_ro(releasing),
+        schedulable=_ro(schedulable),
+        gpu_memory_mib=_ro(gpu_mem),
+        mig_mixed=_ro(mig_mixed),
+    )
+    return Snapshot(
+        now=now,
+        resources=resources,
+        nodes=table,
+        tasks=tuple(tasks),
+        jobs=tuple(jobs),
+        queues=queue_infos,
+        queue_index=queue_index,
+        signature_pods=tuple(sig_pods),
+        total=_ro(total_q),
+    )

@@ -1,0 +1,1 @@
+"""The embedded cluster and ``kai sim``."""

@@ -1,0 +1,131 @@
+"""``kai sim`` output: the JSON/YAML document of the sim contract, and a table for people."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from kai.api import constants as C
+from kai.api.quantity import format_bytes
+from kai.scheduler.decisions import CycleResult, Event
+from kai.sim.cluster import EmbeddedCluster
+
+
+def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: list[tuple[int, Event]]) -> dict:
+    """The sim contract's output document after the last cycle."""
+    pgs = {(pg.meta.namespace, pg.meta.name): pg for pg in cluster.store.list("PodGroup")}
+    pods = []
+    for v in cluster.pod_views():
+        pg_name = v.pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")
+        pg = pgs.get((v.pod.meta.namespace, pg_name))
+        pods.append(
+            {
+                "namespace": v.pod.meta.namespace,
+                "name": v.pod.meta.name,
+                "podGroup": pg_name or None,
+                "queue": pg.queue if pg else None,
+                "status": v.status,
+                "node": v.node or None,
+                "gpus": float(v.pod.requests.get(C.RESOURCE_GPU, 0)),
+                "gpuGroups": [],
+            }
+        )
+    conditions = {(s.namespace, s.name): s.conditions for s in (last.podgroups if last else [])}
+    podgroups = [
+        {
+            "namespace": pg.meta.namespace,
+            "name": pg.meta.name,
+            "queue": pg.queue,
+            "minMember": pg.min_member,
+            "conditions": [
+                {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+                for c in conditions.get((pg.meta.namespace, pg.meta.name), ())
+            ],
+        }
+        for pg in cluster.store.list("PodGroup")
+    ]
+    queues = [
+        {
+            "name": q.name,
+            "parent": q.parent or None,
+            "fairShare": q.fair_share,
+            "allocated": q.allocated,
+            "requested": q.requested,
+            "quota": q.deserved,
+            "limit": q.limit,
+        }
+        for q in (last.queues if last else [])
+    ]
+    return {
+        "cycles": cluster.cycle,
+        "pods": pods,
+        "podGroups": podgroups,
+        "queues": queues,
+        "events": [
+            {"cycle": c, "object": e.object, "type": e.type, "reason": e.reason, "message": e.message}
+            for c, e in events
+        ],
+    }
+
+
+def render_json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2)
+
+
+def render_yaml(doc: dict[str, Any]) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, width=120)
+
+
+def _g(x: float) -> str:
+    return "∞" if x == -1 else (f"{x:g}" if x == int(x) else f"{x:.2f}")
+
+
+def _cpu(m: float) -> str:
+    return "∞" if m == -1 else f"{m / 1000:g}"
+
+
+def _mem(b: float) -> str:
+    return "∞" if b == -1 else format_bytes(b)
+
+
+def render_table(doc: dict[str, Any], console: Console) -> None:
+    """Pods with status and node, queues with fair share vs allocated, and why pods wait."""
+    pods = Table(title=f"Pods after {doc['cycles']} cycle(s)", title_justify="left")
+    for col in ("NAMESPACE", "NAME", "STATUS", "NODE", "QUEUE", "PODGROUP", "GPUS"):
+        pods.add_column(col)
+    style = {"Binding": "green", "Running": "green", "Pipelined": "cyan", "Releasing": "yellow", "Pending": "red"}
+    for p in doc["pods"]:
+        st = p["status"]
+        pods.add_row(
+            p["namespace"],
+            p["name"],
+            f"[{style.get(st, 'white')}]{st}[/]",
+            p["node"] or "-",
+            p["queue"] or "-",
+            p["podGroup"] or "-",
+            _g(p["gpus"]),
+        )
+    console.print(pods)
+    queues = Table(title="Queues (fair share / allocated / requested)", title_justify="left")
+    for col in ("QUEUE", "PARENT", "GPU", "CPU (cores)", "MEMORY"):
+        queues.add_column(col)
+    for q in doc["queues"]:
+        fs, al, rq = q["fairShare"], q["allocated"], q["requested"]
+        queues.add_row(
+            q["name"],
+            q["parent"] or "-",
+            f"{_g(fs['gpu'])} / {_g(al['gpu'])} / {_g(rq['gpu'])}",
+            f"{_cpu(fs['cpu'])} / {_cpu(al['cpu'])} / {_cpu(rq['cpu'])}",
+            f"{_mem(fs['memory'])} / {_mem(al['memory'])} / {_mem(rq['memory'])}",
+        )
+    console.print(queues)
+    waiting = [pg for pg in doc["podGroups"] if pg["conditions"]]
+    if waiting:
+        console.print("[bold]Why pods wait[/]")
+        for pg in waiting:
+            for c in pg["conditions"]:
+                console.print(f"  {pg['namespace']}/{pg['name']} [yellow]{c['reason']}[/]: {c['message']}")

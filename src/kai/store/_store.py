@@ -1,0 +1,106 @@
+"""The Store: kai's one local picture of cluster objects.
+
+Rules: objects are keyed by (kind, namespace, name); every write bumps a
+store-wide resource version, stamps it on the object and appends a Change to
+the feed. Readers either take the current objects (``list``) or catch up
+from a version they remember (``changes_since``). The embedded cluster writes
+here directly; the Kubernetes backend fills it from watches. Nothing here
+knows about scheduling or the network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Key = tuple[str, str]  # (namespace or "", name)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    resource_version: int
+    op: Literal["ADDED", "MODIFIED", "DELETED"]
+    kind: str
+    key: Key
+    obj: Any
+
+
+def key_of(obj: Any) -> Key:
+    return (obj.meta.namespace or "", obj.meta.name)
+
+
+class Store:
+    """Versioned object store with a change feed and subscribers."""
+
+    def __init__(self, feed_limit: int = 100_000) -> None:
+        self._objects: dict[str, dict[Key, Any]] = {}
+        self._rv = 0
+        self._feed: list[Change] = []
+        self._feed_limit = feed_limit
+        self._subscribers: list[Callable[[Change], None]] = []
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def _record(self, op: Literal["ADDED", "MODIFIED", "DELETED"], kind: str, key: Key, obj: Any) -> Change:
+        self._rv += 1
+        change = Change(self._rv, op, kind, key, obj)
+        self._feed.append(change)
+        if len(self._feed) > self._feed_limit:
+            del self._feed[: len(self._feed) - self._feed_limit]
+        for fn in self._subscribers:
+            fn(change)
+        return change
+
+    def put(self, obj: Any) -> Change:
+        """Create or replace *obj* (its class's ``kind`` names the collection)."""
+        kind = obj.kind
+        key = key_of(obj)
+        bucket = self._objects.setdefault(kind, {})
+        op: Literal["ADDED", "MODIFIED"] = "MODIFIED" if key in bucket else "ADDED"
+        bucket[key] = obj
+        change = self._record(op, kind, key, obj)
+        obj.meta.resource_version = change.resource_version
+        return change
+
+    def delete(self, kind: str, key: Key) -> Change | None:
+        obj = self._objects.get(kind, {}).pop(key, None)
+        if obj is None:
+            return None
+        return self._record("DELETED", kind, key, obj)
+
+    def get(self, kind: str, key: Key) -> Any | None:
+        return self._objects.get(kind, {}).get(key)
+
+    def list(self, kind: str) -> list[Any]:
+        """Objects of *kind* in insertion order (the order they were first applied)."""
+        return list(self._objects.get(kind, {}).values())
+
+    def __iter__(self) -> Iterator[Any]:
+        for bucket in self._objects.values():
+            yield from bucket.values()
+
+    def count(self, kind: str) -> int:
+        return len(self._objects.get(kind, {}))
+
+    def changes_since(self, resource_version: int) -> list[Change]:
+        """Changes after *resource_version*; raises LookupError if the feed no longer reaches back
+        that far (the caller must re-list, as a watcher does on 410 Gone)."""
+        if self._feed and resource_version < self._feed[0].resource_version - 1:
+            raise LookupError(f"resource version {resource_version} is too old")
+        lo = 0
+        hi = len(self._feed)
+        while lo < hi:  # first change with rv > resource_version
+            mid = (lo + hi) // 2
+            if self._feed[mid].resource_version <= resource_version:
+                lo = mid + 1
+            else:
+                hi = mid
+        return self._feed[lo:]
+
+    def subscribe(self, fn: Callable[[Change], None]) -> Callable[[], None]:
+        """Call *fn* on every future change; returns the function that unsubscribes."""
+        self._subscribers.append(fn)
+        return lambda: self._subscribers.remove(fn)
