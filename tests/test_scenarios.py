@@ -1,0 +1,81 @@
+"""Scenario tests: each folder under tests/scenarios/<action>/<name>/ holds ``cluster.yaml`` (manifests exactly
+as ``kai sim`` reads them) and ``expect.yaml`` (what must hold after the run). The test runs the real ``kai sim``.
+
+expect.yaml keys (all optional but ``pods``):
+  description: what the scenario shows and where it comes from
+  args: extra ``kai sim`` arguments, e.g. ["--actions", "allocate", "--cycles", "2"]
+  pods: {<name> or <namespace/name>: <Status> | {status: <Status>, node: <node>}}
+  podGroups: {<name>: {reason: <reason>, message_contains: [<text>, ...]} | "schedulable"}
+  queues: {<name>: {fairShare|allocated|requested: {gpu|cpu|memory: <number>}}}
+  same_node: [[<pod>, <pod>, ...], ...]        # pods that must share one node
+  events_contain: [<text>, ...]                 # each must appear in some event message
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import run_sim
+
+ROOT = Path(__file__).parent / "scenarios"
+CASES = sorted(p.parent for p in ROOT.glob("*/*/expect.yaml"))
+
+
+def _pod_key(p: dict[str, Any]) -> str:
+    return f"{p['namespace']}/{p['name']}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.name}" for c in CASES])
+def test_scenario(case: Path) -> None:
+    expect = yaml.safe_load((case / "expect.yaml").read_text())
+    code, doc, err = run_sim([str(case / "cluster.yaml"), *expect.get("args", [])])
+    assert code == 0, err
+    assert doc is not None
+    pods = {_pod_key(p): p for p in doc["pods"]}
+    by_name = {p["name"]: p for p in doc["pods"]}
+    problems = []
+    for name, want in (expect.get("pods") or {}).items():
+        got = pods.get(name) or by_name.get(name)
+        if got is None:
+            problems.append(f"pod {name}: not in the output")
+            continue
+        want = want if isinstance(want, dict) else {"status": want}
+        for field in ("status", "node"):
+            if field in want and got[field] != want[field]:
+                problems.append(f"pod {name}: {field} is {got[field]!r}, expected {want[field]!r}")
+    pgs = {pg["name"]: pg for pg in doc["podGroups"]}
+    for name, want in (expect.get("podGroups") or {}).items():
+        pg = pgs.get(name)
+        if pg is None:
+            problems.append(f"podGroup {name}: not in the output")
+            continue
+        if want == "schedulable":
+            if pg["conditions"]:
+                problems.append(f"podGroup {name}: expected no conditions, got {pg['conditions']}")
+            continue
+        conds = pg["conditions"]
+        if "reason" in want and not any(c["reason"] == want["reason"] for c in conds):
+            problems.append(f"podGroup {name}: no condition with reason {want['reason']!r} in {conds}")
+        for text in want.get("message_contains", []):
+            if not any(text in c["message"] for c in conds):
+                problems.append(f"podGroup {name}: no condition message contains {text!r}: {conds}")
+    queues = {q["name"]: q for q in doc["queues"]}
+    for name, want in (expect.get("queues") or {}).items():
+        for field, values in want.items():
+            for res, value in values.items():
+                got = queues[name][field][res]
+                if abs(got - value) > 1e-6 * max(1.0, abs(value)):
+                    problems.append(f"queue {name}: {field}.{res} is {got}, expected {value}")
+    for group in expect.get("same_node", []):
+        nodes = {(pods.get(p) or by_name[p])["node"] for p in group}
+        if len(nodes) != 1 or None in nodes:
+            problems.append(f"pods {group} should share one node, got {nodes}")
+    messages = [e["message"] for e in doc["events"]]
+    for text in expect.get("events_contain", []):
+        if not any(text in m for m in messages):
+            problems.append(f"no event message contains {text!r}")
+    assert not problems, "\n".join(problems)
