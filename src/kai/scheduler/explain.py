@@ -30,7 +30,10 @@ def fmt_amount(r: int, value: float) -> str:
         v = value / MILLI
         return f"{_num(v)} GPU" + ("" if v == 1 else "s")
     if r == 1:
-        return f"{_num(value / 1000)} CPU cores" if value >= 1000 or value == 0 else f"{value:g}m CPU"
+        cores = value / 1000
+        if value >= 1000 or value == 0:
+            return f"{_num(cores)} CPU core" + ("" if cores == 1 else "s")
+        return f"{value:g}m CPU"
     return f"{format_bytes(value)} memory"
 
 

@@ -128,7 +128,7 @@ class NodeTable:
     allocatable: np.ndarray  # (n_nodes, n_res) int64
     used: np.ndarray  # (n_nodes, n_res) int64: requests of every active pod on the node
     releasing: np.ndarray  # (n_nodes, n_res) int64: part of ``used`` held by terminating pods
-    schedulable: np.ndarray  # (n_nodes,) bool: Ready and not cordoned
+    schedulable: np.ndarray  # (n_nodes,) bool: Ready (a cordon is a taint, see snapshot)
     gpu_memory_mib: np.ndarray  # (n_nodes,) int64 per-GPU memory (label nvidia.com/gpu.memory)
     mig_mixed: np.ndarray  # (n_nodes,) bool: no whole GPUs to give
 

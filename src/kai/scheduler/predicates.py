@@ -115,7 +115,7 @@ def static_fit(nodes: NodeTable, labels: NodeLabels, pod: Pod) -> StaticFit:
     failures: list[tuple[str, np.ndarray]] = []
     ok = nodes.schedulable.copy()
     if not ok.all():
-        failures.append(("are unschedulable or not ready", ~nodes.schedulable))
+        failures.append(("are not ready", ~nodes.schedulable))
     for key, value in sorted(pod.node_selector.items()):
         values, present = labels.column(key)
         m = present & (values == value)

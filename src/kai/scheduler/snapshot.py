@@ -64,6 +64,16 @@ def _vector(res: dict[str, int], col: dict[str, int], n_res: int) -> np.ndarray:
     return v
 
 
+def _node_taints(node: Node) -> tuple[tuple[str, str, str], ...]:
+    """The node's taints; a cordoned node carries node.kubernetes.io/unschedulable:NoSchedule, as the API
+    server adds it, so pods that tolerate it (DaemonSet-style) may still land there (kube's and KAI's rule)."""
+    taints = [(t.key, t.value, t.effect) for t in node.taints]
+    cordon = (C.TAINT_UNSCHEDULABLE, "", "NoSchedule")
+    if node.unschedulable and not any(t[0] == C.TAINT_UNSCHEDULABLE for t in taints):
+        taints.append(cordon)
+    return tuple(taints)
+
+
 def task_status(pod: Pod) -> TaskStatus:
     """KAI's pod status model (reference 1.4), from what the API shows."""
     if pod.phase == "Succeeded":
@@ -198,7 +208,7 @@ def build_snapshot(
         [int(lb.get(C.LABEL_GPU_MEMORY, C.DEFAULT_GPU_MEMORY_MIB) or C.DEFAULT_GPU_MEMORY_MIB) for lb in labels],
         dtype=np.int64,
     )
-    schedulable = np.array([n.ready and not n.unschedulable for n in nodes], dtype=bool)
+    schedulable = np.array([n.ready for n in nodes], dtype=bool)
     ready = np.array([n.ready for n in nodes], dtype=bool)
     used = np.zeros_like(allocatable)
     releasing = np.zeros_like(allocatable)
@@ -275,7 +285,7 @@ def build_snapshot(
     table = NodeTable(
         names=tuple(n.meta.name for n in nodes),
         labels=labels,
-        taints=tuple(tuple((t.key, t.value, t.effect) for t in n.taints) for n in nodes),
+        taints=tuple(_node_taints(n) for n in nodes),
         allocatable=_ro(allocatable),
         used=_ro(used),
         releasing=_ro(releasing),
