@@ -7,6 +7,7 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from kai.api.errors import ManifestError
 from kai.api.manifests import load_manifests
@@ -70,7 +71,7 @@ def sim(files: tuple[str, ...], cycles: int, actions: str, now_text: str | None,
         cluster.apply(objects)
         conf = SchedulerConf.from_shard(cluster.shard(), actions=chosen if actions else None)
     except (ManifestError, ConfigError) as e:
-        err.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
+        err.print("[red]error:[/] " + escape(str(e)), highlight=False, soft_wrap=True)
         sys.exit(EXIT_BAD_INPUT)
     events: list[tuple[int, Event]] = []
     result = None

@@ -42,6 +42,8 @@ PARSERS: dict[tuple[str, str], Callable[[dict[str, Any]], ApiObject]] = {
     (C.SHARD_API_VERSION, "SchedulingShard"): parse_shard,
 }
 
+NAMESPACED_KINDS = frozenset({"Pod", "PodGroup", "Secret", "ConfigMap", "Service", "ServiceAccount"})
+
 # Kinds a user applies beside their workloads that carry nothing for a scheduler.
 IGNORED_KINDS = frozenset({"Secret", "ConfigMap", "Namespace", "Service", "ServiceAccount"})
 
@@ -62,7 +64,7 @@ def object_ref(doc: Any) -> str:
     kind = str(doc.get("kind") or "?")
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     name = str(meta.get("name") or "?")
-    ns = meta.get("namespace")
+    ns = meta.get("namespace") or ("default" if kind in NAMESPACED_KINDS else None)
     return f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
 
 

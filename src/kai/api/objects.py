@@ -9,6 +9,7 @@ caller adds the file and object. Amounts are integers in base units
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -310,6 +311,17 @@ class Pod:
         return not any(v for k, v in self.requests.items() if k != C.RESOURCE_PODS)
 
 
+_GO_INT = re.compile(r"^[+-]?\d+$")
+
+
+def parse_go_int(text: str) -> int | None:
+    """An integer as Go's strconv.ParseInt reads it (no spaces, no underscores), exact; None if not one."""
+    if not _GO_INT.match(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
 def _parse_requirement(r: Any, p: str) -> SelectorRequirement:
     r = _map(r, p)
     op = _str(r.get("operator"), f"{p}.operator")
@@ -323,10 +335,8 @@ def _parse_requirement(r: Any, p: str) -> SelectorRequirement:
     if op in ("Gt", "Lt"):
         if len(values) != 1:
             raise ManifestError(f"operator {op} needs exactly one value", field=f"{p}.values")
-        try:
-            int(values[0])
-        except ValueError:
-            raise ManifestError(f"{values[0]!r} is not an integer", field=f"{p}.values[0]") from None
+        if parse_go_int(values[0]) is None:
+            raise ManifestError(f"{values[0]!r} is not an integer", field=f"{p}.values[0]")
     return SelectorRequirement(_str(r.get("key"), f"{p}.key"), op, values)
 
 
@@ -459,6 +469,8 @@ def parse_queue(doc: dict[str, Any]) -> Queue:
     meta = parse_meta(doc, "Queue", namespaced=False)
     spec = _map(doc.get("spec"), "spec")
     res_doc = _map(spec.get("resources"), "spec.resources")
+    for extra in sorted(set(res_doc) - set(QUEUE_RESOURCES)):
+        raise ManifestError("unknown resource (expected gpu, cpu, memory)", field=f"spec.resources.{extra}")
     resources = {}
     for r in QUEUE_RESOURCES:
         p = f"spec.resources.{r}"

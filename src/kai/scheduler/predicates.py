@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kai.api.objects import Pod, SelectorRequirement, Toleration
+from kai.api.objects import Pod, SelectorRequirement, Toleration, parse_go_int
 from kai.scheduler.model import NodeTable
 
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -73,17 +73,16 @@ def _requirement(labels: NodeLabels, r: SelectorRequirement, *, field: bool = Fa
         return present.copy()
     if r.operator == "DoesNotExist":
         return ~present
-    bound = int(r.values[0])
-
-    def as_int(v: str) -> float:
-        try:
-            return float(int(v))
-        except ValueError:
-            return np.nan
-
-    nums = np.array([as_int(v) if p else np.nan for v, p in zip(values, present)], dtype=float)
-    with np.errstate(invalid="ignore"):
-        return (nums > bound) if r.operator == "Gt" else (nums < bound)
+    bound = parse_go_int(r.values[0])
+    if bound is None:
+        return np.zeros(len(values), dtype=bool)
+    gt = r.operator == "Gt"
+    # exact integer comparison, per distinct label value (there are few), as Kubernetes compares int64s
+    verdict: dict[str, bool] = {}
+    for v in set(values[present].tolist()):
+        num = parse_go_int(v)
+        verdict[v] = num is not None and (num > bound if gt else num < bound)
+    return present & np.array([verdict.get(v, False) for v in values.tolist()], dtype=bool)
 
 
 def _tolerates(tolerations: tuple[Toleration, ...], key: str, value: str, effect: str) -> bool:

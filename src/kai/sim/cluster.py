@@ -170,7 +170,11 @@ class EmbeddedCluster:
                     raise self._error(pod, field, f"queue {pg.queue!r} does not exist")
                 raise self._error(pg, "spec.queue", f"queue {pg.queue!r} does not exist")
             if pg.queue in parents:
-                raise self._error(pg, "spec.queue", f"queue {pg.queue!r} is a parent queue; only leaf queues hold jobs")
+                message = f"queue {pg.queue!r} is a parent queue; only leaf queues hold jobs"
+                if pg.generated:
+                    pod = self._pod_of_generated(pg)
+                    raise self._error(pod, self._queue_for_pod(pod)[1], message)
+                raise self._error(pg, "spec.queue", message)
             if pg.priority_class_name and pg.priority_class_name not in classes:
                 if pg.generated:
                     pod = self._pod_of_generated(pg)

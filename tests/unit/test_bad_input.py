@@ -1,0 +1,423 @@
+"""Bad input through the real ``kai sim`` CLI: exit code 2, and stderr names the file, the object and the field.
+
+The contract (sim-contract.md): bad input is an error naming the file, the object and the field, with a
+non-zero exit; nothing is silently dropped and nothing is half-done (no output on stdout).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from kai.cli import main
+
+SimFn = Callable[..., tuple[int, dict[str, Any] | None, str]]
+
+NOW = "2026-01-01T00:00:00Z"
+
+BASE = textwrap.dedent(
+    """\
+    apiVersion: v1
+    kind: Node
+    metadata: {name: node0}
+    status: {allocatable: {cpu: "8", memory: 32Gi, nvidia.com/gpu: "4"}}
+    ---
+    apiVersion: scheduling.run.ai/v2
+    kind: Queue
+    metadata: {name: dept}
+    spec:
+      resources:
+        gpu: {quota: -1, limit: -1, overQuotaWeight: 1}
+        cpu: {quota: -1, limit: -1, overQuotaWeight: 1}
+        memory: {quota: -1, limit: -1, overQuotaWeight: 1}
+    ---
+    apiVersion: scheduling.run.ai/v2
+    kind: Queue
+    metadata: {name: team-a}
+    spec:
+      parentQueue: dept
+      resources:
+        gpu: {quota: 2, limit: -1, overQuotaWeight: 1}
+        cpu: {quota: -1, limit: -1, overQuotaWeight: 1}
+        memory: {quota: -1, limit: -1, overQuotaWeight: 1}
+    """
+)
+
+GOOD_POD = textwrap.dedent(
+    """\
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: ok, labels: {kai.scheduler/queue: team-a}}
+    spec: {containers: [{name: c, resources: {requests: {cpu: "1", nvidia.com/gpu: 1}}}]}
+    """
+)
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return str(p)
+
+
+def assert_bad(sim: SimFn, files: list[str], *needles: str) -> str:
+    code, doc, err = sim(files)
+    assert code == 2, err
+    assert doc is None
+    for n in needles:
+        assert n in err, f"{n!r} not in stderr: {err!r}"
+    return err
+
+
+def test_base_is_valid(sim: SimFn, tmp_path: Path) -> None:
+    code, doc, err = sim([write(tmp_path, "base.yaml", BASE), write(tmp_path, "pod.yaml", GOOD_POD)])
+    assert code == 0, err
+    assert doc is not None
+    assert [p["name"] for p in doc["pods"]] == ["ok"]
+
+
+def test_malformed_yaml(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "broken.yaml",
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata:
+          name: [oops
+        """,
+    )
+    err = assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "broken.yaml", "line ")
+    assert "YAML" in err
+
+
+def test_unknown_kind(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "widget.yaml",
+        """\
+        apiVersion: example.com/v1
+        kind: Widget
+        metadata: {name: w1}
+        """,
+    )
+    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "widget.yaml", "Widget/w1", "kind")
+
+
+def test_bad_quantity_in_pod_request(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "pods.yaml",
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p1, namespace: ml, labels: {kai.scheduler/queue: team-a}}
+        spec: {containers: [{name: c, resources: {requests: {memory: 1Gb}}}]}
+        """,
+    )
+    err = assert_bad(
+        sim,
+        [write(tmp_path, "base.yaml", BASE), bad],
+        "pods.yaml",
+        "Pod/ml/p1",
+        "spec.containers[0].resources.requests.memory",
+    )
+    assert "1Gb" in err
+
+
+def test_bad_value_is_shown_verbatim(sim: SimFn, tmp_path: Path) -> None:
+    """The user's own text (values, file names) is printed as is, never interpreted as terminal markup."""
+    bad = write(
+        tmp_path,
+        "pods.yaml",
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p1}
+        spec: {containers: [{name: c, resources: {requests: {cpu: "[b]x"}}}]}
+        """,
+    )
+    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "pods.yaml", "p1", "'[b]x'")
+
+
+def test_file_name_with_brackets_is_shown_verbatim(sim: SimFn, tmp_path: Path) -> None:
+    d = tmp_path / "[dim]"
+    d.mkdir()
+    bad = write(d, "x.yaml", "apiVersion: v1\nkind: Widget\nmetadata: {name: w}\n")
+    assert_bad(sim, [bad], "[dim]/x.yaml", "Widget/w", "kind")
+
+
+def test_pod_queue_label_names_missing_queue(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "pods.yaml",
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p1, labels: {kai.scheduler/queue: nope}}
+        spec: {containers: [{name: c}]}
+        """,
+    )
+    assert_bad(
+        sim,
+        [write(tmp_path, "base.yaml", BASE), bad],
+        "pods.yaml",
+        "Pod/default/p1",
+        "metadata.labels.kai.scheduler/queue",
+        "nope",
+    )
+
+
+def test_podgroup_queue_missing(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "pg.yaml",
+        """\
+        apiVersion: scheduling.run.ai/v2alpha2
+        kind: PodGroup
+        metadata: {name: job1, namespace: ml}
+        spec: {minMember: 1, queue: ghost}
+        """,
+    )
+    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "pg.yaml", "PodGroup/ml/job1", "spec.queue", "ghost")
+
+
+def test_podgroup_without_queue(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "pg.yaml",
+        """\
+        apiVersion: scheduling.run.ai/v2alpha2
+        kind: PodGroup
+        metadata: {name: job1}
+        spec: {minMember: 1}
+        """,
+    )
+    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "pg.yaml", "PodGroup/default/job1", "spec.queue")
+
+
+def test_parent_queue_missing(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "queues.yaml",
+        """\
+        apiVersion: scheduling.run.ai/v2
+        kind: Queue
+        metadata: {name: orphan}
+        spec: {parentQueue: no-such-dept}
+        """,
+    )
+    assert_bad(
+        sim,
+        [write(tmp_path, "base.yaml", BASE), bad],
+        "queues.yaml",
+        "Queue/orphan",
+        "spec.parentQueue",
+        "no-such-dept",
+    )
+
+
+def test_parent_queue_cycle(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "queues.yaml",
+        """\
+        apiVersion: scheduling.run.ai/v2
+        kind: Queue
+        metadata: {name: a}
+        spec: {parentQueue: b}
+        ---
+        apiVersion: scheduling.run.ai/v2
+        kind: Queue
+        metadata: {name: b}
+        spec: {parentQueue: a}
+        """,
+    )
+    err = assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "queues.yaml", "spec.parentQueue", "cycle")
+    assert "Queue/a" in err or "Queue/b" in err
+
+
+def test_pod_names_missing_podgroup(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "pods.yaml",
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p1, annotations: {pod-group-name: ghost-pg}}
+        spec: {containers: [{name: c}]}
+        """,
+    )
+    assert_bad(
+        sim,
+        [write(tmp_path, "base.yaml", BASE), bad],
+        "pods.yaml",
+        "Pod/default/p1",
+        "metadata.annotations.pod-group-name",
+        "ghost-pg",
+    )
+
+
+def test_pod_task_priority_not_an_integer(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "pods.yaml",
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p1, labels: {kai.scheduler/queue: team-a, kai.scheduler/task-priority: high}}
+        spec: {containers: [{name: c}]}
+        """,
+    )
+    assert_bad(
+        sim,
+        [write(tmp_path, "base.yaml", BASE), bad],
+        "pods.yaml",
+        "Pod/default/p1",
+        "metadata.labels.kai.scheduler/task-priority",
+        "high",
+    )
+
+
+def test_pod_unknown_priority_class(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "pods.yaml",
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p1, labels: {kai.scheduler/queue: team-a}}
+        spec: {priorityClassName: platinum, containers: [{name: c}]}
+        """,
+    )
+    assert_bad(
+        sim,
+        [write(tmp_path, "base.yaml", BASE), bad],
+        "pods.yaml",
+        "Pod/default/p1",
+        "spec.priorityClassName",
+        "platinum",
+    )
+
+
+def test_pod_unknown_priority_class_label(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "pods.yaml",
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p1, labels: {kai.scheduler/queue: team-a, priorityClassName: platinum}}
+        spec: {containers: [{name: c}]}
+        """,
+    )
+    assert_bad(
+        sim,
+        [write(tmp_path, "base.yaml", BASE), bad],
+        "pods.yaml",
+        "Pod/default/p1",
+        "metadata.labels.priorityClassName",
+        "platinum",
+    )
+
+
+def test_podgroup_unknown_priority_class(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "pg.yaml",
+        """\
+        apiVersion: scheduling.run.ai/v2alpha2
+        kind: PodGroup
+        metadata: {name: job1}
+        spec: {queue: team-a, priorityClassName: platinum}
+        """,
+    )
+    assert_bad(
+        sim,
+        [write(tmp_path, "base.yaml", BASE), bad],
+        "pg.yaml",
+        "PodGroup/default/job1",
+        "spec.priorityClassName",
+        "platinum",
+    )
+
+
+def test_podgroup_in_non_leaf_queue(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "pg.yaml",
+        """\
+        apiVersion: scheduling.run.ai/v2alpha2
+        kind: PodGroup
+        metadata: {name: job1}
+        spec: {queue: dept}
+        """,
+    )
+    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "pg.yaml", "PodGroup/default/job1", "spec.queue", "dept")
+
+
+def test_pod_in_non_leaf_queue(sim: SimFn, tmp_path: Path) -> None:
+    bad = write(
+        tmp_path,
+        "pods.yaml",
+        """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p1, labels: {kai.scheduler/queue: dept}}
+        spec: {containers: [{name: c}]}
+        """,
+    )
+    # The PodGroup here is generated by kai for the bare pod, so the error must point at what the user wrote:
+    # the pod and its queue label (as it does for a queue that does not exist).
+    assert_bad(
+        sim,
+        [write(tmp_path, "base.yaml", BASE), bad],
+        "pods.yaml",
+        "Pod/default/p1",
+        "metadata.labels.kai.scheduler/queue",
+        "dept",
+    )
+
+
+def test_missing_file(sim: SimFn, tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope.yaml")
+    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), missing], "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    "bad_text",
+    [
+        "apiVersion: v1\nkind: Widget\nmetadata: {name: w}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
+        "spec: {containers: [{name: c, resources: {requests: {cpu: x}}}]}\n",
+        "apiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\nmetadata: {name: g}\nspec: {queue: ghost}\n",
+        "key: [1, 2\n",
+    ],
+)
+def test_no_partial_output_next_to_a_bad_file(tmp_path: Path, bad_text: str) -> None:
+    good = write(tmp_path, "base.yaml", BASE + "---\n" + GOOD_POD)
+    bad = write(tmp_path, "bad.yaml", bad_text)
+    for files in ([good, bad], [bad, good]):
+        result = CliRunner().invoke(main, ["sim", *files, "--now", NOW, "-o", "json"])
+        assert result.exit_code == 2, result.output
+        assert result.stdout == ""
+        assert "bad.yaml" in result.stderr
+
+
+def test_unknown_action(tmp_path: Path) -> None:
+    base = write(tmp_path, "base.yaml", BASE)
+    result = CliRunner().invoke(main, ["sim", base, "--now", NOW, "--actions", "allocate,bogus", "-o", "json"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "bogus" in result.stderr
+
+
+def test_bad_now(sim: SimFn, tmp_path: Path) -> None:
+    code, doc, err = sim([write(tmp_path, "base.yaml", BASE), "--now", "yesterday"])
+    assert code == 2
+    assert doc is None
+    assert "--now" in err

@@ -1,0 +1,227 @@
+"""Unit tests for kai.store: the versioned object store, its change feed and subscribers."""
+
+from __future__ import annotations
+
+import pytest
+
+from kai.api.objects import Node, ObjectMeta, Pod, Queue
+from kai.store import Change, Store, key_of
+
+
+def node(name: str) -> Node:
+    return Node(ObjectMeta(name, None, f"Node/{name}"), allocatable={"cpu": 1000})
+
+
+def pod(name: str, namespace: str = "default") -> Pod:
+    return Pod(ObjectMeta(name, namespace, f"Pod/{namespace}/{name}"), requests={"pods": 1})
+
+
+def queue(name: str) -> Queue:
+    return Queue(ObjectMeta(name, None, f"Queue/{name}"))
+
+
+def test_key_of() -> None:
+    assert key_of(node("n")) == ("", "n")
+    assert key_of(pod("p", "ns")) == ("ns", "p")
+
+
+def test_empty_store() -> None:
+    s = Store()
+    assert s.resource_version == 0
+    assert s.list("Node") == []
+    assert s.get("Node", ("", "n")) is None
+    assert s.count("Node") == 0
+    assert list(s) == []
+    assert s.changes_since(0) == []
+
+
+def test_put_get_list() -> None:
+    s = Store()
+    n0, n1, p = node("n0"), node("n1"), pod("p", "ns")
+    for obj in (n0, n1, p):
+        s.put(obj)
+    assert s.get("Node", ("", "n0")) is n0
+    assert s.get("Pod", ("ns", "p")) is p
+    assert s.get("Pod", ("default", "p")) is None
+    assert s.get("Pod", ("", "n0")) is None  # kinds are separate collections
+    assert s.list("Node") == [n0, n1]
+    assert s.list("Pod") == [p]
+    assert s.count("Node") == 2
+    assert set(map(id, s)) == {id(n0), id(n1), id(p)}
+
+
+def test_list_keeps_first_insertion_order_on_replace() -> None:
+    s = Store()
+    a, b = node("a"), node("b")
+    s.put(a)
+    s.put(b)
+    a2 = node("a")
+    s.put(a2)
+    assert s.list("Node") == [a2, b]
+
+
+def test_put_returns_added_then_modified() -> None:
+    s = Store()
+    first = s.put(node("n"))
+    second = s.put(node("n"))
+    assert first.op == "ADDED"
+    assert second.op == "MODIFIED"
+    assert first.kind == second.kind == "Node"
+    assert first.key == second.key == ("", "n")
+    assert s.count("Node") == 1
+
+
+def test_resource_versions_increase_and_are_stamped() -> None:
+    s = Store()
+    objs = [node("a"), pod("p"), node("a"), queue("q")]
+    versions = []
+    for obj in objs:
+        change = s.put(obj)
+        assert obj.meta.resource_version == change.resource_version == s.resource_version
+        versions.append(change.resource_version)
+    assert versions == sorted(versions)
+    assert len(set(versions)) == len(versions)
+    assert versions[0] >= 1
+    d = s.delete("Node", ("", "a"))
+    assert d is not None
+    assert d.resource_version == versions[-1] + 1 == s.resource_version
+
+
+def test_delete() -> None:
+    s = Store()
+    n = node("n")
+    s.put(n)
+    change = s.delete("Node", ("", "n"))
+    assert change is not None
+    assert (change.op, change.kind, change.key, change.obj) == ("DELETED", "Node", ("", "n"), n)
+    assert s.get("Node", ("", "n")) is None
+    assert s.list("Node") == []
+    assert s.count("Node") == 0
+
+
+def test_delete_missing_is_none_and_records_nothing() -> None:
+    s = Store()
+    s.put(node("n"))
+    rv = s.resource_version
+    assert s.delete("Node", ("", "other")) is None
+    assert s.delete("Pod", ("", "n")) is None
+    assert s.resource_version == rv
+    assert len(s.changes_since(0)) == 1
+
+
+def test_put_after_delete_is_added_again() -> None:
+    s = Store()
+    s.put(node("n"))
+    s.delete("Node", ("", "n"))
+    assert s.put(node("n")).op == "ADDED"
+
+
+def test_change_feed() -> None:
+    s = Store()
+    a, p = node("a"), pod("p")
+    s.put(a)
+    s.put(p)
+    s.put(a)
+    s.delete("Pod", ("default", "p"))
+    feed = s.changes_since(0)
+    assert [(c.op, c.kind, c.key) for c in feed] == [
+        ("ADDED", "Node", ("", "a")),
+        ("ADDED", "Pod", ("default", "p")),
+        ("MODIFIED", "Node", ("", "a")),
+        ("DELETED", "Pod", ("default", "p")),
+    ]
+    assert [c.resource_version for c in feed] == [1, 2, 3, 4]
+    assert all(isinstance(c, Change) for c in feed)
+
+
+def test_changes_since_a_version() -> None:
+    s = Store()
+    for i in range(5):
+        s.put(node(f"n{i}"))
+    assert [c.resource_version for c in s.changes_since(2)] == [3, 4, 5]
+    assert s.changes_since(5) == []
+    assert s.changes_since(99) == []
+    assert [c.key for c in s.changes_since(4)] == [("", "n4")]
+
+
+def test_changes_since_is_a_copy() -> None:
+    s = Store()
+    s.put(node("a"))
+    feed = s.changes_since(0)
+    feed.clear()
+    assert len(s.changes_since(0)) == 1
+
+
+def test_change_is_immutable() -> None:
+    s = Store()
+    change = s.put(node("a"))
+    with pytest.raises(AttributeError):
+        change.op = "DELETED"  # type: ignore[misc]
+
+
+def test_trimmed_feed_raises_lookup_error() -> None:
+    s = Store(feed_limit=2)
+    for i in range(5):
+        s.put(node(f"n{i}"))  # rv 1..5; the feed keeps 4 and 5
+    assert [c.resource_version for c in s.changes_since(3)] == [4, 5]
+    assert [c.resource_version for c in s.changes_since(4)] == [5]
+    assert s.changes_since(5) == []
+    for too_old in (0, 1, 2):
+        with pytest.raises(LookupError):
+            s.changes_since(too_old)
+
+
+def test_feed_limit_counts_deletes() -> None:
+    s = Store(feed_limit=2)
+    s.put(node("a"))  # 1
+    s.put(node("b"))  # 2
+    s.delete("Node", ("", "a"))  # 3
+    assert [c.op for c in s.changes_since(1)] == ["ADDED", "DELETED"]
+    with pytest.raises(LookupError):
+        s.changes_since(0)
+    # the objects themselves are not trimmed
+    assert [n.meta.name for n in s.list("Node")] == ["b"]
+
+
+def test_subscribe_and_unsubscribe() -> None:
+    s = Store()
+    seen: list[Change] = []
+    other: list[Change] = []
+    unsubscribe = s.subscribe(seen.append)
+    s.subscribe(other.append)
+    s.put(node("a"))
+    s.put(node("a"))
+    s.delete("Node", ("", "a"))
+    assert [c.op for c in seen] == ["ADDED", "MODIFIED", "DELETED"]
+    assert seen == s.changes_since(0)
+    unsubscribe()
+    s.put(node("b"))
+    assert len(seen) == 3
+    assert len(other) == 4
+    assert other[-1].key == ("", "b")
+
+
+def test_subscriber_sees_the_change_after_it_is_recorded() -> None:
+    s = Store()
+    observed: list[tuple[int, int]] = []
+    s.subscribe(lambda c: observed.append((c.resource_version, s.resource_version)))
+    s.put(node("a"))
+    s.put(node("b"))
+    assert observed == [(1, 1), (2, 2)]
+
+
+def test_unsubscribe_before_any_change() -> None:
+    s = Store()
+    seen: list[Change] = []
+    unsubscribe = s.subscribe(seen.append)
+    unsubscribe()
+    s.put(node("a"))
+    assert seen == []
+
+
+def test_subscriber_not_called_for_missing_delete() -> None:
+    s = Store()
+    seen: list[Change] = []
+    s.subscribe(seen.append)
+    s.delete("Node", ("", "ghost"))
+    assert seen == []
