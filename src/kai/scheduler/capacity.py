@@ -8,45 +8,50 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from kai.scheduler.explain import fmt_amount, qres_name
-from kai.scheduler.model import QRES_COLUMNS, JobInfo, TaskInfo
+from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import JobFailure, Session
 
 
-def job_request(tasks: list[TaskInfo]) -> np.ndarray:
-    """(3,) QRES request of *tasks* in base units."""
-    if not tasks:
-        return np.zeros(3, dtype=np.int64)
-    return np.sum([t.request[QRES_COLUMNS] for t in tasks], axis=0)
+def job_request(tasks: list[TaskInfo]) -> tuple[int, int, int]:
+    """QRES request of *tasks* in base units (plain ints: three numbers do not pay NumPy's call overhead)."""
+    gpu = cpu = mem = 0
+    for t in tasks:
+        g, c, m = t.qreq
+        gpu += g
+        cpu += c
+        mem += m
+    return gpu, cpu, mem
 
 
 def check_capacity(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> JobFailure | None:
     req = job_request(tasks)
+    requested = [r for r in range(3) if req[r] > 0]
     qs = ssn.queues
     for qi in qs.ancestors[job.queue]:
         q = ssn.snap.queues[qi]
-        for r in np.flatnonzero(req > 0):
-            limit = q.limit[r]
-            alloc = qs.allocated[qi, r]
-            if limit != -1 and alloc + req[r] > limit:
+        limits = ssn.queue_limits[qi]
+        alloc = qs.allocated[qi].tolist()
+        for r in requested:
+            limit = limits[r]
+            if limit != -1 and alloc[r] + req[r] > limit:
                 what = qres_name(r)
                 unset = " (limit 0 or unset is a hard cap of 0; use -1 for no limit)" if limit == 0 else ""
                 return JobFailure(
                     "OverLimit",
-                    f"queue {q.name} is at its {what} limit{unset}: {fmt_amount(r, alloc)} of "
+                    f"queue {q.name} is at its {what} limit{unset}: {fmt_amount(r, alloc[r])} of "
                     f"{fmt_amount(r, limit)} allocated, job needs {fmt_amount(r, req[r])}",
                 )
         if not job.preemptible:
-            for r in np.flatnonzero(req > 0):
-                quota = q.deserved[r]
-                alloc_np = qs.allocated_non_preemptible[qi, r]
-                if quota != -1 and alloc_np + req[r] > quota:
+            quotas = ssn.queue_quotas[qi]
+            alloc_np = qs.allocated_non_preemptible[qi].tolist()
+            for r in requested:
+                quota = quotas[r]
+                if quota != -1 and alloc_np[r] + req[r] > quota:
                     return JobFailure(
                         "NonPreemptibleOverQuota",
                         f"Non-preemptible workload is over quota. Workload requested {fmt_amount(r, req[r])}, "
-                        f"but {q.name} quota is {fmt_amount(r, quota)}, while {fmt_amount(r, alloc_np)} "
+                        f"but {q.name} quota is {fmt_amount(r, quota)}, while {fmt_amount(r, alloc_np[r])} "
                         "are already allocated for non-preemptible pods. "
                         "Use a preemptible workload to go over quota.",
                     )

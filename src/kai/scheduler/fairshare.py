@@ -39,15 +39,16 @@ Division among one set of siblings that share ``amount`` (per resource)
 Theory of operation
 -------------------
 ``compute_fair_share`` validates the tree, stacks the inputs into ``(n_queues, 3)`` arrays,
-propagates requests from leaves to every ancestor, and walks the tree breadth-first so
-that a parent's share is final before its children divide it.  ``_divide`` handles one
-sibling set for all three resources at once: every step is an array operation over
-``(n_siblings, 3)``, and each resource column carries its own "still going" flag, so the
-columns finish their rounds independently while sharing the Python loop.  A round either
-ends the bucket or satisfies at least one more queue, so a bucket runs at most
-``n_siblings + 1`` rounds.  The leftover phase is one sorted pass per column (a cumulative
-sum decides who still gets a unit), never a per-unit loop, so bytes of memory cost no more
-than GPUs.
+propagates requests from leaves to every ancestor, and then divides level by level from the
+roots, so a parent's share is final before its children divide it.  All sibling sets of
+one level are divided side by side (``_divide_level``): members sit contiguously per set,
+per-set sums are ``np.add.reduceat``, and every (set, resource) pair carries its own
+remaining amount and its own "another round" flag.  The Python loops therefore run
+``levels x buckets x rounds`` times, however many queues and sets there are.  A round
+either ends a pair's bucket or satisfies at least one more queue, so a bucket runs at most
+``n_siblings + 1`` rounds.  The leftover phase is one sorted pass per resource (a
+cumulative sum, restarted per set, decides who still gets a unit), never a per-unit loop,
+so bytes of memory cost no more than GPUs.
 
 Deliberate choices (where we differ from, or pin down, the Go code)
 -------------------------------------------------------------------
@@ -125,72 +126,79 @@ def compute_fair_share(
             raise ValueError(f"queue {q.name!r} appears more than once")
         index[q.name] = i
 
+    # Sorting by name first makes every child list, and so every sibling set, name-ordered.
+    by_name = sorted(range(n), key=lambda i: queues[i].name)
+    name_rank = np.empty(n, dtype=np.int64)
+    name_rank[by_name] = np.arange(n)
     children: list[list[int]] = [[] for _ in range(n)]
     roots: list[int] = []
-    for i, q in enumerate(queues):
-        if q.parent is None:
+    for i in by_name:
+        parent = queues[i].parent
+        if parent is None:
             roots.append(i)
-        elif q.parent not in index:
-            raise ValueError(f"queue {q.name!r} has parent {q.parent!r}, which does not exist")
+        elif parent not in index:
+            raise ValueError(f"queue {queues[i].name!r} has parent {parent!r}, which does not exist")
         else:
-            children[index[q.parent]].append(i)
+            children[index[parent]].append(i)
 
-    # Name ranks give every sibling set a stable visiting order and the final tie-break.
-    name_rank = np.empty(n, dtype=np.int64)
-    name_rank[sorted(range(n), key=lambda i: queues[i].name)] = np.arange(n)
-    for kids in children:
-        kids.sort(key=lambda i: name_rank[i])
-    roots.sort(key=lambda i: name_rank[i])
-
-    # Breadth-first order from the roots; whatever is not reached sits on a parent cycle.
-    order: list[int] = list(roots)
-    for i in order:  # the list grows while we walk it
-        order.extend(children[i])
-    if len(order) < n:
-        reached = set(order)
-        stuck = sorted(queues[i].name for i in range(n) if i not in reached)
+    # Sibling sets level by level from the roots; whatever is never reached sits on a cycle.
+    levels: list[list[list[int]]] = []
+    frontier = [roots] if roots else []
+    reached = 0
+    while frontier:
+        levels.append(frontier)
+        reached += sum(len(g) for g in frontier)
+        frontier = [children[i] for group in frontier for i in group if children[i]]
+    if reached < n:
+        on_level = {i for level in levels for group in level for i in group}
+        stuck = sorted(queues[i].name for i in range(n) if i not in on_level)
         raise ValueError(f"queue {stuck[0]!r} is on a parent cycle (queues involved: {', '.join(stuck)})")
 
-    deserved = np.stack([_vector(q.deserved, q.name, "deserved") for q in queues]) if n else _empty()
-    limit = np.stack([_vector(q.limit, q.name, "limit") for q in queues]) if n else _empty()
-    weight = np.stack([_vector(q.over_quota_weight, q.name, "over_quota_weight") for q in queues]) if n else _empty()
-    usage = (
-        np.stack([np.zeros(_N_RES) if q.usage is None else _vector(q.usage, q.name, "usage") for q in queues])
-        if n
-        else _empty()
-    )
-    request = np.zeros((n, _N_RES))
-    for i, q in enumerate(queues):
-        own = _vector(q.request, q.name, "request")
-        if not children[i]:
-            request[i] = own
-    # Leaves' requests flow up to every ancestor (KAI propagates Request up the tree).
-    for i in reversed(order):
-        parent = queues[i].parent
-        if parent is not None:
-            request[index[parent]] += request[i]
+    deserved = _stack(queues, "deserved")
+    limit = _stack(queues, "limit")
+    weight = _stack(queues, "over_quota_weight")
+    usage = _stack(queues, "usage")
+    leaf = np.array([not kids for kids in children], dtype=bool)
+    # Jobs live in leaves; a parent asks for what its subtree asks for (KAI propagates
+    # Request up to every ancestor).  Deepest level first, so children are final.
+    request = np.where(leaf[:, None], _stack(queues, "request"), 0.0)
+    for level in reversed(levels[1:]):
+        for group in level:
+            request[index[queues[group[0]].parent]] += request[group].sum(axis=0)
 
-    priority = np.array([q.priority for q in queues], dtype=np.int64)
     age_rank = np.array([q.age_rank for q in queues], dtype=np.int64)
+    # Over-quota bucket of each queue among its siblings: 0 = its set's highest priority.
+    bucket = np.zeros(n, dtype=np.int64)
+    for level in levels:
+        for group in level:
+            prios = sorted({queues[i].priority for i in group}, reverse=True)
+            if len(prios) > 1:
+                rank = {p: r for r, p in enumerate(prios)}
+                bucket[group] = [rank[queues[i].priority] for i in group]
 
     fair_share = np.zeros((n, _N_RES))
-    groups: list[tuple[np.ndarray, list[int]]] = [(total_arr, roots)]
-    groups += [(fair_share[i], children[i]) for i in order if children[i]]
-    # fair_share[i] is a view, so a parent's row is final (set by an earlier group) when read.
-    for amount, members in groups:
-        if not members:
-            continue
-        idx = np.asarray(members, dtype=np.int64)
-        fair_share[idx] = _divide(
-            amount.copy(),
-            deserved[idx],
-            limit[idx],
-            weight[idx],
-            request[idx],
-            usage[idx],
-            priority[idx],
-            age_rank[idx],
-            name_rank[idx],
+    for depth, level in enumerate(levels):
+        idx = np.fromiter((i for group in level for i in group), dtype=np.int64)
+        sizes = np.fromiter((len(group) for group in level), dtype=np.int64, count=len(level))
+        if depth == 0:
+            amount = total_arr[None, :].copy()
+        else:
+            parents = [index[queues[group[0]].parent] for group in level]
+            amount = fair_share[parents]
+        fair_share[idx] = _divide_level(
+            _Level(
+                amount=amount,
+                group=np.repeat(np.arange(len(level)), sizes),
+                starts=np.concatenate(([0], np.cumsum(sizes)[:-1])),
+                bucket=bucket[idx],
+                deserved=deserved[idx],
+                limit=limit[idx],
+                weight=weight[idx],
+                request=request[idx],
+                usage=usage[idx],
+                age_rank=age_rank[idx],
+                name_rank=name_rank[idx],
+            ),
             float(k_value),
         )
     return {q.name: fair_share[i].copy() for i, q in enumerate(queues)}
@@ -216,91 +224,93 @@ def queue_allocatable_share(deserved: np.ndarray, fair_share: np.ndarray, limit:
 
 
 # --------------------------------------------------------------------------------------------
-# One sibling set
+# One level of the tree: every sibling set at that depth, divided side by side
 
 
-def _divide(
-    amount: np.ndarray,  # (3,) what the siblings share
-    deserved: np.ndarray,  # (m, 3)
-    limit: np.ndarray,  # (m, 3)
-    weight: np.ndarray,  # (m, 3)
-    request: np.ndarray,  # (m, 3) propagated
-    usage: np.ndarray,  # (m, 3)
-    priority: np.ndarray,  # (m,)
-    age_rank: np.ndarray,  # (m,)
-    name_rank: np.ndarray,  # (m,)
-    k_value: float,
-) -> np.ndarray:
-    """Fair shares ``(m, 3)`` of one sibling set; steps 1-4 of the module docstring."""
-    tol = _REL_TOL * np.maximum(1.0, np.abs(amount))  # (3,)
-    requestable = np.where(limit != UNLIMITED, np.minimum(limit, request), request)
-    quota = np.where(deserved == UNLIMITED, amount, deserved)
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """The sibling sets of one tree depth, members contiguous per set (``m`` queues, ``G`` sets)."""
+
+    amount: np.ndarray  # (G, 3) what each set divides
+    group: np.ndarray  # (m,) set of each member, non-decreasing
+    starts: np.ndarray  # (G,) first member of each set (sets are never empty)
+    bucket: np.ndarray  # (m,) priority bucket within the set, 0 = highest priority
+    deserved: np.ndarray  # (m, 3)
+    limit: np.ndarray  # (m, 3)
+    weight: np.ndarray  # (m, 3)
+    request: np.ndarray  # (m, 3) propagated
+    usage: np.ndarray  # (m, 3)
+    age_rank: np.ndarray  # (m,)
+    name_rank: np.ndarray  # (m,)
+
+    def per_set(self, x: np.ndarray) -> np.ndarray:
+        """Sum of an (m, 3) member array over each set: (G, 3)."""
+        return np.add.reduceat(x, self.starts, axis=0)
+
+
+def _divide_level(lv: _Level, k_value: float) -> np.ndarray:
+    """Fair shares ``(m, 3)`` of every set of one level; steps 1-4 of the module docstring.
+
+    Each (set, resource) pair is independent, so each carries its own remaining amount and
+    its own "another round" flag; the Python loops only run as often as the slowest pair.
+    """
+    g = lv.group
+    tol = _REL_TOL * np.maximum(1.0, np.abs(lv.amount))  # (G, 3)
+    requestable = np.where(lv.limit != UNLIMITED, np.minimum(lv.limit, lv.request), lv.request)
+    quota = np.where(lv.deserved == UNLIMITED, lv.amount[g], lv.deserved)
     share = np.minimum(quota, requestable)
-    remaining = amount - share.sum(axis=0)
+    remaining = lv.amount - lv.per_set(share)
+    # Not positive: no over-quota phase; the deserved phase stands even past the amount.
     remaining = np.where(remaining > tol, remaining, 0.0)
-    if not (remaining > 0).any():
-        return share
 
-    for prio in np.unique(priority)[::-1]:  # highest priority bucket first
+    for b in range(int(lv.bucket.max()) + 1):
         if not (remaining > 0).any():
             break
-        members = np.flatnonzero(priority == prio)
-        sub = share[members]
-        leftover, has_leftover = _rounds(
-            sub,
-            remaining,
-            requestable[members],
-            request[members],
-            limit[members],
-            weight[members],
-            usage[members],
-            k_value,
-            tol,
-        )
-        _hand_out_leftovers(
-            sub, remaining, leftover, has_leftover, requestable[members], age_rank[members], name_rank[members], tol
-        )
-        share[members] = sub
+        in_bucket = (lv.bucket == b)[:, None] & (remaining[g] > 0)  # (m, 3)
+        leftover, has_leftover = _rounds(lv, share, remaining, in_bucket, requestable, k_value, tol)
+        _hand_out_leftovers(lv, share, remaining, leftover, has_leftover, requestable, tol)
     return share
 
 
 def _rounds(
-    share: np.ndarray,  # (b, 3) updated in place
-    remaining: np.ndarray,  # (3,) updated in place
-    requestable: np.ndarray,
-    request: np.ndarray,
-    limit: np.ndarray,
-    weight: np.ndarray,
-    usage: np.ndarray,
+    lv: _Level,
+    share: np.ndarray,  # (m, 3) updated in place
+    remaining: np.ndarray,  # (G, 3) updated in place
+    in_bucket: np.ndarray,  # (m, 3) members of the current bucket, in sets with something left
+    requestable: np.ndarray,  # (m, 3)
     k_value: float,
-    tol: np.ndarray,
+    tol: np.ndarray,  # (G, 3)
 ) -> tuple[np.ndarray, np.ndarray]:
-    """KAI's ``divideUpToFairShare`` for one priority bucket, all resource columns at once.
+    """KAI's ``divideUpToFairShare`` for one bucket of every set, all resources at once.
 
-    Returns the remembered fractional leftovers ``(b, 3)`` and which of them are live (a
+    Returns the remembered fractional leftovers ``(m, 3)`` and which of them are live (a
     queue that later receives its whole remaining request forgets its leftover, as KAI
     deletes it from ``remainingRequested``).
     """
+    g = lv.group
     leftover = np.zeros_like(share)
     has_leftover = np.zeros(share.shape, dtype=bool)
-    going = remaining > 0  # (3,) per-column "run another round"
+    going = remaining > 0  # (G, 3) "run another round" per set and resource
     while going.any():
         start = remaining.copy()
-        still_wanted = np.maximum(requestable - share, 0.0)  # KAI getRemainingRequested
-        unsatisfied = (request > share) & ((limit == UNLIMITED) | (limit > share))
-        total_weight = np.where(still_wanted > 0, weight, 0.0).sum(axis=0)
-        safe_total = np.where(total_weight > 0, total_weight, 1.0)
-        n_weight = weight / safe_total
-        share_weight = np.where(unsatisfied, np.maximum(0.0, n_weight + k_value * (n_weight - usage)), 0.0)
-        weight_sum = share_weight.sum(axis=0)
+        # KAI getRemainingRequested; a few ULPs of "still wanted" is rounding noise, not a want.
+        still_wanted = requestable - share
+        still_wanted = np.where(still_wanted > tol[g], still_wanted, 0.0)
+        # KAI's "not satisfied" (request > fairShare, and limit > fairShare unless unlimited)
+        # is exactly "min(limit, request) > fairShare", i.e. something still wanted.
+        unsatisfied = in_bucket & (still_wanted > 0)
+        total_weight = lv.per_set(np.where(unsatisfied, lv.weight, 0.0))
+        n_weight = lv.weight / np.where(total_weight > 0, total_weight, 1.0)[g]
+        share_weight = np.where(unsatisfied, np.maximum(0.0, n_weight + k_value * (n_weight - lv.usage)), 0.0)
+        weight_sum = lv.per_set(share_weight)
         going &= (total_weight > 0) & (weight_sum > 0)
         if not going.any():
             break
-        f = start * (share_weight / np.where(weight_sum > 0, weight_sum, 1.0))
+        f = start[g] * (share_weight / np.where(weight_sum > 0, weight_sum, 1.0)[g])
         nearest = np.rint(f)
-        f = np.where(np.abs(f - nearest) <= tol, nearest, f)
+        f = np.where(np.abs(f - nearest) <= tol[g], nearest, f)
 
-        eligible = unsatisfied & (weight != 0) & going
+        eligible = unsatisfied & (lv.weight != 0) & going[g]
         full = eligible & (still_wanted <= f)
         partial = eligible & ~full
         floored = np.floor(f)
@@ -312,56 +322,82 @@ def _rounds(
         has_leftover &= ~full
 
         share += give
-        remaining -= give.sum(axis=0)
+        remaining -= lv.per_set(give)
         remaining[remaining <= tol] = 0.0
         # KAI: another round only if someone asked for strictly less than its round share,
-        # i.e. resources were returned to the pot.
-        going &= (full & (still_wanted < f)).any(axis=0) & (remaining > 0)
+        # i.e. resources went back to the pot.
+        returned = lv.per_set((full & (still_wanted < f)).astype(np.float64)) > 0
+        going &= returned & (remaining > 0)
     return leftover, has_leftover
 
 
 def _hand_out_leftovers(
-    share: np.ndarray,  # (b, 3) updated in place
-    remaining: np.ndarray,  # (3,) updated in place
-    leftover: np.ndarray,
-    has_leftover: np.ndarray,
-    requestable: np.ndarray,
-    age_rank: np.ndarray,
-    name_rank: np.ndarray,
-    tol: np.ndarray,
+    lv: _Level,
+    share: np.ndarray,  # (m, 3) updated in place
+    remaining: np.ndarray,  # (G, 3) updated in place
+    leftover: np.ndarray,  # (m, 3)
+    has_leftover: np.ndarray,  # (m, 3)
+    requestable: np.ndarray,  # (m, 3)
+    tol: np.ndarray,  # (G, 3)
 ) -> None:
     """KAI's ``divideRemainingResource``: one unit each, largest remembered fraction first.
 
-    Done as one sorted pass per column: everyone before the pot runs dry takes its full
-    unit, so a queue's grant is ``clip(remaining - sum of earlier grants, 0, its unit)``.
+    One sorted pass per resource over all sets: within a set, everyone before the pot runs
+    dry takes a full unit, so a queue's grant is ``clip(remaining - earlier grants, 0, unit)``
+    with "earlier grants" a cumulative sum restarted at each set.
     """
+    n_sets = remaining.shape[0]
     for col in range(_N_RES):
-        if remaining[col] <= 0 or not has_leftover[:, col].any():
+        cand = np.flatnonzero(has_leftover[:, col] & (remaining[lv.group, col] > 0))
+        if not cand.size:
             continue
-        cand = np.flatnonzero(has_leftover[:, col])
-        order = np.lexsort((name_rank[cand], age_rank[cand], -leftover[cand, col]))
-        cand = cand[order]
+        # Largest fraction first.  Fractions within a few ULPs of each other are a tie (they
+        # differ only by rounding), which goes to the older queue, then the lower name.
+        cand = cand[np.lexsort((-leftover[cand, col], lv.group[cand]))]
+        sets = lv.group[cand]
+        frac = leftover[cand, col]
+        new_tie = np.ones(cand.size, dtype=bool)
+        new_tie[1:] = (sets[1:] != sets[:-1]) | (frac[:-1] - frac[1:] > tol[sets[1:], col])
+        cand = cand[np.lexsort((lv.name_rank[cand], lv.age_rank[cand], np.cumsum(new_tie)))]
+        sets = lv.group[cand]  # still sorted: tie classes never span sets
         unit = np.minimum(1.0, np.maximum(requestable[cand, col] - share[cand, col], 0.0))
-        before = np.cumsum(unit) - unit
-        give = np.clip(remaining[col] - before, 0.0, unit)
-        give[give <= tol[col]] = 0.0
+        granted_before = np.cumsum(unit) - unit
+        granted_before -= granted_before[np.searchsorted(sets, sets)]  # restart per set
+        give = np.clip(remaining[sets, col] - granted_before, 0.0, unit)
+        give[give <= tol[sets, col]] = 0.0
         share[cand, col] += give
-        left = remaining[col] - give.sum()
-        remaining[col] = left if left > tol[col] else 0.0
+        left = remaining[:, col] - np.bincount(sets, give, minlength=n_sets)
+        remaining[:, col] = np.where(left > tol[:, col], left, 0.0)
 
 
 # --------------------------------------------------------------------------------------------
 # Input checks
 
 
-def _vector(value: np.ndarray, queue: str, field: str | None = None) -> np.ndarray:
-    """``value`` as a (3,) float64 array, or ValueError naming the queue and field."""
+def _vector(value: np.ndarray, where: str) -> np.ndarray:
+    """``value`` as a (3,) float64 array, or ValueError saying whose it is."""
     arr = np.asarray(value, dtype=np.float64)
     if arr.shape != (_N_RES,):
-        where = queue if field is None else f"queue {queue!r}: {field}"
         raise ValueError(f"{where} must have shape ({_N_RES},) in {RESOURCES} order, got {arr.shape}")
     return arr
 
 
-def _empty() -> np.ndarray:
-    return np.zeros((0, _N_RES))
+def _stack(queues: Sequence[QueueShareInput], field: str) -> np.ndarray:
+    """One field of every queue as an (n, 3) float64 array (``usage`` None reads as zeros).
+
+    The fast path stacks everything at once; only if that fails is each queue checked, to
+    name the culprit.
+    """
+    values = [getattr(q, field) for q in queues]
+    if field == "usage":
+        values = [np.zeros(_N_RES) if v is None else v for v in values]
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except ValueError:  # ragged shapes
+        arr = None
+    if arr is None or arr.shape != (len(queues), _N_RES):
+        for q, v in zip(queues, values):
+            _vector(v, f"queue {q.name!r}: {field}")
+        if arr is None:
+            raise ValueError(f"{field} must have shape ({_N_RES},) for every queue")
+    return arr.reshape(len(queues), _N_RES)

@@ -58,6 +58,7 @@ class TaskInfo:
     request: np.ndarray  # (n_res,) int64
     signature: int  # tasks with equal signatures share predicate masks
     order_key: tuple  # task order inside the job (smaller first)
+    qreq: tuple[int, int, int] = (0, 0, 0)  # request in QRES base units, as Python ints for per-job arithmetic
 
     @property
     def namespace(self) -> str:

@@ -61,6 +61,14 @@ class JobQueue:
         self._total = snap.total.tolist()
         self._deserved = [[INF if d == -1 else d for d in q.deserved.tolist()] for q in snap.queues]
         self._roots = [q.index for q in snap.queues if q.parent < 0]
+        # fair share is fixed for the session, so each queue's allocatable share is too
+        self._allocatable_share = [
+            [
+                INF if s == -1 else float(s)
+                for s in queue_allocatable_share(q.deserved, ssn.queues.fair_share[q.index], q.limit).tolist()
+            ]
+            for q in snap.queues
+        ]
         for job in jobs:
             self.push(job)
 
@@ -74,7 +82,7 @@ class JobQueue:
 
     def push(self, job: JobInfo) -> None:
         heapq.heappush(self._heaps.setdefault(job.queue, []), (job_order_key(self.ssn, job), job.index))
-        self._request[job.index] = job_request(self.ssn.tasks_to_allocate(job)).tolist()
+        self._request[job.index] = list(job_request(self.ssn.tasks_to_allocate(job)))
         for a in self.ssn.queues.ancestors[job.queue]:
             self._count[a] += 1
         self._invalidate(job.queue)
@@ -125,9 +133,7 @@ class JobQueue:
         return (over_utilized, not starved, -q.priority, penalty, drf_with, drf_without)
 
     def _allocatable(self, qi: int) -> list[float]:
-        q = self.ssn.snap.queues[qi]
-        share = queue_allocatable_share(q.deserved, self.ssn.queues.fair_share[qi], q.limit)
-        return [INF if s == -1 else float(s) for s in share.tolist()]
+        return self._allocatable_share[qi]
 
     def _choose(self, children: list[int]) -> int:
         if len(children) == 1:

@@ -145,6 +145,8 @@ class Session:
         # scale for binpack scores: one more than the largest allocatable per resource
         self.score_scale = (nodes.allocatable.max(axis=0) + 1) if nodes.n else np.ones(len(snap.resources))
         self.queues = self._open_queues()
+        self.queue_limits = [q.limit.tolist() for q in snap.queues]  # QRES base units, -1 = none
+        self.queue_quotas = [q.deserved.tolist() for q in snap.queues]
 
     # --- accounting ---------------------------------------------------------------------------
 

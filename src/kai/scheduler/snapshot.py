@@ -274,6 +274,7 @@ def build_snapshot(
                 request=_ro(req),
                 signature=sig,
                 order_key=_task_order_key(pod),
+                qreq=tuple(int(x) for x in req[QRES_COLUMNS]),
             )
         )
         jobs[ji].tasks.append(len(tasks) - 1)
