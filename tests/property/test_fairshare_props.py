@@ -14,20 +14,40 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from kai.scheduler.fairshare import UNLIMITED, QueueShareInput, compute_fair_share
 
 EPS = 1e-9
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-quota = st.one_of(st.just(UNLIMITED), st.integers(0, 6).map(float))
-limit = st.one_of(st.just(UNLIMITED), st.just(UNLIMITED), st.integers(0, 12).map(float))
-weight = st.integers(0, 3).map(float)
-amount = st.integers(0, 12).map(float)
+
+def table(rows: int, low: int, high: int) -> st.SearchStrategy[np.ndarray]:
+    """(rows, 3) float64 of integers in [low, high]; negatives read as -1 (unlimited)."""
+    return hnp.arrays(np.int64, (rows, 3), elements=st.integers(low, high)).map(
+        lambda a: np.where(a < 0, UNLIMITED, a.astype(np.float64))
+    )
 
 
-def vectors(elements: st.SearchStrategy[float]) -> st.SearchStrategy[np.ndarray]:
-    return st.lists(elements, min_size=3, max_size=3).map(lambda v: np.array(v, dtype=np.float64))
+# Draws are whole tables, not one value at a time: hypothesis spends most of its time per draw.
+def quotas(rows: int) -> st.SearchStrategy[np.ndarray]:
+    return table(rows, -1, 6)  # 1 in 8 unlimited
+
+
+def limits(rows: int) -> st.SearchStrategy[np.ndarray]:
+    return table(rows, -6, 12)  # about 1 in 3 unlimited
+
+
+def weights(rows: int) -> st.SearchStrategy[np.ndarray]:
+    return table(rows, 0, 3)
+
+
+def requests(rows: int) -> st.SearchStrategy[np.ndarray]:
+    return table(rows, 0, 12)
+
+
+def totals() -> st.SearchStrategy[np.ndarray]:
+    return table(1, 0, 40).map(lambda a: a[0])
 
 
 @dataclass(frozen=True)
@@ -54,38 +74,38 @@ def cases(draw: st.DrawFn) -> Case:
 
     n = len(shapes)
     ages = draw(st.permutations(range(n)))
-    with_usage = draw(st.booleans())
+    priorities = draw(st.lists(st.sampled_from([50, 100, 150]), min_size=n, max_size=n))
+    deserved, limit, weight, request = draw(quotas(n)), draw(limits(n)), draw(weights(n)), draw(requests(n))
+    usage = None
+    if draw(st.booleans()):
+        usage = draw(hnp.arrays(np.float64, (n, 3), elements=st.sampled_from([0.0, 0.1, 0.25, 0.5])))
     queues = [
         QueueShareInput(
             name=name,
             parent=parent,
-            priority=draw(st.sampled_from([50, 100, 150])),
+            priority=priorities[i],
             age_rank=ages[i],
-            deserved=draw(vectors(quota)),
-            limit=draw(vectors(limit)),
-            over_quota_weight=draw(vectors(weight)),
-            request=draw(vectors(amount)),  # ignored for non-leaves
-            usage=draw(vectors(st.sampled_from([0.0, 0.1, 0.25, 0.5]))) if with_usage else None,
+            deserved=deserved[i],
+            limit=limit[i],
+            over_quota_weight=weight[i],
+            request=request[i],  # ignored for non-leaves
+            usage=None if usage is None else usage[i],
         )
         for i, (name, parent) in enumerate(shapes)
     ]
-    total = draw(vectors(st.integers(0, 40).map(float)))
-    k_value = draw(st.sampled_from([0.0, 1.0, 2.0]))
-    return Case(queues, total, k_value)
+    return Case(queues, draw(totals()), draw(st.sampled_from([0.0, 1.0, 2.0])))
 
 
 @st.composite
 def equal_siblings(draw: st.DrawFn) -> Case:
     """Top-level siblings identical except for their weights (and ages)."""
     n = draw(st.integers(2, 5))
-    deserved, lim, request = draw(vectors(quota)), draw(vectors(limit)), draw(vectors(amount))
+    deserved, lim, request = draw(quotas(1))[0], draw(limits(1))[0], draw(requests(1))[0]
     priority = draw(st.sampled_from([50, 100]))
     ages = draw(st.permutations(range(n)))
-    queues = [
-        QueueShareInput(f"q{i}", None, priority, ages[i], deserved, lim, draw(vectors(weight)), request)
-        for i in range(n)
-    ]
-    # Occasionally add a different queue so that rounds > 1 happen.
+    weight = draw(weights(n))
+    queues = [QueueShareInput(f"q{i}", None, priority, ages[i], deserved, lim, weight[i], request) for i in range(n)]
+    # Sometimes add a different queue, so that some buckets need more than one round.
     if draw(st.booleans()):
         queues.append(
             QueueShareInput(
@@ -93,13 +113,13 @@ def equal_siblings(draw: st.DrawFn) -> Case:
                 None,
                 priority,
                 n,
-                draw(vectors(quota)),
-                draw(vectors(limit)),
-                draw(vectors(weight)),
-                draw(vectors(amount)),
+                draw(quotas(1))[0],
+                draw(limits(1))[0],
+                draw(weights(1))[0],
+                draw(requests(1))[0],
             )
         )
-    return Case(queues, draw(vectors(st.integers(0, 40).map(float))), draw(st.sampled_from([0.0, 1.0])))
+    return Case(queues, draw(totals()), draw(st.sampled_from([0.0, 1.0])))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -100,6 +100,19 @@ def test_leftover_goes_to_largest_fraction_first():
     assert gpu_shares(queues, 11) == {"q1": 3, "q2": 8}
 
 
+def test_rounding_noise_does_not_decide_rounds_or_ties():
+    # k = 0, weights 2:1:3 on 15 spare GPUs: exactly 5, 2.5 and 7.5.  Summed in some orders
+    # the weights come to 0.9999999999999999, making "q0" look 5 < 5.000000000000001 (another
+    # round) and the two 0.5 fractions unequal; exact arithmetic has one round and a tie
+    # that the older queue, q1, wins.
+    queues = [
+        q("q0", deserved=2, weight=2, request=7, age_rank=0),
+        q("q1", deserved=2, weight=1, request=7, age_rank=1),
+        q("other", deserved=0, weight=3, request=8, age_rank=2),
+    ]
+    assert gpu_shares(queues, 19, k_value=0.0) == {"q0": 7, "q1": 5, "other": 7}
+
+
 def test_department_children_share_department_fair_share():
     # B.2.1: d1 takes all 6 GPUs; inside it 1+1+2 deserved, the 2 spare GPUs split 1:1
     # between the weighted queues; the weight-0 reclaimer stays at its quota.
@@ -369,11 +382,15 @@ def test_empty_tree_and_zero_total():
     assert gpu_shares([q("a", deserved=2, request=5)], 0) == {"a": 2}
 
 
-def test_result_arrays_are_fresh_float64():
-    result = compute_fair_share([q("a", request=1), q("b", request=1, age_rank=1)], vec(2))
+def test_result_arrays_are_fresh_float64_and_inputs_untouched():
+    queues = [q("a", request=1), q("b", request=1, age_rank=1)]
+    total = vec(2)
+    result = compute_fair_share(queues, total)
     assert result["a"].dtype == np.float64 and result["a"].shape == (3,)
     result["a"][GPU] = 99
     assert result["b"][GPU] == 1
+    np.testing.assert_array_equal(total, vec(2))
+    np.testing.assert_array_equal(queues[0].request, vec(1))
 
 
 def test_input_order_does_not_matter():
@@ -408,6 +425,12 @@ def test_parent_cycle_is_rejected_naming_a_queue():
 def test_self_parent_is_a_cycle():
     with pytest.raises(ValueError, match="'self' is on a parent cycle"):
         compute_fair_share([q("self", parent="self")], vec(1))
+
+
+def test_cycle_below_which_queues_hang_is_named_by_a_member():
+    queues = [q("a-child", parent="b"), q("b", parent="c"), q("c", parent="b")]
+    with pytest.raises(ValueError, match="'b' is on a parent cycle: b -> c -> b"):
+        compute_fair_share(queues, vec(1))
 
 
 def test_duplicate_name_is_rejected():

@@ -22,9 +22,9 @@ Division among one set of siblings that share ``amount`` (per resource)
    see ``resource_division_test.go`` "gives deserved in over subscription").
 3. **Over-quota phase**, one bucket per distinct ``priority``, highest first; each bucket
    sees whatever the buckets before it left.  In each round the bucket's *unsatisfied*
-   queues (``request > fair_share`` and, if limited, ``limit > fair_share``) compete for
-   the amount present at the start of the round:
-   ``nW = w / sum(w)`` over queues with requestable left, ``shareWeight = max(0, nW +
+   queues (``request > fair_share`` and, if limited, ``limit > fair_share``; that is,
+   requestable left) compete for the amount present at the start of the round:
+   ``nW = w / sum(w)`` over those queues, ``shareWeight = max(0, nW +
    k * (nW - usage))`` and ``f = start * shareWeight / sum(shareWeight)``.  A queue whose
    remaining requestable fits in ``f`` receives all of it; any other queue receives
    ``floor(f)`` (in the resource's own unit) and remembers ``f - floor(f)``.  A queue with
@@ -46,9 +46,9 @@ per-set sums are ``np.add.reduceat``, and every (set, resource) pair carries its
 remaining amount and its own "another round" flag.  The Python loops therefore run
 ``levels x buckets x rounds`` times, however many queues and sets there are.  A round
 either ends a pair's bucket or satisfies at least one more queue, so a bucket runs at most
-``n_siblings + 1`` rounds.  The leftover phase is one sorted pass per resource (a
-cumulative sum, restarted per set, decides who still gets a unit), never a per-unit loop,
-so bytes of memory cost no more than GPUs.
+``n_siblings + 1`` rounds.  The leftover phase is one sorted pass over every (set,
+resource) pot (a cumulative sum, restarted per pot, decides who still gets a unit), never a
+per-unit loop, so bytes of memory cost no more than GPUs.
 
 Deliberate choices (where we differ from, or pin down, the Go code)
 -------------------------------------------------------------------
@@ -56,9 +56,13 @@ Deliberate choices (where we differ from, or pin down, the Go code)
   ``min(1, remaining)`` unconditionally, which can push a queue past its request when
   requests are fractional (a queue short by 0.5 GPU receiving a whole GPU).  With whole
   numbers the two agree: an unsatisfied queue is then short by at least one unit.
-* Round shares within a few ULPs of an integer are snapped to it, and remainders within a
-  few ULPs of zero count as zero.  KAI sums weights in Go map order, so at those points its
-  own result depends on iteration order; snapping makes ours independent of it.
+* Rounding noise is not allowed to decide anything.  "A few ULPs" below means 64 machine
+  epsilons of the amount being divided.  Round shares that close to an integer are snapped
+  to it; a remaining amount or a still-wanted amount that close to zero counts as zero;
+  remembered fractions that close to each other are a tie (decided by age, then name).
+  KAI sums share weights in Go map order, so at exactly these points its own result varies
+  from run to run (e.g. whether ``5 < 5.000000000000001`` starts another round); we
+  follow exact arithmetic instead.
 * KAI breaks leftover ties by creation time and then by queue UID; we use ``age_rank`` and
   then name, which the caller derives from the same creation timestamps.
 * A non-leaf queue's ``request`` input is ignored: its request is always the sum of its
@@ -131,6 +135,7 @@ def compute_fair_share(
     name_rank = np.empty(n, dtype=np.int64)
     name_rank[by_name] = np.arange(n)
     children: list[list[int]] = [[] for _ in range(n)]
+    parent_of = [-1] * n
     roots: list[int] = []
     for i in by_name:
         parent = queues[i].parent
@@ -139,7 +144,8 @@ def compute_fair_share(
         elif parent not in index:
             raise ValueError(f"queue {queues[i].name!r} has parent {parent!r}, which does not exist")
         else:
-            children[index[parent]].append(i)
+            parent_of[i] = index[parent]
+            children[parent_of[i]].append(i)
 
     # Sibling sets level by level from the roots; whatever is never reached sits on a cycle.
     levels: list[list[list[int]]] = []
@@ -150,9 +156,7 @@ def compute_fair_share(
         reached += sum(len(g) for g in frontier)
         frontier = [children[i] for group in frontier for i in group if children[i]]
     if reached < n:
-        on_level = {i for level in levels for group in level for i in group}
-        stuck = sorted(queues[i].name for i in range(n) if i not in on_level)
-        raise ValueError(f"queue {stuck[0]!r} is on a parent cycle (queues involved: {', '.join(stuck)})")
+        raise ValueError(_describe_cycle(queues, parent_of, levels))
 
     deserved = _stack(queues, "deserved")
     limit = _stack(queues, "limit")
@@ -164,7 +168,7 @@ def compute_fair_share(
     request = np.where(leaf[:, None], _stack(queues, "request"), 0.0)
     for level in reversed(levels[1:]):
         for group in level:
-            request[index[queues[group[0]].parent]] += request[group].sum(axis=0)
+            request[parent_of[group[0]]] += request[group].sum(axis=0)
 
     age_rank = np.array([q.age_rank for q in queues], dtype=np.int64)
     # Over-quota bucket of each queue among its siblings: 0 = its set's highest priority.
@@ -183,8 +187,7 @@ def compute_fair_share(
         if depth == 0:
             amount = total_arr[None, :].copy()
         else:
-            parents = [index[queues[group[0]].parent] for group in level]
-            amount = fair_share[parents]
+            amount = fair_share[[parent_of[group[0]] for group in level]]
         fair_share[idx] = _divide_level(
             _Level(
                 amount=amount,
@@ -290,12 +293,14 @@ def _rounds(
     g = lv.group
     leftover = np.zeros_like(share)
     has_leftover = np.zeros(share.shape, dtype=bool)
+    tol_m = tol[g]  # (m, 3) each member's set tolerance
+    weighted = lv.weight != 0
     going = remaining > 0  # (G, 3) "run another round" per set and resource
     while going.any():
         start = remaining.copy()
         # KAI getRemainingRequested; a few ULPs of "still wanted" is rounding noise, not a want.
         still_wanted = requestable - share
-        still_wanted = np.where(still_wanted > tol[g], still_wanted, 0.0)
+        still_wanted = np.where(still_wanted > tol_m, still_wanted, 0.0)
         # KAI's "not satisfied" (request > fairShare, and limit > fairShare unless unlimited)
         # is exactly "min(limit, request) > fairShare", i.e. something still wanted.
         unsatisfied = in_bucket & (still_wanted > 0)
@@ -308,9 +313,9 @@ def _rounds(
             break
         f = start[g] * (share_weight / np.where(weight_sum > 0, weight_sum, 1.0)[g])
         nearest = np.rint(f)
-        f = np.where(np.abs(f - nearest) <= tol[g], nearest, f)
+        f = np.where(np.abs(f - nearest) <= tol_m, nearest, f)
 
-        eligible = unsatisfied & (lv.weight != 0) & going[g]
+        eligible = unsatisfied & weighted & going[g]
         full = eligible & (still_wanted <= f)
         partial = eligible & ~full
         floored = np.floor(f)
@@ -342,32 +347,35 @@ def _hand_out_leftovers(
 ) -> None:
     """KAI's ``divideRemainingResource``: one unit each, largest remembered fraction first.
 
-    One sorted pass per resource over all sets: within a set, everyone before the pot runs
-    dry takes a full unit, so a queue's grant is ``clip(remaining - earlier grants, 0, unit)``
-    with "earlier grants" a cumulative sum restarted at each set.
+    One sorted pass over every (set, resource) pot at once: within a pot, everyone before
+    it runs dry takes a full unit, so a queue's grant is ``clip(pot - earlier grants, 0,
+    unit)``, with "earlier grants" a cumulative sum restarted at each pot.
     """
+    g = lv.group
+    member, col = np.nonzero(has_leftover & (remaining[g] > 0))
+    if not member.size:
+        return
     n_sets = remaining.shape[0]
-    for col in range(_N_RES):
-        cand = np.flatnonzero(has_leftover[:, col] & (remaining[lv.group, col] > 0))
-        if not cand.size:
-            continue
-        # Largest fraction first.  Fractions within a few ULPs of each other are a tie (they
-        # differ only by rounding), which goes to the older queue, then the lower name.
-        cand = cand[np.lexsort((-leftover[cand, col], lv.group[cand]))]
-        sets = lv.group[cand]
-        frac = leftover[cand, col]
-        new_tie = np.ones(cand.size, dtype=bool)
-        new_tie[1:] = (sets[1:] != sets[:-1]) | (frac[:-1] - frac[1:] > tol[sets[1:], col])
-        cand = cand[np.lexsort((lv.name_rank[cand], lv.age_rank[cand], np.cumsum(new_tie)))]
-        sets = lv.group[cand]  # still sorted: tie classes never span sets
-        unit = np.minimum(1.0, np.maximum(requestable[cand, col] - share[cand, col], 0.0))
-        granted_before = np.cumsum(unit) - unit
-        granted_before -= granted_before[np.searchsorted(sets, sets)]  # restart per set
-        give = np.clip(remaining[sets, col] - granted_before, 0.0, unit)
-        give[give <= tol[sets, col]] = 0.0
-        share[cand, col] += give
-        left = remaining[:, col] - np.bincount(sets, give, minlength=n_sets)
-        remaining[:, col] = np.where(left > tol[:, col], left, 0.0)
+    pot = col * n_sets + g[member]  # (set, resource) pair; indexes remaining.T.ravel()
+    frac = leftover[member, col]
+    # Largest fraction first.  Fractions within a few ULPs of each other are a tie (they
+    # differ only by rounding), which goes to the older queue, then the lower name.
+    order = np.lexsort((-frac, pot))
+    member, col, pot, frac = member[order], col[order], pot[order], frac[order]
+    new_tie = np.ones(member.size, dtype=bool)
+    new_tie[1:] = (pot[1:] != pot[:-1]) | (frac[:-1] - frac[1:] > tol[g[member[1:]], col[1:]])
+    order = np.lexsort((lv.name_rank[member], lv.age_rank[member], np.cumsum(new_tie)))
+    member, col, pot = member[order], col[order], pot[order]  # pots stay sorted
+
+    unit = np.minimum(1.0, np.maximum(requestable[member, col] - share[member, col], 0.0))
+    granted_before = np.cumsum(unit) - unit
+    granted_before -= granted_before[np.searchsorted(pot, pot)]  # restart at each pot
+    pot_tol = tol.T.ravel()
+    give = np.clip(remaining.T.ravel()[pot] - granted_before, 0.0, unit)
+    give[give <= pot_tol[pot]] = 0.0
+    share[member, col] += give  # (member, col) pairs are unique
+    left = remaining.T.ravel() - np.bincount(pot, give, minlength=pot_tol.size)
+    remaining[:] = np.where(left > pot_tol, left, 0.0).reshape(_N_RES, n_sets).T
 
 
 # --------------------------------------------------------------------------------------------
@@ -380,6 +388,20 @@ def _vector(value: np.ndarray, where: str) -> np.ndarray:
     if arr.shape != (_N_RES,):
         raise ValueError(f"{where} must have shape ({_N_RES},) in {RESOURCES} order, got {arr.shape}")
     return arr
+
+
+def _describe_cycle(queues: Sequence[QueueShareInput], parent_of: list[int], levels: list[list[list[int]]]) -> str:
+    """Name a parent cycle among the queues the level walk never reached."""
+    reached = {i for level in levels for group in level for i in group}
+    first = min((i for i in range(len(queues)) if i not in reached), key=lambda i: queues[i].name)
+    seen: list[int] = []
+    i = first
+    while i not in seen:  # every unreached queue has a parent, so this walk must loop
+        seen.append(i)
+        i = parent_of[i]
+    cycle = [*seen[seen.index(i) :], i]
+    names = " -> ".join(queues[j].name for j in cycle)
+    return f"queue {queues[i].name!r} is on a parent cycle: {names}"
 
 
 def _stack(queues: Sequence[QueueShareInput], field: str) -> np.ndarray:
