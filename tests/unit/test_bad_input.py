@@ -95,19 +95,6 @@ def test_malformed_yaml(sim: SimFn, tmp_path: Path) -> None:
     assert "YAML" in err
 
 
-def test_unknown_kind(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "widget.yaml",
-        """\
-        apiVersion: example.com/v1
-        kind: Widget
-        metadata: {name: w1}
-        """,
-    )
-    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "widget.yaml", "Widget/w1", "kind")
-
-
 def test_bad_quantity_in_pod_request(sim: SimFn, tmp_path: Path) -> None:
     bad = write(
         tmp_path,
@@ -151,76 +138,6 @@ def test_file_name_with_brackets_is_shown_verbatim(sim: SimFn, tmp_path: Path) -
     assert_bad(sim, [bad], "[dim]/x.yaml", "Widget/w", "kind")
 
 
-def test_pod_queue_label_names_missing_queue(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "pods.yaml",
-        """\
-        apiVersion: v1
-        kind: Pod
-        metadata: {name: p1, labels: {kai.scheduler/queue: nope}}
-        spec: {containers: [{name: c}]}
-        """,
-    )
-    assert_bad(
-        sim,
-        [write(tmp_path, "base.yaml", BASE), bad],
-        "pods.yaml",
-        "Pod/default/p1",
-        "metadata.labels.kai.scheduler/queue",
-        "nope",
-    )
-
-
-def test_podgroup_queue_missing(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "pg.yaml",
-        """\
-        apiVersion: scheduling.run.ai/v2alpha2
-        kind: PodGroup
-        metadata: {name: job1, namespace: ml}
-        spec: {minMember: 1, queue: ghost}
-        """,
-    )
-    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "pg.yaml", "PodGroup/ml/job1", "spec.queue", "ghost")
-
-
-def test_podgroup_without_queue(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "pg.yaml",
-        """\
-        apiVersion: scheduling.run.ai/v2alpha2
-        kind: PodGroup
-        metadata: {name: job1}
-        spec: {minMember: 1}
-        """,
-    )
-    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "pg.yaml", "PodGroup/default/job1", "spec.queue")
-
-
-def test_parent_queue_missing(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "queues.yaml",
-        """\
-        apiVersion: scheduling.run.ai/v2
-        kind: Queue
-        metadata: {name: orphan}
-        spec: {parentQueue: no-such-dept}
-        """,
-    )
-    assert_bad(
-        sim,
-        [write(tmp_path, "base.yaml", BASE), bad],
-        "queues.yaml",
-        "Queue/orphan",
-        "spec.parentQueue",
-        "no-such-dept",
-    )
-
-
 def test_parent_queue_cycle(sim: SimFn, tmp_path: Path) -> None:
     bad = write(
         tmp_path,
@@ -239,148 +156,6 @@ def test_parent_queue_cycle(sim: SimFn, tmp_path: Path) -> None:
     )
     err = assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "queues.yaml", "spec.parentQueue", "cycle")
     assert "Queue/a" in err or "Queue/b" in err
-
-
-def test_pod_names_missing_podgroup(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "pods.yaml",
-        """\
-        apiVersion: v1
-        kind: Pod
-        metadata: {name: p1, annotations: {pod-group-name: ghost-pg}}
-        spec: {containers: [{name: c}]}
-        """,
-    )
-    assert_bad(
-        sim,
-        [write(tmp_path, "base.yaml", BASE), bad],
-        "pods.yaml",
-        "Pod/default/p1",
-        "metadata.annotations.pod-group-name",
-        "ghost-pg",
-    )
-
-
-def test_pod_task_priority_not_an_integer(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "pods.yaml",
-        """\
-        apiVersion: v1
-        kind: Pod
-        metadata: {name: p1, labels: {kai.scheduler/queue: team-a, kai.scheduler/task-priority: high}}
-        spec: {containers: [{name: c}]}
-        """,
-    )
-    assert_bad(
-        sim,
-        [write(tmp_path, "base.yaml", BASE), bad],
-        "pods.yaml",
-        "Pod/default/p1",
-        "metadata.labels.kai.scheduler/task-priority",
-        "high",
-    )
-
-
-def test_pod_unknown_priority_class(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "pods.yaml",
-        """\
-        apiVersion: v1
-        kind: Pod
-        metadata: {name: p1, labels: {kai.scheduler/queue: team-a}}
-        spec: {priorityClassName: platinum, containers: [{name: c}]}
-        """,
-    )
-    assert_bad(
-        sim,
-        [write(tmp_path, "base.yaml", BASE), bad],
-        "pods.yaml",
-        "Pod/default/p1",
-        "spec.priorityClassName",
-        "platinum",
-    )
-
-
-def test_pod_unknown_priority_class_label(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "pods.yaml",
-        """\
-        apiVersion: v1
-        kind: Pod
-        metadata: {name: p1, labels: {kai.scheduler/queue: team-a, priorityClassName: platinum}}
-        spec: {containers: [{name: c}]}
-        """,
-    )
-    assert_bad(
-        sim,
-        [write(tmp_path, "base.yaml", BASE), bad],
-        "pods.yaml",
-        "Pod/default/p1",
-        "metadata.labels.priorityClassName",
-        "platinum",
-    )
-
-
-def test_podgroup_unknown_priority_class(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "pg.yaml",
-        """\
-        apiVersion: scheduling.run.ai/v2alpha2
-        kind: PodGroup
-        metadata: {name: job1}
-        spec: {queue: team-a, priorityClassName: platinum}
-        """,
-    )
-    assert_bad(
-        sim,
-        [write(tmp_path, "base.yaml", BASE), bad],
-        "pg.yaml",
-        "PodGroup/default/job1",
-        "spec.priorityClassName",
-        "platinum",
-    )
-
-
-def test_podgroup_in_non_leaf_queue(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "pg.yaml",
-        """\
-        apiVersion: scheduling.run.ai/v2alpha2
-        kind: PodGroup
-        metadata: {name: job1}
-        spec: {queue: dept}
-        """,
-    )
-    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "pg.yaml", "PodGroup/default/job1", "spec.queue", "dept")
-
-
-def test_pod_in_non_leaf_queue(sim: SimFn, tmp_path: Path) -> None:
-    bad = write(
-        tmp_path,
-        "pods.yaml",
-        """\
-        apiVersion: v1
-        kind: Pod
-        metadata: {name: p1, labels: {kai.scheduler/queue: dept}}
-        spec: {containers: [{name: c}]}
-        """,
-    )
-    # The PodGroup here is generated by kai for the bare pod, so the error must point at what the user wrote:
-    # the pod and its queue label (as it does for a queue that does not exist).
-    assert_bad(
-        sim,
-        [write(tmp_path, "base.yaml", BASE), bad],
-        "pods.yaml",
-        "Pod/default/p1",
-        "metadata.labels.kai.scheduler/queue",
-        "dept",
-    )
 
 
 def test_missing_file(sim: SimFn, tmp_path: Path) -> None:
@@ -421,3 +196,146 @@ def test_bad_now(sim: SimFn, tmp_path: Path) -> None:
     assert code == 2
     assert doc is None
     assert "--now" in err
+
+
+# One bad document applied beside the valid BASE: (case id, file name, document, texts the error must contain).
+BAD_DOCUMENTS = [
+    pytest.param(
+        "widget.yaml",
+        """\
+            apiVersion: example.com/v1
+            kind: Widget
+            metadata: {name: w1}
+""",
+        ["widget.yaml", "Widget/w1", "kind"],
+        id="unknown_kind",
+    ),
+    pytest.param(
+        "pods.yaml",
+        """\
+            apiVersion: v1
+            kind: Pod
+            metadata: {name: p1, labels: {kai.scheduler/queue: nope}}
+            spec: {containers: [{name: c}]}
+""",
+        ["pods.yaml", "Pod/default/p1", "metadata.labels.kai.scheduler/queue", "nope"],
+        id="pod_queue_label_names_missing_queue",
+    ),
+    pytest.param(
+        "pg.yaml",
+        """\
+            apiVersion: scheduling.run.ai/v2alpha2
+            kind: PodGroup
+            metadata: {name: job1, namespace: ml}
+            spec: {minMember: 1, queue: ghost}
+""",
+        ["pg.yaml", "PodGroup/ml/job1", "spec.queue", "ghost"],
+        id="podgroup_queue_missing",
+    ),
+    pytest.param(
+        "pg.yaml",
+        """\
+            apiVersion: scheduling.run.ai/v2alpha2
+            kind: PodGroup
+            metadata: {name: job1}
+            spec: {minMember: 1}
+""",
+        ["pg.yaml", "PodGroup/default/job1", "spec.queue"],
+        id="podgroup_without_queue",
+    ),
+    pytest.param(
+        "queues.yaml",
+        """\
+            apiVersion: scheduling.run.ai/v2
+            kind: Queue
+            metadata: {name: orphan}
+            spec: {parentQueue: no-such-dept}
+""",
+        ["queues.yaml", "Queue/orphan", "spec.parentQueue", "no-such-dept"],
+        id="parent_queue_missing",
+    ),
+    pytest.param(
+        "pods.yaml",
+        """\
+            apiVersion: v1
+            kind: Pod
+            metadata: {name: p1, annotations: {pod-group-name: ghost-pg}}
+            spec: {containers: [{name: c}]}
+""",
+        ["pods.yaml", "Pod/default/p1", "metadata.annotations.pod-group-name", "ghost-pg"],
+        id="pod_names_missing_podgroup",
+    ),
+    pytest.param(
+        "pods.yaml",
+        """\
+            apiVersion: v1
+            kind: Pod
+            metadata: {name: p1, labels: {kai.scheduler/queue: team-a, kai.scheduler/task-priority: high}}
+            spec: {containers: [{name: c}]}
+""",
+        ["pods.yaml", "Pod/default/p1", "metadata.labels.kai.scheduler/task-priority", "high"],
+        id="pod_task_priority_not_an_integer",
+    ),
+    pytest.param(
+        "pods.yaml",
+        """\
+            apiVersion: v1
+            kind: Pod
+            metadata: {name: p1, labels: {kai.scheduler/queue: team-a}}
+            spec: {priorityClassName: platinum, containers: [{name: c}]}
+""",
+        ["pods.yaml", "Pod/default/p1", "spec.priorityClassName", "platinum"],
+        id="pod_unknown_priority_class",
+    ),
+    pytest.param(
+        "pods.yaml",
+        """\
+            apiVersion: v1
+            kind: Pod
+            metadata: {name: p1, labels: {kai.scheduler/queue: team-a, priorityClassName: platinum}}
+            spec: {containers: [{name: c}]}
+""",
+        ["pods.yaml", "Pod/default/p1", "metadata.labels.priorityClassName", "platinum"],
+        id="pod_unknown_priority_class_label",
+    ),
+    pytest.param(
+        "pg.yaml",
+        """\
+            apiVersion: scheduling.run.ai/v2alpha2
+            kind: PodGroup
+            metadata: {name: job1}
+            spec: {queue: team-a, priorityClassName: platinum}
+""",
+        ["pg.yaml", "PodGroup/default/job1", "spec.priorityClassName", "platinum"],
+        id="podgroup_unknown_priority_class",
+    ),
+    pytest.param(
+        "pg.yaml",
+        """\
+            apiVersion: scheduling.run.ai/v2alpha2
+            kind: PodGroup
+            metadata: {name: job1}
+            spec: {queue: dept}
+""",
+        ["pg.yaml", "PodGroup/default/job1", "spec.queue", "dept"],
+        id="podgroup_in_non_leaf_queue",
+    ),
+    pytest.param(
+        "pods.yaml",
+        """\
+            apiVersion: v1
+            kind: Pod
+            metadata: {name: p1, labels: {kai.scheduler/queue: dept}}
+            spec: {containers: [{name: c}]}
+""",
+        ["pods.yaml", "Pod/default/p1", "metadata.labels.kai.scheduler/queue", "dept"],
+        id="pod_in_non_leaf_queue",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "needles"), BAD_DOCUMENTS)
+def test_bad_document_beside_valid_ones(sim: SimFn, tmp_path: Path, name: str, text: str, needles: list[str]) -> None:
+    """Exit 2; the error names the file, the object and the field (and the bad value where there is one)."""
+    bad = write(tmp_path, name, text)
+    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], *needles)
