@@ -31,7 +31,7 @@ def check_capacity(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> JobFail
     for qi in qs.ancestors[job.queue]:
         q = ssn.snap.queues[qi]
         limits = ssn.queue_limits[qi]
-        alloc = qs.allocated[qi].tolist()
+        alloc = qs.alloc[qi]
         for r in requested:
             limit = limits[r]
             if limit != -1 and alloc[r] + req[r] > limit:
@@ -44,7 +44,7 @@ def check_capacity(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> JobFail
                 )
         if not job.preemptible:
             quotas = ssn.queue_quotas[qi]
-            alloc_np = qs.allocated_non_preemptible[qi].tolist()
+            alloc_np = qs.alloc_np[qi]
             for r in requested:
                 quota = quotas[r]
                 if quota != -1 and alloc_np[r] + req[r] > quota:

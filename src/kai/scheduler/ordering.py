@@ -121,7 +121,7 @@ class JobQueue:
         """Rules 1-6 of the queue order for queue *qi* with a job requesting *req* (QRES base units)."""
         qs = self.ssn.queues
         q = self.ssn.snap.queues[qi]
-        alloc = qs.allocated[qi].tolist()
+        alloc = qs.alloc[qi]
         fair = qs.fair_share[qi].tolist()
         deserved = self._deserved[qi]
         allocatable = self._allocatable(qi)

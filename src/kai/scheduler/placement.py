@@ -6,9 +6,17 @@ nodeplacement 0..9: *binpack* ranks the node with the least free amount of the
 task's resource (GPU for GPU tasks, CPU otherwise) highest, *spread* ranks by
 free/total. KAI normalizes binpack by the min and max over the fitting nodes;
 we scale by a fixed per-session constant instead, which keeps the same order
-(monotone in the free amount, always below 10) and lets a gang's placements
-update one row at a time instead of rescoring every node per task. Ties go to
-the lower row, i.e. the node name ascending.
+(monotone in the free amount, always below 10) and lets a placement update one
+row instead of rescoring every node. Ties go to the lower row, i.e. the node
+name ascending.
+
+Theory of operation: one Placer lives as long as its Session. It keeps, per
+(scheduling signature, request), the score of every node, and remembers how far
+into the Session's log of changed nodes (``Session.node_log``) those scores are
+up to date. Before answering it rescores only the rows changed since: a few
+rows with Python scalars (NumPy's per-call overhead dominates on one row), many
+rows with one vectorized pass. Any change through a Statement, including a
+rollback, lands in the log, so no caller has to tell the Placer anything.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ import numpy as np
 from kai.scheduler.model import CPU, GPU, TaskInfo
 from kai.scheduler.session import Session
 
+_SCALAR_ROWS = 24  # below this many changed rows, rescoring row by row in Python is cheaper
+
 
 @dataclass(slots=True)
 class _Candidates:
@@ -29,21 +39,26 @@ class _Candidates:
     fits_now: np.ndarray  # (n,) bool
     fits_later: np.ndarray  # (n,) bool: fits on idle + releasing
     score: np.ndarray  # (n,) float, -inf where the task cannot go
+    synced: int  # position in Session.node_log up to which the rows are current
+    # the same facts as Python scalars, for the row-by-row path
+    req_cols: list[tuple[int, int]]  # (column, amount) of each requested resource
+    col: int  # the resource the placement strategy ranks by
+    binpack: bool
+    gpu_task: bool
+    static_list: list[bool]
 
 
 class Placer:
-    """Node choice for the tasks of one placement attempt.
-
-    Caches candidate arrays per (signature, request) and refreshes only the row
-    of a node it placed on. Valid while no one else changes the session: make a
-    new Placer after a rollback.
-    """
+    """Best node for a task, kept current with the Session's changes (see the module docstring)."""
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         self._cache: dict[tuple[int, bytes], _Candidates] = {}
-        nodes = ssn.snap.nodes
-        self._cpu_only_node = nodes.allocatable[:, GPU] == 0
+        alloc = ssn.snap.nodes.allocatable
+        self._cpu_only_node = alloc[:, GPU] == 0
+        self._cpu_only_list = self._cpu_only_node.tolist()
+        self._alloc_cols = {c: alloc[:, c].tolist() for c in (CPU, GPU)}
+        self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
         ssn = self.ssn
@@ -52,35 +67,83 @@ class Placer:
         cols = c.cols
         c.fits_now[rows] = (idle[:, cols] >= c.request[cols]).all(axis=1)
         c.fits_later[rows] = (free_later[:, cols] >= c.request[cols]).all(axis=1)
-        gpu_task = c.request[GPU] > 0
-        col = GPU if gpu_task else CPU
-        strategy = ssn.conf.placement_gpu if gpu_task else ssn.conf.placement_cpu
+        col = c.col
         alloc = ssn.snap.nodes.allocatable[rows, col]
         free = np.maximum(idle[:, col], 0)
-        if strategy == "binpack":
+        if c.binpack:
             placement = np.where(alloc > 0, 9.0 * (1.0 - free / ssn.score_scale[col]), 0.0)
         else:
             placement = np.where(alloc > 0, 9.0 * free / np.maximum(alloc, 1), 0.0)
         score = 1000.0 * c.fits_now[rows] + placement
-        if not gpu_task:
+        if not c.gpu_task:
             score = score + 10.0 * self._cpu_only_node[rows]
         c.score[rows] = np.where(c.static[rows] & c.fits_later[rows], score, -np.inf)
 
+    def _score_row(self, c: _Candidates, row: int) -> None:
+        """``_score_rows`` for one row in Python floats: the same operations in the same order, so equal results."""
+        if not c.static_list[row]:
+            return  # a statically excluded node stays at -inf whatever its free resources
+        ssn = self.ssn
+        idle = ssn.idle[row].tolist()
+        releasing = ssn.releasing[row].tolist()
+        now = later = True
+        for k, need in c.req_cols:
+            if idle[k] < need:
+                now = False
+                if idle[k] + releasing[k] < need:
+                    later = False
+                    break
+        c.fits_now[row] = now
+        c.fits_later[row] = later
+        if not later:
+            c.score[row] = -np.inf
+            return
+        col = c.col
+        alloc = self._alloc_cols[col][row]
+        if alloc > 0:
+            free = max(idle[col], 0)
+            placement = 9.0 * (1.0 - free / self._scale[col]) if c.binpack else 9.0 * free / max(alloc, 1)
+        else:
+            placement = 0.0
+        score = 1000.0 * now + placement
+        if not c.gpu_task:
+            score = score + 10.0 * self._cpu_only_list[row]
+        c.score[row] = score
+
     def _candidates(self, task: TaskInfo) -> _Candidates:
+        ssn = self.ssn
         key = (task.signature, task.request.tobytes())
         c = self._cache.get(key)
+        log = ssn.node_log
         if c is None:
-            n = self.ssn.snap.nodes.n
+            n = ssn.snap.nodes.n
+            static = ssn.static_fit(task).mask
+            gpu_task = bool(task.request[GPU] > 0)
+            cols = np.flatnonzero(task.request)
             c = _Candidates(
                 request=task.request,
-                cols=np.flatnonzero(task.request),
-                static=self.ssn.static_fit(task).mask,
+                cols=cols,
+                static=static,
                 fits_now=np.zeros(n, dtype=bool),
                 fits_later=np.zeros(n, dtype=bool),
                 score=np.full(n, -np.inf),
+                synced=len(log),
+                req_cols=[(int(k), int(task.request[k])) for k in cols],
+                col=GPU if gpu_task else CPU,
+                binpack=(ssn.conf.placement_gpu if gpu_task else ssn.conf.placement_cpu) == "binpack",
+                gpu_task=gpu_task,
+                static_list=static.tolist(),
             )
             self._score_rows(c, slice(None))
             self._cache[key] = c
+        elif c.synced < len(log):
+            changed = log[c.synced :]
+            c.synced = len(log)
+            if len(changed) <= _SCALAR_ROWS:
+                for row in set(changed):
+                    self._score_row(c, row)
+            else:
+                self._score_rows(c, np.unique(np.asarray(changed)))
         return c
 
     def best_node(self, task: TaskInfo) -> tuple[int, bool]:
@@ -88,12 +151,7 @@ class Placer:
         c = self._candidates(task)
         if c.score.size == 0:
             return -1, False
-        row = int(np.argmax(c.score))
+        row = int(c.score.argmax())
         if c.score[row] == -np.inf:
             return -1, False
         return row, bool(c.fits_now[row])
-
-    def placed(self, node: int) -> None:
-        """Refresh every cached candidate set after the session changed *node*."""
-        for c in self._cache.values():
-            self._score_rows(c, slice(node, node + 1))

@@ -11,7 +11,8 @@ state into Decisions. Nothing here does I/O or reads a clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,7 +23,6 @@ from kai.scheduler.model import (
     ALIVE,
     GPU,
     MILLI,
-    QRES_COLUMNS,
     JobInfo,
     TaskInfo,
     TaskStatus,
@@ -30,7 +30,11 @@ from kai.scheduler.model import (
 from kai.scheduler.predicates import NodeLabels, StaticFit, static_fit
 from kai.scheduler.snapshot import Snapshot
 
+if TYPE_CHECKING:
+    from kai.scheduler.placement import Placer
+
 QGPU = 0  # column of GPUs in queue vectors
+_ALIVE_UNGATED = ALIVE - {TaskStatus.GATED}
 
 
 @dataclass(slots=True)
@@ -66,6 +70,7 @@ class Statement:
         ssn = self._ssn
         self._log.append(_Op("allocate", task.index, node, ssn.status[task.index], ssn.node[task.index]))
         ssn.idle[node] -= task.request
+        ssn.node_log.append(node)
         ssn._set(task, TaskStatus.ALLOCATED, node)
 
     def pipeline(self, task: TaskInfo, node: int) -> None:
@@ -75,6 +80,7 @@ class Statement:
         self._log.append(_Op("pipeline", task.index, node, ssn.status[task.index], ssn.node[task.index], take))
         ssn.releasing[node] -= take
         ssn.idle[node] -= task.request - take
+        ssn.node_log.append(node)
         ssn._set(task, TaskStatus.PIPELINED, node)
 
     def evict(self, task: TaskInfo) -> None:
@@ -83,6 +89,7 @@ class Statement:
         node = ssn.node[task.index]
         self._log.append(_Op("evict", task.index, node, ssn.status[task.index], node))
         ssn.releasing[node] += task.request
+        ssn.node_log.append(node)
         ssn._set(task, TaskStatus.RELEASING, node)
 
     def convert_to_pipelined(self, task: TaskInfo) -> None:
@@ -90,6 +97,7 @@ class Statement:
         ssn = self._ssn
         self._log.append(_Op("status", task.index, ssn.node[task.index], ssn.status[task.index], ssn.node[task.index]))
         ssn.status[task.index] = TaskStatus.PIPELINED
+        ssn.changed.add(task.index)
 
     def rollback(self, to: int = 0) -> None:
         ssn = self._ssn
@@ -104,6 +112,8 @@ class Statement:
                 ssn.idle[op.node] += task.request - op.from_releasing
             elif op.kind == "evict":
                 ssn.releasing[op.node] -= task.request
+            if op.kind != "status":
+                ssn.node_log.append(op.node)
             ssn._set(task, op.prev_status, op.prev_node)
 
     def commit(self) -> None:
@@ -114,15 +124,41 @@ class Statement:
         return [op.task for op in self._log]
 
 
-@dataclass(slots=True)
 class QueueState:
-    """Per-queue accounting in QRES base units (milli-GPU, millicores, bytes), propagated to ancestors."""
+    """Per-queue accounting in QRES base units (milli-GPU, millicores, bytes), propagated to ancestors.
 
-    allocated: np.ndarray  # (Q, 3) int64
-    allocated_non_preemptible: np.ndarray  # (Q, 3) int64
-    requested: np.ndarray  # (Q, 3) int64: allocated + pending of ready jobs
-    fair_share: np.ndarray  # (Q, 3) float64
-    ancestors: list[list[int]] = field(default_factory=list)  # queue itself first, then up to the root
+    Kept as lists of three Python ints: a placement adds one task's request to
+    each ancestor, and NumPy's per-call overhead on 3-element rows cost more
+    than the arithmetic. The array properties are for readers outside the hot path.
+    """
+
+    __slots__ = ("alloc", "alloc_np", "ancestors", "fair_share", "req")
+
+    def __init__(
+        self,
+        alloc: list[list[int]],
+        alloc_np: list[list[int]],
+        req: list[list[int]],
+        fair_share: np.ndarray,
+        ancestors: list[list[int]],
+    ) -> None:
+        self.alloc = alloc  # allocated, per queue
+        self.alloc_np = alloc_np  # allocated to non-preemptible jobs
+        self.req = req  # allocated + pending of ready jobs
+        self.fair_share = fair_share  # (Q, 3) float64
+        self.ancestors = ancestors  # queue itself first, then up to the root
+
+    @property
+    def allocated(self) -> np.ndarray:
+        return np.array(self.alloc, dtype=np.int64).reshape(-1, 3)
+
+    @property
+    def allocated_non_preemptible(self) -> np.ndarray:
+        return np.array(self.alloc_np, dtype=np.int64).reshape(-1, 3)
+
+    @property
+    def requested(self) -> np.ndarray:
+        return np.array(self.req, dtype=np.int64).reshape(-1, 3)
 
 
 class Session:
@@ -142,6 +178,10 @@ class Session:
         self.failures: dict[int, JobFailure] = {}
         self.events: list[tuple[str, str, str, str]] = []  # (object, type, reason, message)
         self.eviction_reasons: dict[int, tuple[str, str]] = {}  # task -> (action, message)
+        self.node_log: list[int] = []  # rows whose idle/releasing changed, in order (the Placer catches up on it)
+        self.changed: set[int] = set()  # tasks whose status or node changed (close_session reports only these)
+        self._ready = [self._job_ready_at_snapshot(job) for job in snap.jobs]
+        self._placer: Placer | None = None
         # scale for binpack scores: one more than the largest allocatable per resource
         self.score_scale = (nodes.allocatable.max(axis=0) + 1) if nodes.n else np.ones(len(snap.resources))
         self.queues = self._open_queues()
@@ -160,27 +200,44 @@ class Session:
                 chain.append(cur)
                 cur = snap.queues[cur].parent
             ancestors.append(chain)
-        alloc = np.zeros((nq, 3), dtype=np.int64)
-        alloc_np = np.zeros((nq, 3), dtype=np.int64)
-        req = np.zeros((nq, 3), dtype=np.int64)
+        alloc = [[0, 0, 0] for _ in range(nq)]
+        alloc_np = [[0, 0, 0] for _ in range(nq)]
+        req = [[0, 0, 0] for _ in range(nq)]
+        tasks = snap.tasks
         for job in snap.jobs:
             if job.queue < 0:
                 continue
-            ready = self.job_ready(job)
+            ready = self._ready[job.index]
+            ag = ac = am = pg = pc = pm = count = 0  # this job's allocated and pending sums
             for ti in job.tasks:
-                t = snap.tasks[ti]
-                q_req = t.request[QRES_COLUMNS]
+                t = tasks[ti]
                 if t.status in ACTIVE_ALLOCATED:
-                    self.job_allocated[job.index] += 1
-                    for a in ancestors[job.queue]:
-                        alloc[a] += q_req
-                        req[a] += q_req
-                        if not job.preemptible:
-                            alloc_np[a] += q_req
-                elif t.status == TaskStatus.PENDING and ready:
-                    for a in ancestors[job.queue]:
-                        req[a] += q_req
-        fair = self._fair_share(req)
+                    g, c, m = t.qreq
+                    ag += g
+                    ac += c
+                    am += m
+                    count += 1
+                elif ready and t.status == TaskStatus.PENDING:
+                    g, c, m = t.qreq
+                    pg += g
+                    pc += c
+                    pm += m
+            self.job_allocated[job.index] = count
+            for qi in ancestors[job.queue]:
+                row = alloc[qi]
+                row[0] += ag
+                row[1] += ac
+                row[2] += am
+                row = req[qi]
+                row[0] += ag + pg
+                row[1] += ac + pc
+                row[2] += am + pm
+                if not job.preemptible:
+                    row = alloc_np[qi]
+                    row[0] += ag
+                    row[1] += ac
+                    row[2] += am
+        fair = self._fair_share(np.array(req, dtype=np.int64).reshape(-1, 3))
         return QueueState(alloc, alloc_np, req, fair, ancestors)
 
     def _fair_share(self, requested: np.ndarray) -> np.ndarray:
@@ -217,22 +274,40 @@ class Session:
         was, now = old in ACTIVE_ALLOCATED, status in ACTIVE_ALLOCATED
         self.status[task.index] = status
         self.node[task.index] = node
+        self.changed.add(task.index)
         if was == now:
             return
         job = self.snap.jobs[task.job]
-        sign = 1 if now else -1
-        self.job_allocated[job.index] += sign
+        self.job_allocated[job.index] += 1 if now else -1
         if job.queue >= 0:
-            q_req = task.request[QRES_COLUMNS] * sign
-            for a in self.queues.ancestors[job.queue]:
-                self.queues.allocated[a] += q_req
+            g, c, m = task.qreq
+            if not now:
+                g, c, m = -g, -c, -m
+            qs = self.queues
+            for a in qs.ancestors[job.queue]:
+                row = qs.alloc[a]
+                row[0] += g
+                row[1] += c
+                row[2] += m
                 if not job.preemptible:
-                    self.queues.allocated_non_preemptible[a] += q_req
+                    row = qs.alloc_np[a]
+                    row[0] += g
+                    row[1] += c
+                    row[2] += m
 
     # --- questions actions ask --------------------------------------------------------------------
 
     def statement(self) -> Statement:
         return Statement(self)
+
+    @property
+    def placer(self) -> Placer:
+        """The session's node chooser; it follows every change made through Statements."""
+        if self._placer is None:
+            from kai.scheduler.placement import Placer  # placement imports this module
+
+            self._placer = Placer(self)
+        return self._placer
 
     def static_fit(self, task: TaskInfo) -> StaticFit:
         sf = self._static.get(task.signature)
@@ -243,8 +318,12 @@ class Session:
         return sf
 
     def job_ready(self, job: JobInfo) -> bool:
-        """Enough live, ungated pods exist to satisfy minMember (KAI's FilterUnready)."""
-        alive = sum(1 for t in job.tasks if self.snap.tasks[t].status in ALIVE - {TaskStatus.GATED})
+        """Enough live, ungated pods existed at snapshot time to satisfy minMember (KAI's FilterUnready)."""
+        return self._ready[job.index]
+
+    def _job_ready_at_snapshot(self, job: JobInfo) -> bool:
+        tasks = self.snap.tasks
+        alive = sum(1 for t in job.tasks if tasks[t].status in _ALIVE_UNGATED)
         return alive >= job.min_available
 
     def pending_tasks(self, job: JobInfo) -> list[TaskInfo]:

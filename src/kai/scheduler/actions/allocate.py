@@ -19,7 +19,6 @@ from kai.scheduler.capacity import check_capacity
 from kai.scheduler.explain import explain_no_node, gang_message
 from kai.scheduler.model import TaskInfo, TaskStatus
 from kai.scheduler.ordering import JobQueue
-from kai.scheduler.placement import Placer
 from kai.scheduler.session import Session, Statement
 
 
@@ -77,7 +76,7 @@ def _uniform_shape(tasks: list[TaskInfo]) -> tuple[int, bytes] | None:
 
 def _place(ssn: Session, stmt: Statement, tasks: list[TaskInfo]) -> tuple[int, str]:
     """Place *tasks* in order; returns (how many were placed, why the next one could not be)."""
-    placer = Placer(ssn)
+    placer = ssn.placer
     for i, task in enumerate(tasks):
         node, now = placer.best_node(task)
         if node < 0:
@@ -86,7 +85,6 @@ def _place(ssn: Session, stmt: Statement, tasks: list[TaskInfo]) -> tuple[int, s
             stmt.allocate(task, node)
         else:
             stmt.pipeline(task, node)
-        placer.placed(node)
     return len(tasks), ""
 
 
