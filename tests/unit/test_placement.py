@@ -1,0 +1,93 @@
+"""The session's Placer stays equal to a Placer built from scratch, whatever Statements did in between.
+
+The Placer keeps scores per (signature, request) and catches up lazily on the
+Session's node log, row by row in Python or in one vectorized pass. Both paths
+must give exactly the scores a fresh full scoring gives, after allocations,
+pipelines, evictions and rollbacks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kai.scheduler import placement
+from kai.scheduler.model import ACTIVE_ALLOCATED, TaskStatus
+from kai.scheduler.placement import Placer
+from kai.scheduler.session import Session
+from tests.unit.test_statement import clusters, node, pod, podgroup, queue, session_from
+
+
+def assert_placer_current(ssn: Session) -> None:
+    fresh = Placer(ssn)
+    for t in ssn.snap.tasks:
+        if ssn.status[t.index] != TaskStatus.PENDING:
+            continue
+        kept = ssn.placer._candidates(t)
+        new = fresh._candidates(t)
+        assert np.array_equal(kept.score, new.score), t.name
+        assert ssn.placer.best_node(t) == fresh.best_node(t), t.name
+
+
+@pytest.mark.parametrize("scalar_rows", [0, 10_000], ids=["vectorized-catch-up", "row-by-row-catch-up"])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(docs=clusters(), data=st.data())
+def test_placer_follows_statements(
+    docs: list[dict[str, Any]], data: st.DataObject, scalar_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(placement, "_SCALAR_ROWS", scalar_rows)
+    ssn = session_from(docs)
+    assert_placer_current(ssn)  # fills the cache before any change
+    stmt = ssn.statement()
+    marks: list[int] = []
+    for _ in range(data.draw(st.integers(1, 10), label="n_ops")):
+        op = data.draw(st.sampled_from(["place", "evict", "mark", "rollback"]), label="op")
+        if op == "place":
+            pending = [t for t in ssn.snap.tasks if ssn.status[t.index] == TaskStatus.PENDING]
+            if pending:
+                t = data.draw(st.sampled_from(pending), label="task")
+                row, now = ssn.placer.best_node(t)
+                if row >= 0:
+                    (stmt.allocate if now else stmt.pipeline)(t, row)
+        elif op == "evict":
+            active = [
+                t for t in ssn.snap.tasks if ssn.status[t.index] in ACTIVE_ALLOCATED and ssn.node[t.index] >= 0
+            ]
+            if active:
+                stmt.evict(data.draw(st.sampled_from(active), label="victim"))
+        elif op == "mark":
+            marks.append(stmt.checkpoint())
+        elif marks:
+            stmt.rollback(marks.pop())
+        assert_placer_current(ssn)
+    stmt.rollback()
+    assert_placer_current(ssn)
+
+
+def test_binpack_fills_the_fullest_node_and_spread_the_emptiest() -> None:
+    docs = [
+        node("a", gpu=8),
+        node("b", gpu=8),
+        queue("root"),
+        queue("team", "root"),
+        podgroup("busy", "team"),
+        pod("busy-0", "busy", gpu=5, node_name="b"),
+        podgroup("new", "team"),
+        pod("new-0", "new", gpu=1),
+    ]
+    ssn = session_from(docs)
+    t = next(t for t in ssn.snap.tasks if t.name == "new-0")
+    assert ssn.snap.nodes.names[ssn.placer.best_node(t)[0]] == "b"  # binpack: 3 free beats 8 free
+
+    from dataclasses import replace
+
+    spread = Session(ssn.snap, replace(ssn.conf, placement_gpu="spread"))
+    assert spread.snap.nodes.names[spread.placer.best_node(t)[0]] == "a"
