@@ -61,6 +61,9 @@ class JobQueue:
         self._total = snap.total.tolist()
         self._deserved = [[INF if d == -1 else d for d in q.deserved.tolist()] for q in snap.queues]
         self._roots = [q.index for q in snap.queues if q.parent < 0]
+        self._fair = ssn.queues.fair_share.tolist()
+        self._neg_priority = [-q.priority for q in snap.queues]
+        self._tie_break: dict[tuple[int, ...], int] = {}
         # fair share is fixed for the session, so each queue's allocatable share is too
         self._allocatable_share = [
             [
@@ -119,18 +122,28 @@ class JobQueue:
 
     def queue_key(self, qi: int, req: list[float]) -> tuple:
         """Rules 1-6 of the queue order for queue *qi* with a job requesting *req* (QRES base units)."""
-        qs = self.ssn.queues
-        q = self.ssn.snap.queues[qi]
-        alloc = qs.alloc[qi]
-        fair = qs.fair_share[qi].tolist()
+        alloc = self.ssn.queues.alloc[qi]
+        fair = self._fair[qi]
         deserved = self._deserved[qi]
-        allocatable = self._allocatable(qi)
-        over_utilized = all(f < a for f, a in zip(fair, alloc))
-        starved = all(a + r <= d for a, r, d in zip(alloc, req, deserved))
-        penalty = any(s == 0 and r > 0 for s, r in zip(allocatable, req))
-        drf_with = max(_share(a + r, s, t) for a, r, s, t in zip(alloc, req, allocatable, self._total))
-        drf_without = max(_share(a, s, t) for a, s, t in zip(alloc, allocatable, self._total))
-        return (over_utilized, not starved, -q.priority, penalty, drf_with, drf_without)
+        allocatable = self._allocatable_share[qi]
+        total = self._total
+        over_utilized = starved = True
+        penalty = False
+        drf_with = drf_without = 0.0
+        for r in range(3):
+            a, x, s = alloc[r], req[r], allocatable[r]
+            if not fair[r] < a:
+                over_utilized = False
+            if a + x > deserved[r]:
+                starved = False
+            if s == 0 and x > 0:
+                penalty = True
+            w, wo = _share(a + x, s, total[r]), _share(a, s, total[r])
+            if w > drf_with:
+                drf_with = w
+            if wo > drf_without:
+                drf_without = wo
+        return (over_utilized, not starved, self._neg_priority[qi], penalty, drf_with, drf_without)
 
     def _allocatable(self, qi: int) -> list[float]:
         return self._allocatable_share[qi]
@@ -143,11 +156,15 @@ class JobQueue:
         tied = [c for c, k in zip(children, keys) if k == best_key]
         if len(tied) == 1:
             return tied[0]
-        queues = self.ssn.snap.queues
-        tied.sort(key=lambda c: (queues[c].creation, queues[c].uid))
-        best = tied[0]
-        for c in tied[1:]:  # rule 7: a strictly smaller allocatable share wins over the older queue
-            a, b = self._allocatable(c), self._allocatable(best)
-            if all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b)):
-                best = c
+        key = tuple(tied)
+        best = self._tie_break.get(key)
+        if best is None:  # rules 7-8 depend only on fixed per-queue values, so the outcome is cached
+            queues = self.ssn.snap.queues
+            tied.sort(key=lambda c: (queues[c].creation, queues[c].uid))
+            best = tied[0]
+            for c in tied[1:]:  # rule 7: a strictly smaller allocatable share wins over the older queue
+                a, b = self._allocatable(c), self._allocatable(best)
+                if all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b)):
+                    best = c
+            self._tie_break[key] = best
         return best

@@ -143,7 +143,7 @@ class Placer:
                 for row in set(changed):
                     self._score_row(c, row)
             else:
-                self._score_rows(c, np.unique(np.asarray(changed)))
+                self._score_rows(c, np.array(sorted(set(changed)), dtype=np.intp))
         return c
 
     def best_node(self, task: TaskInfo) -> tuple[int, bool]:
