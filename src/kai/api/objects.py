@@ -303,6 +303,7 @@ class Pod:
     scheduling_gated: bool = False
     nominated_node_name: str = ""
     container_names: tuple[str, ...] = ()
+    start_time: float | None = None  # status.startTime: when the pod last started (min runtime counts from it)
 
     kind = "Pod"
 
@@ -434,6 +435,7 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
         phase=phase,
         scheduling_gated=bool(_list(spec.get("schedulingGates"), "spec.schedulingGates")),
         nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
+        start_time=parse_time(status.get("startTime"), "status.startTime"),
         container_names=names,
     )
 
@@ -542,6 +544,7 @@ class PodGroup:
     mark_unschedulable: bool = True
     preemption_delay: float | None = None
     staleness_grace_period: float | None = None
+    stale_since: float | None = None  # annotation kai.scheduler/stale-podgroup-timestamp (set by stale gang eviction)
     generated: bool = False  # made by kai for a pod without one, not applied by a user
 
     kind = "PodGroup"
@@ -631,6 +634,10 @@ def parse_podgroup(doc: dict[str, Any]) -> PodGroup:
         mark_unschedulable=_bool(spec.get("markUnschedulable"), "spec.markUnschedulable", True),
         preemption_delay=delay,
         staleness_grace_period=_duration(spec.get("stalenessGracePeriod"), "spec.stalenessGracePeriod"),
+        stale_since=parse_time(
+            meta.annotations.get(C.ANNOTATION_STALE_TIMESTAMP),
+            f"metadata.annotations[{C.ANNOTATION_STALE_TIMESTAMP}]",
+        ),
     )
 
 

@@ -26,6 +26,18 @@ class SchedulerConf:
     k_value: float = 1.0
     queue_depth_per_action: tuple[tuple[str, int], ...] = ()
     default_staleness_grace_period: float = C.DEFAULT_STALENESS_GRACE_PERIOD_S
+    # --- evictions (reclaim, preempt, consolidation) ---
+    max_consolidation_preemptees: int = 16  # victims (pods) one consolidation may move; 0 turns it off
+    saturation_multiplier: float = 1.0  # KAI's relcaimerSaturationMultiplier, >= 1
+    allow_consolidating_reclaim: bool = True  # victims that are only moved do not count against the reclaimee
+    default_preempt_min_runtime: float = 0.0  # seconds, when no queue up the tree sets preemptMinRuntime
+    default_reclaim_min_runtime: float = 0.0
+    reclaim_resolve_method: str = "lca"  # lca | queue: where the reclaim min-runtime walk starts
+    respect_pdbs: bool = True  # kai: a victim set that would break a PodDisruptionBudget is rejected
+    max_evictions_per_cycle: int = -1  # kai: cap on pods evicted (incl. moved) per cycle; -1 = none
+    # Search budgets, counted in simulated victim scenarios (deterministic, unlike KAI's wall-clock budgets).
+    max_scenarios_per_job: int = 64
+    max_scenarios_per_action: int = 2000
 
     def __post_init__(self) -> None:
         for a in self.actions:
@@ -36,6 +48,22 @@ class SchedulerConf:
                 raise ConfigError(f"placementStrategy.{name}: {v!r} is not binpack or spread")
         if self.k_value < 0:
             raise ConfigError(f"kValue must be >= 0, got {self.k_value}")
+        if self.saturation_multiplier < 1:
+            raise ConfigError(f"reclaimerSaturationMultiplier must be >= 1, got {self.saturation_multiplier}")
+        if self.reclaim_resolve_method not in ("lca", "queue"):
+            raise ConfigError(f"reclaimResolveMethod: {self.reclaim_resolve_method!r} is not lca or queue")
+        for name, v in (
+            ("defaultPreemptMinRuntime", self.default_preempt_min_runtime),
+            ("defaultReclaimMinRuntime", self.default_reclaim_min_runtime),
+        ):
+            if v < 0:
+                raise ConfigError(f"{name} must not be negative, got {v}")
+        for name, n in (
+            ("maxScenariosPerJob", self.max_scenarios_per_job),
+            ("maxScenariosPerAction", self.max_scenarios_per_action),
+        ):
+            if n < 1:
+                raise ConfigError(f"{name} must be >= 1, got {n}")
 
     def queue_depth(self, action: str) -> int | None:
         return dict(self.queue_depth_per_action).get(action)

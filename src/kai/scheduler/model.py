@@ -83,6 +83,7 @@ class JobInfo:
     creation: float
     tasks: list[int] = field(default_factory=list)  # task indices, in task order
     unschedulable_reason: str = ""  # set when the job can never be scheduled as is (missing queue, ...)
+    last_start: float | None = None  # latest start of its active pods (KAI's LastStartTimestamp); min runtime
 
     @property
     def namespace(self) -> str:
@@ -113,6 +114,8 @@ class QueueInfo:
     deserved: np.ndarray  # (3,) float64 in QRES base units; -1 = unlimited
     limit: np.ndarray  # (3,) float64; -1 = no limit
     over_quota_weight: np.ndarray  # (3,) float64
+    preempt_min_runtime: float | None = None  # seconds; None = not set on this queue (look further up)
+    reclaim_min_runtime: float | None = None
 
     @property
     def is_leaf(self) -> bool:

@@ -47,6 +47,50 @@ def _share(x: float, allocatable: float, total: float) -> float:
     return x / allocatable
 
 
+def queue_order_key(
+    alloc: list[int],
+    req: list[float] | tuple[int, ...],
+    fair: list[float],
+    deserved: list[float],
+    allocatable: list[float],
+    total: list[float],
+    neg_priority: int,
+) -> tuple:
+    """Rules 1-6 of KAI's queue order as a sortable tuple (smaller first); plain floats, three resources."""
+    over_utilized = starved = True
+    penalty = False
+    drf_with = drf_without = 0.0
+    for r in range(3):
+        a, x, s = alloc[r], req[r], allocatable[r]
+        if not fair[r] < a:
+            over_utilized = False
+        if a + x > deserved[r]:
+            starved = False
+        if s == 0 and x > 0:
+            penalty = True
+        w, wo = _share(a + x, s, total[r]), _share(a, s, total[r])
+        if w > drf_with:
+            drf_with = w
+        if wo > drf_without:
+            drf_without = wo
+    return (over_utilized, not starved, neg_priority, penalty, drf_with, drf_without)
+
+
+def allocatable_shares(ssn: Session) -> list[list[float]]:
+    """Each queue's allocatable share (max(deserved, fair share) capped by the limit), INF for unlimited."""
+    return [
+        [
+            INF if s == -1 else float(s)
+            for s in queue_allocatable_share(q.deserved, ssn.queues.fair_share[q.index], q.limit).tolist()
+        ]
+        for q in ssn.snap.queues
+    ]
+
+
+def deserved_shares(ssn: Session) -> list[list[float]]:
+    return [[INF if d == -1 else d for d in q.deserved.tolist()] for q in ssn.snap.queues]
+
+
 class JobQueue:
     """Pending jobs in KAI's hierarchical queue order."""
 
@@ -59,19 +103,13 @@ class JobQueue:
         self._key: dict[int, tuple] = {}  # queue -> order key with its best job
         self._request: dict[int, list[float]] = {}
         self._total = snap.total.tolist()
-        self._deserved = [[INF if d == -1 else d for d in q.deserved.tolist()] for q in snap.queues]
+        self._deserved = deserved_shares(ssn)
         self._roots = [q.index for q in snap.queues if q.parent < 0]
         self._fair = ssn.queues.fair_share.tolist()
         self._neg_priority = [-q.priority for q in snap.queues]
         self._tie_break: dict[tuple[int, ...], int] = {}
         # fair share is fixed for the session, so each queue's allocatable share is too
-        self._allocatable_share = [
-            [
-                INF if s == -1 else float(s)
-                for s in queue_allocatable_share(q.deserved, ssn.queues.fair_share[q.index], q.limit).tolist()
-            ]
-            for q in snap.queues
-        ]
+        self._allocatable_share = allocatable_shares(ssn)
         for job in jobs:
             self.push(job)
 
@@ -122,28 +160,15 @@ class JobQueue:
 
     def queue_key(self, qi: int, req: list[float]) -> tuple:
         """Rules 1-6 of the queue order for queue *qi* with a job requesting *req* (QRES base units)."""
-        alloc = self.ssn.queues.alloc[qi]
-        fair = self._fair[qi]
-        deserved = self._deserved[qi]
-        allocatable = self._allocatable_share[qi]
-        total = self._total
-        over_utilized = starved = True
-        penalty = False
-        drf_with = drf_without = 0.0
-        for r in range(3):
-            a, x, s = alloc[r], req[r], allocatable[r]
-            if not fair[r] < a:
-                over_utilized = False
-            if a + x > deserved[r]:
-                starved = False
-            if s == 0 and x > 0:
-                penalty = True
-            w, wo = _share(a + x, s, total[r]), _share(a, s, total[r])
-            if w > drf_with:
-                drf_with = w
-            if wo > drf_without:
-                drf_without = wo
-        return (over_utilized, not starved, self._neg_priority[qi], penalty, drf_with, drf_without)
+        return queue_order_key(
+            self.ssn.queues.alloc[qi],
+            req,
+            self._fair[qi],
+            self._deserved[qi],
+            self._allocatable_share[qi],
+            self._total,
+            self._neg_priority[qi],
+        )
 
     def _allocatable(self, qi: int) -> list[float]:
         return self._allocatable_share[qi]

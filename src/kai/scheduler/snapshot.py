@@ -173,6 +173,8 @@ def _build_queues(queues: list[Queue]) -> tuple[tuple[QueueInfo, ...], dict[str,
                 deserved=_ro(d),
                 limit=_ro(lim),
                 over_quota_weight=_ro(w),
+                preempt_min_runtime=q.preempt_min_runtime,
+                reclaim_min_runtime=q.reclaim_min_runtime,
             )
         )
     for info in infos:
@@ -278,6 +280,10 @@ def build_snapshot(
             )
         )
         jobs[ji].tasks.append(len(tasks) - 1)
+        if status in ACTIVE_USED and pod.start_time is not None:
+            job = jobs[ji]
+            if job.last_start is None or pod.start_time > job.last_start:
+                job.last_start = pod.start_time
     for job in jobs:
         job.tasks.sort(key=lambda t: tasks[t].order_key)
 
