@@ -32,3 +32,17 @@ def parse_duration(text: str | int | float) -> float:
     if pos != len(s) or not s:
         raise ValueError(f"{text!r} is not a duration (expected e.g. 30s, 1m30s, 2h)")
     return sign * total
+
+
+def format_duration(seconds: float) -> str:
+    """Go's time.Duration.String() for whole and fractional seconds: 90 -> '1m30s', 600 -> '10m0s'."""
+    sign = "-" if seconds < 0 else ""
+    s = abs(seconds)
+    hours, rest = divmod(s, 3600)
+    minutes, secs = divmod(rest, 60)
+    sec_text = f"{secs:g}s" if secs != int(secs) else f"{int(secs)}s"
+    if hours:
+        return f"{sign}{int(hours)}h{int(minutes)}m{sec_text}"
+    if minutes:
+        return f"{sign}{int(minutes)}m{sec_text}"
+    return f"{sign}{sec_text}"

@@ -78,6 +78,10 @@ def close_session(ssn: Session) -> CycleResult:
             res.events.append(Event(pod_obj, "Normal", "Scheduled", f"Successfully assigned pod {ref} to node {node}"))
         elif new == TaskStatus.PIPELINED:
             node = names[ssn.node[t.index]]
+            if old in ACTIVE_ALLOCATED and t.index in ssn.eviction_reasons:  # moved: evicted here, waits there
+                action, message = ssn.eviction_reasons[t.index]
+                res.evictions.append(Evict(ref, job.name, action, message))
+                res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "Evict", message))
             res.pipelines.append(Pipeline(ref, node, job.name))
             res.events.append(Event(pod_obj, "Normal", "Pipelined", f"Pod {ref} was pipelined to node {node}"))
         elif new == TaskStatus.RELEASING and old in ACTIVE_ALLOCATED:
@@ -108,11 +112,24 @@ def close_session(ssn: Session) -> CycleResult:
             )
             conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", "NotReady", message),)
             res.events.append(Event(pg_obj, "Normal", "NotReady", message))
-        elif failure is not None:
+        elif failure is not None or (pending and job.index in ssn.notes):
+            reason, message = (failure.reason, failure.message) if failure is not None else ("Unschedulable", "")
+            notes = ssn.notes.get(job.index)
+            if notes:  # what the eviction actions tried, so the message answers "why is my job pending?"
+                message = ". ".join([message.rstrip("."), *notes]) if message else ". ".join(notes)
             if ssn.job_allocated[job.index] == 0:
-                conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", failure.reason, failure.message),)
-            res.events.append(Event(pg_obj, "Warning", "Unschedulable", failure.message))
-        res.podgroups.append(PodGroupStatus(job.namespace, job.name, conditions))
+                conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", reason, message),)
+            res.events.append(Event(pg_obj, "Warning", "Unschedulable", message))
+        stale_changed = job.index in ssn.stale_since
+        res.podgroups.append(
+            PodGroupStatus(
+                job.namespace,
+                job.name,
+                conditions,
+                stale_since=ssn.stale_since.get(job.index, job.podgroup.stale_since),
+                stale_changed=stale_changed,
+            )
+        )
 
     for obj, type_, reason, message in ssn.events:
         res.events.append(Event(obj, type_, reason, message))

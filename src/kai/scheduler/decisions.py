@@ -68,6 +68,8 @@ class PodGroupStatus:
     namespace: str
     name: str
     conditions: tuple[Condition, ...]
+    stale_since: float | None = None  # the stale-gang timestamp the PodGroup should carry (annotation)
+    stale_changed: bool = False  # write (or clear) the annotation this cycle
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ state into Decisions. Nothing here does I/O or reads a clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -181,6 +182,9 @@ class Session:
         self.node_log: list[int] = []  # rows whose idle/releasing changed, in order (the Placer catches up on it)
         self.changed: set[int] = set()  # tasks whose status or node changed (close_session reports only these)
         self._ready = [self._job_ready_at_snapshot(job) for job in snap.jobs]
+        self.notes: dict[int, list[str]] = {}  # job -> why eviction actions could not make room for it
+        self.evicted_count = 0  # pods evicted (incl. moved) and committed this cycle
+        self.stale_since: dict[int, float | None] = {}  # job -> new stale timestamp (None = clear it)
         self._placer: Placer | None = None
         # scale for binpack scores: one more than the largest allocatable per resource
         self.score_scale = (nodes.allocatable.max(axis=0) + 1) if nodes.n else np.ones(len(snap.resources))
@@ -337,6 +341,22 @@ class Session:
 
     def fail(self, job: JobInfo, reason: str, message: str) -> None:
         self.failures[job.index] = JobFailure(reason, message)
+
+    def note(self, job: JobInfo, action: str, message: str) -> None:
+        """Add an eviction action's reason to the job's pending explanation."""
+        self.notes.setdefault(job.index, []).append(f"{action}: {message}")
+
+    def disruption_guard(self, evicted: list[int]) -> str | None:
+        """Cluster-wide limits on evictions (kai, beyond KAI): the per-cycle cap. None if *evicted* may go."""
+        cap = self.conf.max_evictions_per_cycle
+        if cap >= 0 and self.evicted_count + len(evicted) > cap:
+            return f"the cap of {cap} evictions per cycle would be exceeded ({self.evicted_count} already)"
+        return None
+
+    def record_evictions(self, tasks: list[int], action: str, message_of: Callable[[int], str]) -> None:
+        for t in tasks:
+            self.eviction_reasons[t] = (action, message_of(t))
+        self.evicted_count += len(tasks)
 
     def event(self, obj: str, type_: str, reason: str, message: str) -> None:
         self.events.append((obj, type_, reason, message))

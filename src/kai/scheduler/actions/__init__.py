@@ -1,10 +1,14 @@
-"""Actions, in KAI's default order. Eviction actions land with their issue; until then they do nothing."""
+"""Actions, in KAI's default order: allocate, consolidation, reclaim, preempt, stalegangeviction."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from kai.scheduler.actions.allocate import Allocate
+from kai.scheduler.actions.consolidation import Consolidation
+from kai.scheduler.actions.preempt import Preempt
+from kai.scheduler.actions.reclaim import Reclaim
+from kai.scheduler.actions.stalegang import StaleGangEviction
 from kai.scheduler.session import Session
 
 
@@ -14,24 +18,12 @@ class Action(Protocol):
     def execute(self, ssn: Session) -> None: ...
 
 
-class _NotYetBuilt:
-    """An action kai accepts in its configuration but does not implement yet: it changes nothing."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def execute(self, ssn: Session) -> None:
-        return None
-
-
 ACTIONS: dict[str, Action] = {
     "allocate": Allocate(),
-    "consolidation": _NotYetBuilt("consolidation"),
-    "reclaim": _NotYetBuilt("reclaim"),
-    "preempt": _NotYetBuilt("preempt"),
-    "stalegangeviction": _NotYetBuilt("stalegangeviction"),
+    "consolidation": Consolidation(),
+    "reclaim": Reclaim(),
+    "preempt": Preempt(),
+    "stalegangeviction": StaleGangEviction(),
 }
 
-NOT_YET_BUILT = tuple(name for name, a in ACTIONS.items() if isinstance(a, _NotYetBuilt))
-
-__all__ = ["ACTIONS", "NOT_YET_BUILT", "Action"]
+__all__ = ["ACTIONS", "Action"]

@@ -15,9 +15,10 @@ them can succeed; such jobs fail without a search, with the same reason.
 
 from __future__ import annotations
 
+from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.capacity import check_capacity
 from kai.scheduler.explain import explain_no_node, gang_message
-from kai.scheduler.model import TaskInfo, TaskStatus
+from kai.scheduler.model import TaskInfo
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session, Statement
 
@@ -50,7 +51,7 @@ class Allocate:
             stmt = ssn.statement()
             placed, why = _place(ssn, stmt, tasks)
             if placed == len(tasks):
-                _pipeline_whole_gang_if_needed(ssn, stmt, job.index, job.min_available)
+                pipeline_whole_gang_if_needed(ssn, stmt, job)
                 stmt.commit()
                 ssn.failures.pop(job.index, None)
                 if ssn.pending_tasks(job):
@@ -86,19 +87,3 @@ def _place(ssn: Session, stmt: Statement, tasks: list[TaskInfo]) -> tuple[int, s
         else:
             stmt.pipeline(task, node)
     return len(tasks), ""
-
-
-_NOT_PIPELINED = frozenset({TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
-
-
-def _pipeline_whole_gang_if_needed(ssn: Session, stmt: Statement, job: int, min_available: int) -> None:
-    """KAI allocate step 3: a gang below its minimum with any pipelined task waits as a whole."""
-    tasks = [ssn.snap.tasks[t] for t in ssn.snap.jobs[job].tasks]
-    if not any(ssn.status[t.index] == TaskStatus.PIPELINED for t in tasks):
-        return
-    placed_now = sum(1 for t in tasks if ssn.status[t.index] in _NOT_PIPELINED)
-    if placed_now >= min_available:
-        return
-    for t in tasks:
-        if ssn.status[t.index] == TaskStatus.ALLOCATED:
-            stmt.convert_to_pipelined(t)

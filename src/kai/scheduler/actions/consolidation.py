@@ -1,0 +1,57 @@
+"""consolidation: move running preemptible pods to other nodes so a pending job fits. Nobody is killed.
+
+Only pending preemptible jobs are preemptors, and only when the cluster has
+enough idle + releasing GPUs for them overall: moving pods never creates
+capacity, it only gathers it on one node. A scenario is accepted only if every
+victim is re-placed (pipelined on its new node), and at most
+``max_consolidation_preemptees`` pods move for one job (reference 4.2).
+"""
+
+from __future__ import annotations
+
+from kai.scheduler.actions.evicting import EvictingAction
+from kai.scheduler.actions.solver import Scenario
+from kai.scheduler.explain import fmt_amount
+from kai.scheduler.model import ACTIVE_ALLOCATED, GPU, JobInfo, TaskInfo
+from kai.scheduler.session import Session
+
+
+class Consolidation(EvictingAction):
+    name = "consolidation"
+    all_must_move = True
+
+    def execute(self, ssn: Session) -> None:
+        if ssn.conf.max_consolidation_preemptees == 0:
+            return
+        super().execute(ssn)
+
+    def is_preemptor(self, ssn: Session, job: JobInfo) -> bool:
+        return job.preemptible
+
+    def gate(self, ssn: Session, job: JobInfo, req: tuple[int, int, int]) -> str | None:
+        free = int((ssn.idle[:, GPU] + ssn.releasing[:, GPU]).clip(min=0).sum())
+        if req[0] > free:
+            return (
+                f"the cluster has {fmt_amount(0, free)} idle or releasing, the job needs {fmt_amount(0, req[0])}; "
+                "moving pods cannot make more"
+            )
+        return None
+
+    def victims(self, ssn: Session, job: JobInfo, req: tuple[int, int, int]) -> list[JobInfo]:
+        return [
+            v
+            for v in ssn.snap.jobs
+            if v.queue >= 0
+            and v.index != job.index
+            and v.preemptible
+            and any(ssn.status[t] in ACTIVE_ALLOCATED for t in v.tasks)
+        ]
+
+    def validate(self, ssn: Session, scenario: Scenario) -> str | None:
+        cap = ssn.conf.max_consolidation_preemptees
+        if cap >= 0 and len(scenario.moved) > cap:
+            return f"it would move {len(scenario.moved)} pods, more than max-consolidation-preemptees {cap}"
+        return None
+
+    def message(self, ssn: Session, scenario: Scenario, task: TaskInfo) -> str:
+        return f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing"

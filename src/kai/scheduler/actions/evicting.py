@@ -1,0 +1,156 @@
+"""What reclaim, preempt and consolidation share: the preemptor loop around the victim solver.
+
+Each action says who may be a preemptor (its gate), who may be a victim, how a
+scenario is validated and how an eviction is worded; this module does the
+rest, as KAI's actions do: pending, ready jobs in queue order, outside their
+preemption delay, within their queue's limits; a victim search per job under
+a budget; the reasons when no room could be made, added to the job's pending
+message so "why is my job pending?" names every action that tried.
+"""
+
+from __future__ import annotations
+
+from kai.api.duration import format_duration
+from kai.api.objects import format_time
+from kai.scheduler.actions.solver import Budget, Scenario, Solver, SolveResult
+from kai.scheduler.capacity import check_capacity, job_request
+from kai.scheduler.model import JobInfo, TaskInfo
+from kai.scheduler.ordering import JobQueue
+from kai.scheduler.session import Session
+from kai.scheduler.victims import VictimOrder
+
+
+class EvictingAction:
+    """Template for an action that makes room by evicting (or moving) running pods."""
+
+    name = ""
+    all_must_move = False  # consolidation: a scenario is valid only if every victim is re-placed
+
+    # --- what each action decides ---------------------------------------------------------------------
+
+    def is_preemptor(self, ssn: Session, job: JobInfo) -> bool:
+        return True
+
+    def gate(self, ssn: Session, job: JobInfo, req: tuple[int, int, int]) -> str | None:
+        """Why *job* may not evict anything at all (None: it may try)."""
+        return None
+
+    def victims(self, ssn: Session, job: JobInfo, req: tuple[int, int, int]) -> list[JobInfo]:
+        raise NotImplementedError
+
+    def core_allowed(self, ssn: Session, preemptor: JobInfo, victim: JobInfo) -> bool:
+        """May *victim* lose its minAvailable core (not only surplus pods)? Min runtime says no while it runs."""
+        return True
+
+    def validate(self, ssn: Session, scenario: Scenario) -> str | None:
+        return None
+
+    def message(self, ssn: Session, scenario: Scenario, task: TaskInfo) -> str:
+        raise NotImplementedError
+
+    def no_victims(self, ssn: Session, job: JobInfo) -> str:
+        return "no running pods may be evicted for it"
+
+    # --- the loop --------------------------------------------------------------------------------------
+
+    def execute(self, ssn: Session) -> None:
+        conf = ssn.conf
+        budget = Budget(conf.max_scenarios_per_action, conf.max_scenarios_per_job)
+        candidates = [job for job in _pending_ready(ssn) if self.is_preemptor(ssn, job)]
+        queue = JobQueue(ssn, [job for job in candidates if self._outside_delay(ssn, job)])
+        failed: dict[tuple, tuple[int, str]] = {}  # KAI's scheduling signatures: skip jobs no easier than a failure
+        while (job := queue.pop()) is not None:
+            tasks = ssn.tasks_to_allocate(job)
+            if not tasks or check_capacity(ssn, job, tasks) is not None:
+                continue
+            req = job_request(tasks)
+            shape = _shape(job, tasks)
+            if shape is not None and shape in failed and len(tasks) >= failed[shape][0]:
+                ssn.note(job, self.name, failed[shape][1])
+                continue
+            why = self.gate(ssn, job, req)
+            if why is None:
+                victims = self.victims(ssn, job, req)
+                if not victims:
+                    why = self.no_victims(ssn, job)
+                else:
+                    order = VictimOrder(ssn, victims, lambda v, job=job: self.core_allowed(ssn, job, v))
+                    solver = Solver(
+                        ssn,
+                        validator=self.validate,
+                        all_must_move=self.all_must_move,
+                        budget=budget,
+                    )
+                    result = solver.solve(job, tasks, order)
+                    if result.scenario is not None:
+                        self._record(ssn, result.scenario)
+                        if ssn.pending_tasks(job):
+                            queue.push(job)
+                        continue
+                    why = _summary(result)
+            ssn.note(job, self.name, why)
+            if shape is not None and (shape not in failed or len(tasks) < failed[shape][0]):
+                failed[shape] = (len(tasks), why)
+            if budget.action_left <= 0:
+                break
+
+    def _outside_delay(self, ssn: Session, job: JobInfo) -> bool:
+        delay = job.podgroup.preemption_delay
+        if delay is None or ssn.snap.now - job.creation >= delay:
+            return True
+        ssn.note(
+            job,
+            self.name,
+            f"Workload is within its preemption delay window ({format_duration(delay)}) and may not trigger "
+            f"evictions before {format_time(job.creation + delay)}",
+        )
+        return False
+
+    def _record(self, ssn: Session, scenario: Scenario) -> None:
+        snap = ssn.snap
+        names = snap.nodes.names
+        moved = dict(scenario.moved)
+        ssn.record_evictions(
+            scenario.evicted_tasks, self.name, lambda t: self.message(ssn, scenario, snap.tasks[t])
+        )
+        ssn.record_evictions(
+            list(moved),
+            self.name,
+            lambda t: (
+                f"Pod {_ref(snap.tasks[t])} was preempted and rescheduled due to bin packing (resource "
+                f"consolidation) procedure. It moves to node {names[moved[t]]} to make room for workload "
+                f"{scenario.job.ref}."
+            ),
+        )
+        ssn.failures.pop(scenario.job.index, None)
+        ssn.notes.pop(scenario.job.index, None)
+
+
+def _ref(task: TaskInfo) -> str:
+    return f"{task.namespace}/{task.name}"
+
+
+def _pending_ready(ssn: Session) -> list[JobInfo]:
+    return [
+        job
+        for job in ssn.snap.jobs
+        if job.queue >= 0 and not job.unschedulable_reason and ssn.job_ready(job) and ssn.pending_tasks(job)
+    ]
+
+
+def _shape(job: JobInfo, tasks: list[TaskInfo]) -> tuple | None:
+    first = tasks[0]
+    key = first.request.tobytes()
+    if all(t.signature == first.signature and t.request.tobytes() == key for t in tasks[1:]):
+        return (job.queue, job.priority, job.preemptible, first.signature, key)
+    return None
+
+
+def _summary(result: SolveResult) -> str:
+    if result.tried == 0:
+        return "no set of victims could free enough resources on nodes that fit the job"
+    top = sorted(result.rejections.items(), key=lambda kv: -kv[1])
+    reasons = "; ".join(f"{why} ({n}x)" if n > 1 else why for why, n in top[:2])
+    budget = " (search budget used up)" if result.out_of_budget else ""
+    return f"{result.tried} victim sets tried, none accepted: {reasons}{budget}"
+

@@ -1,0 +1,120 @@
+"""Victim order for reclaim, preempt and consolidation (KAI's VictimQueue).
+
+The queue that most deserves to lose resources gives first: the queue order of
+reference 4.4.3 is reversed at every level of the tree and evaluated on each
+queue's allocation *minus the victims already taken from it*, so a heavily
+over-allocated queue gives until it is no longer the worst. Inside a leaf queue
+the job order is reversed: lowest priority first, then the job furthest above
+its minimum, then the newest. An elastic job gives its surplus pods one at a
+time (last in task order first) before its core, the minAvailable pods, which
+go as one unit: evicting part of a gang's core would leave a broken gang.
+
+Units are produced lazily: the solvers usually need only the first few.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from kai.scheduler.model import ACTIVE_ALLOCATED, JobInfo
+from kai.scheduler.ordering import allocatable_shares, deserved_shares, queue_order_key
+from kai.scheduler.session import Session
+
+
+@dataclass(frozen=True, slots=True)
+class VictimUnit:
+    """Pods evicted together: one surplus pod of an elastic job, or a job's whole core."""
+
+    job: int
+    tasks: tuple[int, ...]
+    core: bool
+
+
+class VictimOrder:
+    """Iterate victim units of *jobs* in KAI's victim order (see the module docstring).
+
+    *core_allowed(job)* says whether a job's core may go (False for a job inside
+    its min runtime: it may still lose surplus pods).
+    """
+
+    def __init__(self, ssn: Session, jobs: Iterable[JobInfo], core_allowed: Callable[[JobInfo], bool]) -> None:
+        self.ssn = ssn
+        snap = ssn.snap
+        self._core_allowed = core_allowed
+        self._active: dict[int, list[int]] = {}  # job -> its active tasks, in task order
+        self._heaps: dict[int, list[tuple[tuple, int]]] = {}
+        self._count = [0] * len(snap.queues)
+        self._popped = [[0, 0, 0] for _ in snap.queues]
+        self._fair = ssn.queues.fair_share.tolist()
+        self._deserved = deserved_shares(ssn)
+        self._allocatable = allocatable_shares(ssn)
+        self._total = snap.total.tolist()
+        ranked = sorted(jobs, key=lambda j: (-j.priority, j.creation, j.uid))
+        self._rank = {j.index: r for r, j in enumerate(ranked)}
+        for job in ranked:
+            active = [t for t in job.tasks if ssn.status[t] in ACTIVE_ALLOCATED]
+            if not active or job.queue < 0:
+                continue
+            self._active[job.index] = active
+            self._push(job)
+
+    def _push(self, job: JobInfo) -> None:
+        active = self._active[job.index]
+        surplus = len(active) > job.min_available
+        if not surplus and not self._core_allowed(job):
+            return
+        elastic = 2 if surplus else 1 if len(active) == job.min_available else 0
+        key = (job.priority, -elastic, -self._rank[job.index])
+        heapq.heappush(self._heaps.setdefault(job.queue, []), (key, job.index))
+        for a in self.ssn.queues.ancestors[job.queue]:
+            self._count[a] += 1
+
+    def _queue_key(self, qi: int) -> tuple:
+        q = self.ssn.snap.queues[qi]
+        alloc = self.ssn.queues.alloc[qi]
+        popped = self._popped[qi]
+        remaining = [alloc[0] - popped[0], alloc[1] - popped[1], alloc[2] - popped[2]]
+        key = queue_order_key(
+            remaining, (0, 0, 0), self._fair[qi], self._deserved[qi], self._allocatable[qi], self._total, -q.priority
+        )
+        return (key, q.creation, q.uid)
+
+    def _choose(self, children: list[int]) -> int:
+        if len(children) == 1:
+            return children[0]
+        return max(children, key=self._queue_key)
+
+    def __iter__(self) -> Iterator[VictimUnit]:
+        ssn = self.ssn
+        queues = ssn.snap.queues
+        roots = [q.index for q in queues if q.parent < 0]
+        while True:
+            live = [r for r in roots if self._count[r] > 0]
+            if not live:
+                return
+            qi = self._choose(live)
+            while not queues[qi].is_leaf:
+                qi = self._choose([c for c in queues[qi].children if self._count[c] > 0])
+            _, ji = heapq.heappop(self._heaps[qi])
+            for a in ssn.queues.ancestors[qi]:
+                self._count[a] -= 1
+            job = ssn.snap.jobs[ji]
+            active = self._active[ji]
+            if len(active) > job.min_available:
+                unit = VictimUnit(ji, (active.pop(),), core=False)
+                requeue = True
+            else:
+                unit = VictimUnit(ji, tuple(active), core=True)
+                requeue = False
+            for t in unit.tasks:
+                g, c, m = ssn.snap.tasks[t].qreq
+                for a in ssn.queues.ancestors[qi]:
+                    row = self._popped[a]
+                    row[0] += g
+                    row[1] += c
+                    row[2] += m
+            if requeue:
+                self._push(job)
+            yield unit
