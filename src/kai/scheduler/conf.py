@@ -7,8 +7,10 @@ rather than being logged and defaulted.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kai.api import constants as C
+from kai.api.duration import parse_duration
 from kai.api.objects import SchedulingShard
 
 KNOWN_ACTIONS = C.DEFAULT_ACTIONS
@@ -89,4 +91,72 @@ class SchedulerConf:
             placement_cpu=shard.placement_cpu,
             k_value=shard.k_value,
             queue_depth_per_action=tuple(sorted(shard.queue_depth_per_action.items())),
+            **_eviction_settings(shard),
         )
+
+
+def _eviction_settings(shard: SchedulingShard) -> dict[str, Any]:
+    """Eviction knobs from the places KAI keeps them (minRuntime, plugin arguments, scheduler flags in
+    ``spec.args``), plus kai's own flags, each checked with the field named on error."""
+    where = f"SchedulingShard/{shard.meta.name}"
+    out: dict[str, Any] = {}
+
+    def number(value: Any, field: str, kind: type = float) -> Any:
+        try:
+            v = kind(value)
+        except (TypeError, ValueError):
+            what = "a number" if kind is float else "an integer"
+            raise ConfigError(f"{where}: {field}: {value!r} is not {what}") from None
+        return v
+
+    def duration(value: Any, field: str) -> float:
+        try:
+            v = parse_duration(value)
+        except ValueError:
+            raise ConfigError(f"{where}: {field}: {value!r} is not a duration") from None
+        if v < 0:
+            raise ConfigError(f"{where}: {field}: must not be negative")
+        return v
+
+    def boolean(value: Any, field: str) -> bool:
+        text = str(value).lower()
+        if text not in ("true", "false"):
+            raise ConfigError(f"{where}: {field}: {value!r} is not true or false")
+        return text == "true"
+
+    if shard.preempt_min_runtime is not None:
+        out["default_preempt_min_runtime"] = shard.preempt_min_runtime
+    if shard.reclaim_min_runtime is not None:
+        out["default_reclaim_min_runtime"] = shard.reclaim_min_runtime
+    minrt = (shard.plugins.get("minruntime") or {}).get("arguments") or {}
+    for key, name in (
+        ("defaultPreemptMinRuntime", "default_preempt_min_runtime"),
+        ("defaultReclaimMinRuntime", "default_reclaim_min_runtime"),
+    ):
+        if key in minrt:
+            out[name] = duration(minrt[key], f"spec.plugins.minruntime.arguments.{key}")
+    if "reclaimResolveMethod" in minrt:
+        out["reclaim_resolve_method"] = str(minrt["reclaimResolveMethod"])
+    prop = (shard.plugins.get("proportion") or {}).get("arguments") or {}
+    for key in ("relcaimerSaturationMultiplier", "reclaimerSaturationMultiplier", "reclaimerUtilizationMultiplier"):
+        if key in prop:
+            out["saturation_multiplier"] = number(prop[key], f"spec.plugins.proportion.arguments.{key}")
+    args = shard.args
+    flags: tuple[tuple[str, str, Any], ...] = (
+        ("max-consolidation-preemptees", "max_consolidation_preemptees", int),
+        ("allow-consolidating-reclaim", "allow_consolidating_reclaim", bool),
+        ("respect-pdbs", "respect_pdbs", bool),
+        ("max-evictions-per-cycle", "max_evictions_per_cycle", int),
+        ("max-scenarios-per-job", "max_scenarios_per_job", int),
+        ("max-scenarios-per-action", "max_scenarios_per_action", int),
+    )
+    for flag, name, kind in flags:
+        if flag in args:
+            field = f"spec.args.{flag}"
+            out[name] = boolean(args[flag], field) if kind is bool else number(args[flag], field, kind)
+    if "staleness-grace-period" in args:  # negative is allowed: never evict stale gangs
+        try:
+            out["default_staleness_grace_period"] = parse_duration(args["staleness-grace-period"])
+        except ValueError:
+            raise ConfigError(f"{where}: spec.args.staleness-grace-period: not a duration") from None
+    return out

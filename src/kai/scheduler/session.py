@@ -184,6 +184,12 @@ class Session:
         self._ready = [self._job_ready_at_snapshot(job) for job in snap.jobs]
         self.notes: dict[int, list[str]] = {}  # job -> why eviction actions could not make room for it
         self.evicted_count = 0  # pods evicted (incl. moved) and committed this cycle
+        self.pdb_used = [0] * len(snap.pdbs)  # disruptions committed this cycle, per PodDisruptionBudget
+        self._pdbs_of: dict[int, list[int]] = {}
+        if conf.respect_pdbs:
+            for i, pdb in enumerate(snap.pdbs):
+                for t in pdb.tasks:
+                    self._pdbs_of.setdefault(t, []).append(i)
         self.stale_since: dict[int, float | None] = {}  # job -> new stale timestamp (None = clear it)
         self._placer: Placer | None = None
         # scale for binpack scores: one more than the largest allocatable per resource
@@ -347,15 +353,31 @@ class Session:
         self.notes.setdefault(job.index, []).append(f"{action}: {message}")
 
     def disruption_guard(self, evicted: list[int]) -> str | None:
-        """Cluster-wide limits on evictions (kai, beyond KAI): the per-cycle cap. None if *evicted* may go."""
+        """Cluster-wide limits on evictions (kai, beyond KAI): PodDisruptionBudgets and the per-cycle cap.
+        None if *evicted* may go."""
         cap = self.conf.max_evictions_per_cycle
         if cap >= 0 and self.evicted_count + len(evicted) > cap:
             return f"the cap of {cap} evictions per cycle would be exceeded ({self.evicted_count} already)"
+        if self._pdbs_of:
+            hits: dict[int, int] = {}
+            for t in evicted:
+                for i in self._pdbs_of.get(t, ()):
+                    hits[i] = hits.get(i, 0) + 1
+            for i, k in sorted(hits.items()):
+                pdb = self.snap.pdbs[i]
+                left = pdb.allowed - self.pdb_used[i]
+                if k > left:
+                    return (
+                        f"PodDisruptionBudget {pdb.ref} allows {max(left, 0)} more disruption"
+                        f"{'' if left == 1 else 's'}, the victims include {k} of its pods"
+                    )
         return None
 
     def record_evictions(self, tasks: list[int], action: str, message_of: Callable[[int], str]) -> None:
         for t in tasks:
             self.eviction_reasons[t] = (action, message_of(t))
+            for i in self._pdbs_of.get(t, ()):
+                self.pdb_used[i] += 1
         self.evicted_count += len(tasks)
 
     def event(self, obj: str, type_: str, reason: str, message: str) -> None:

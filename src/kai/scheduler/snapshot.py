@@ -14,6 +14,7 @@ import numpy as np
 
 from kai.api import constants as C
 from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue
+from kai.api.pdb import PodDisruptionBudget
 from kai.scheduler.model import (
     ACTIVE_USED,
     BASE_RESOURCES,
@@ -42,6 +43,29 @@ class Snapshot:
     queue_index: dict[str, int]
     signature_pods: tuple[Pod, ...]  # a representative pod per task signature
     total: np.ndarray  # (3,) float64 QRES: capacity for fair share (Ready nodes minus other schedulers' pods)
+    pdbs: tuple[PdbInfo, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PdbInfo:
+    """A PodDisruptionBudget as the eviction actions need it: how many of which tasks may still go."""
+
+    ref: str  # namespace/name
+    allowed: int  # disruptions allowed now (healthy - desired healthy, at least 0)
+    tasks: frozenset[int]  # kai's tasks it covers
+
+
+def _pdb_infos(pdbs: Iterable[PodDisruptionBudget], pods: list[Pod], tasks: list[TaskInfo]) -> tuple[PdbInfo, ...]:
+    task_of = {id(t.pod): t.index for t in tasks}
+    out = []
+    for pdb in sorted(pdbs, key=lambda b: (b.meta.namespace or "", b.meta.name)):
+        ns = pdb.meta.namespace or ""
+        selected = [p for p in pods if (p.meta.namespace or "") == ns and pdb.selects(p.meta.labels)]
+        expected = sum(1 for p in selected if p.phase not in ("Succeeded", "Failed"))
+        healthy = sum(1 for p in selected if p.phase == "Running" and p.meta.deletion_timestamp is None)
+        covered = frozenset(task_of[id(p)] for p in selected if id(p) in task_of)
+        out.append(PdbInfo(f"{ns}/{pdb.meta.name}", pdb.allowed_disruptions(expected, healthy), covered))
+    return tuple(out)
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -192,6 +216,7 @@ def build_snapshot(
     priority_classes: list[PriorityClass],
     now: float,
     scheduler_name: str = C.SCHEDULER_NAME,
+    pdbs: Iterable[PodDisruptionBudget] = (),
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
     scheduler belong to the PodGroup named by their ``pod-group-name`` annotation."""
@@ -310,4 +335,5 @@ def build_snapshot(
         queue_index=queue_index,
         signature_pods=tuple(sig_pods),
         total=_ro(total_q),
+        pdbs=_pdb_infos(pdbs, pods, tasks),
     )
