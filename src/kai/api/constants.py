@@ -39,6 +39,45 @@ ANNOTATION_SEGMENT_TOPOLOGY_REQUIRED = "kai.scheduler/segment-topology-required-
 ANNOTATION_SEGMENT_TOPOLOGY_PREFERRED = "kai.scheduler/segment-topology-preferred-placement"
 ANNOTATION_BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
 SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"
+LABEL_SPARK_APP_NAME = "spark-app-name"
+LABEL_SPARK_APP_SELECTOR = "spark-app-selector"
+POD_GROUP_NAME_PREFIX = "pg"
+
+# --- Set by the workload controllers; read by the pod-grouper and the task order -------------------
+LABEL_KUBEFLOW_JOB_NAME = "training.kubeflow.org/job-name"
+LABEL_KUBEFLOW_REPLICA_TYPE = "training.kubeflow.org/replica-type"
+LABEL_KUBEFLOW_REPLICA_INDEX = "training.kubeflow.org/replica-index"
+LABEL_KUBEFLOW_OPERATOR_NAME = "training.kubeflow.org/operator-name"
+LABEL_RAY_CLUSTER = "ray.io/cluster"
+LABEL_RAY_IS_RAY_NODE = "ray.io/is-ray-node"
+LABEL_RAY_IDENTIFIER = "ray.io/identifier"
+LABEL_RAY_ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
+LABEL_RAY_ORIGINATED_FROM_CR_NAME = "ray.io/originated-from-cr-name"
+RAY_HEAD_GROUP = "headgroup"  # the ray.io/group label of a head pod, and KAI's head subgroup
+LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+LABEL_JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+LABEL_JOBSET_REPLICATED_JOB_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
+LABEL_JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+LABEL_JOBSET_JOB_GLOBAL_INDEX = "jobset.sigs.k8s.io/job-global-index"
+LABEL_LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LABEL_LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+LABEL_LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+ANNOTATION_LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
+ANNOTATION_LWS_LEADER_NAME = "leaderworkerset.sigs.k8s.io/leader-name"
+LABEL_KNATIVE_REVISION = "serving.knative.dev/revision"
+ANNOTATION_KNATIVE_MIN_SCALE = "autoscaling.knative.dev/min-scale"
+LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
+LABEL_JOB_NAME_LEGACY = "job-name"
+LABEL_JOB_CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+LABEL_JOB_CONTROLLER_UID_LEGACY = "controller-uid"
+LABEL_JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+LABEL_POD_TEMPLATE_HASH = "pod-template-hash"
+LABEL_STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
+LABEL_POD_INDEX = "apps.kubernetes.io/pod-index"
+LABEL_CONTROLLER_REVISION_HASH = "controller-revision-hash"
+
+# --- kai sim's own annotation (not KAI's) ---------------------------------------------------------
+ANNOTATION_SIM_DURATION = "kai.sim/duration"  # a pod finishes (Succeeded) this long after it was bound
 
 # --- Written by the pod-grouper ---------------------------------------------------------
 ANNOTATION_POD_GROUP_NAME = "pod-group-name"

@@ -1,9 +1,11 @@
 """Reading manifests: YAML streams in, typed objects out, every error located.
 
 Rules: each document is dispatched on ``apiVersion`` + ``kind``; ``v1 List`` is
-expanded; kinds that never affect scheduling (Secret, ConfigMap, ...) are
-returned as *ignored* so the caller can say so rather than drop them silently.
-Anything else is a ManifestError naming the file, the object and the field.
+expanded; the owner kinds the pod-grouper knows (``WORKLOAD_KINDS``: Job,
+RayCluster, PyTorchJob, ...) are kept as Workloads, their manifests raw; kinds
+that never affect scheduling (Secret, ConfigMap, ...) are returned as *ignored*
+so the caller can say so rather than drop them silently. Anything else is a
+ManifestError naming the file, the object and the field.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kai.api.objects import (
     parse_shard,
     parse_topology,
 )
+from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload
 
 try:  # the C loader is ~10x faster on large manifests
     _Loader: type = yaml.CSafeLoader
@@ -42,7 +45,11 @@ PARSERS: dict[tuple[str, str], Callable[[dict[str, Any]], ApiObject]] = {
     (C.SHARD_API_VERSION, "SchedulingShard"): parse_shard,
 }
 
-NAMESPACED_KINDS = frozenset({"Pod", "PodGroup", "Secret", "ConfigMap", "Service", "ServiceAccount"})
+NAMESPACED_KINDS = frozenset(
+    {"Pod", "PodGroup", "Secret", "ConfigMap", "Service", "ServiceAccount"} | {k for _, k in WORKLOAD_KINDS}
+)
+
+ManifestObject = ApiObject | Workload
 
 # Kinds a user applies beside their workloads that carry nothing for a scheduler.
 IGNORED_KINDS = frozenset({"Secret", "ConfigMap", "Namespace", "Service", "ServiceAccount"})
@@ -68,7 +75,7 @@ def object_ref(doc: Any) -> str:
     return f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
 
 
-def parse_document(doc: Any, source: str) -> ApiObject | Ignored:
+def parse_document(doc: Any, source: str) -> ManifestObject | Ignored:
     """One decoded YAML document → a typed object."""
     if not isinstance(doc, dict):
         raise ManifestError(f"a manifest must be a mapping, got {type(doc).__name__}", source=source)
@@ -78,13 +85,15 @@ def parse_document(doc: Any, source: str) -> ApiObject | Ignored:
         raise ManifestError("is required", source=source, obj=ref, field="kind")
     if not api_version:
         raise ManifestError("is required", source=source, obj=ref, field="apiVersion")
-    parser = PARSERS.get((str(api_version), str(kind)))
+    parser: Callable[[dict[str, Any]], ManifestObject] | None = PARSERS.get((str(api_version), str(kind)))
+    if parser is None and (str(api_version), str(kind)) in WORKLOAD_KINDS:
+        parser = parse_workload
     if parser is None:
         if api_version == "v1" and kind in IGNORED_KINDS:
             meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
             return Ignored(source, str(kind), str(meta.get("name", "")))
-        known = [k for (v, k) in PARSERS if k == kind]
-        hint = f" (kai reads {kind} as {next(v for v, k in PARSERS if k == kind)})" if known else ""
+        versions = sorted(v for v, k in [*PARSERS, *WORKLOAD_KINDS] if k == kind)
+        hint = f" (kai reads {kind} as {' or '.join(versions)})" if versions else ""
         raise ManifestError(f"unknown kind {api_version} {kind}{hint}", source=source, obj=ref, field="kind")
     try:
         return parser(doc)
@@ -109,9 +118,11 @@ def iter_documents(text: str, source: str) -> Iterator[Any]:
             yield doc
 
 
-def load_manifests(texts: Iterable[tuple[str, str]]) -> tuple[list[tuple[str, ApiObject]], list[Ignored]]:
+def load_manifests(
+    texts: Iterable[tuple[str, str]],
+) -> tuple[list[tuple[str, ManifestObject]], list[Ignored]]:
     """(source, text) pairs → (source, object) pairs in input order, and the ignored documents."""
-    objects: list[tuple[str, ApiObject]] = []
+    objects: list[tuple[str, ManifestObject]] = []
     ignored: list[Ignored] = []
     for source, text in texts:
         for doc in iter_documents(text, source):
