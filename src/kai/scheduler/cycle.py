@@ -82,7 +82,7 @@ def close_session(ssn: Session) -> CycleResult:
                 action, message = ssn.eviction_reasons[t.index]
                 res.evictions.append(Evict(ref, job.name, action, message))
                 res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "Evict", message))
-            res.pipelines.append(Pipeline(ref, node, job.name))
+            res.pipelines.append(Pipeline(ref, node, job.name, nominated=t.index in ssn.nominations))
             res.events.append(Event(pod_obj, "Normal", "Pipelined", f"Pod {ref} was pipelined to node {node}"))
         elif new == TaskStatus.RELEASING and old in ACTIVE_ALLOCATED:
             action, message = ssn.eviction_reasons.get(t.index, ("unknown", "evicted"))

@@ -35,6 +35,7 @@ class Pipeline(NamedTuple):
     node: str
     podgroup: str
     gpu_groups: tuple[str, ...] = ()
+    nominated: bool = False  # an eviction made this room for the pod: hold it (status.nominatedNodeName)
 
 
 class Evict(NamedTuple):

@@ -59,6 +59,7 @@ class TaskInfo:
     signature: int  # tasks with equal signatures share predicate masks
     order_key: tuple  # task order inside the job (smaller first)
     qreq: tuple[int, int, int] = (0, 0, 0)  # request in QRES base units, as Python ints for per-job arithmetic
+    nominated: int = -1  # node row of status.nominatedNodeName (room an eviction made for it), -1 if none
 
     @property
     def namespace(self) -> str:

@@ -184,6 +184,7 @@ class Session:
         self._ready = [self._job_ready_at_snapshot(job) for job in snap.jobs]
         self.notes: dict[int, list[str]] = {}  # job -> why eviction actions could not make room for it
         self.evicted_count = 0  # pods evicted (incl. moved) and committed this cycle
+        self.nominations: set[int] = set()  # tasks placed on room an eviction made for them
         self.pdb_used = [0] * len(snap.pdbs)  # disruptions committed this cycle, per PodDisruptionBudget
         self._pdbs_of: dict[int, list[int]] = {}
         if conf.respect_pdbs:
@@ -335,6 +336,13 @@ class Session:
         tasks = self.snap.tasks
         alive = sum(1 for t in job.tasks if tasks[t].status in _ALIVE_UNGATED)
         return alive >= job.min_available
+
+    def evictable_tasks(self, job: JobInfo) -> list[int]:
+        """Tasks that were placed before this cycle and still are: only those can be victims. A task
+        placed earlier in this same cycle was never bound, so "evicting" it would free nothing real."""
+        tasks = self.snap.tasks
+        status = self.status
+        return [t for t in job.tasks if status[t] in ACTIVE_ALLOCATED and tasks[t].status == status[t]]
 
     def pending_tasks(self, job: JobInfo) -> list[TaskInfo]:
         return [self.snap.tasks[t] for t in job.tasks if self.status[t] == TaskStatus.PENDING]

@@ -302,6 +302,7 @@ def build_snapshot(
                 signature=sig,
                 order_key=_task_order_key(pod),
                 qreq=tuple(int(x) for x in req[QRES_COLUMNS]),
+                nominated=node_row.get(pod.nominated_node_name, -1) if status == TaskStatus.PENDING else -1,
             )
         )
         jobs[ji].tasks.append(len(tasks) - 1)

@@ -18,7 +18,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from kai.scheduler.model import ACTIVE_ALLOCATED, JobInfo
+from kai.scheduler.model import JobInfo
 from kai.scheduler.ordering import allocatable_shares, deserved_shares, queue_order_key
 from kai.scheduler.session import Session
 
@@ -54,7 +54,7 @@ class VictimOrder:
         ranked = sorted(jobs, key=lambda j: (-j.priority, j.creation, j.uid))
         self._rank = {j.index: r for r, j in enumerate(ranked)}
         for job in ranked:
-            active = [t for t in job.tasks if ssn.status[t] in ACTIVE_ALLOCATED]
+            active = ssn.evictable_tasks(job)
             if not active or job.queue < 0:
                 continue
             self._active[job.index] = active

@@ -257,6 +257,14 @@ class EmbeddedCluster:
             self._bound_last.add((b.pod.namespace, b.pod.name))
         for p in result.pipelines:
             self._pipelined_last[(p.pod.namespace, p.pod.name)] = p.node
+        # status.nominatedNodeName: where a pipelined pod waits for room (an eviction made it); cleared
+        # once the pod is placed or no longer pipelined, as kube-scheduler does
+        held = {(p.pod.namespace, p.pod.name): p.node for p in result.pipelines if p.nominated}
+        for pod in self.store.list("Pod"):
+            nominated = held.get((pod.meta.namespace or "", pod.meta.name), "")
+            if pod.nominated_node_name != nominated:
+                pod.nominated_node_name = nominated
+                self.store.put(pod)
         for e in result.evictions:
             pod = self.store.get("Pod", (e.pod.namespace, e.pod.name))
             pod.meta.deletion_timestamp = self.now

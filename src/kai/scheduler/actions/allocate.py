@@ -18,7 +18,7 @@ from __future__ import annotations
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.capacity import check_capacity
 from kai.scheduler.explain import explain_no_node, gang_message
-from kai.scheduler.model import TaskInfo
+from kai.scheduler.model import JobInfo, TaskInfo, TaskStatus
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session, Statement
 
@@ -34,6 +34,8 @@ class Allocate:
             if not ssn.job_ready(job):
                 continue
             candidates.append(job)
+        _honor_nominations(ssn, [job for job in candidates if _nominated(ssn, job)])
+        candidates = [job for job in candidates if ssn.pending_tasks(job)]
         queue = JobQueue(ssn, candidates)
         impossible: dict[tuple[int, bytes], tuple[int, str]] = {}  # (sig, request) -> (min count that failed, why)
         while (job := queue.pop()) is not None:
@@ -65,6 +67,36 @@ class Allocate:
                 prev = impossible.get(shape)
                 if prev is None or len(tasks) < prev[0]:
                     impossible[shape] = (len(tasks), message)
+
+
+def _nominated(ssn: Session, job: JobInfo) -> bool:
+    return any(ssn.snap.tasks[t].nominated >= 0 for t in job.tasks if ssn.status[t] == TaskStatus.PENDING)
+
+
+def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
+    """Place first the jobs that an eviction made room for in an earlier cycle, on the nodes it chose.
+
+    kai, beyond KAI: without this, the pods a reclaim or preemption evicted come
+    back as pending and may win the freed resources in queue order, and the next
+    cycle evicts again (ping-pong). Like kube-scheduler's nominated pods, a
+    nomination is honored only where the pod fits on idle resources now, whole
+    gangs at a time; anything else goes through the normal order.
+    """
+    queue = JobQueue(ssn, jobs)
+    while (job := queue.pop()) is not None:
+        todo = ssn.tasks_to_allocate(job)
+        if not todo or any(t.nominated < 0 for t in todo) or check_capacity(ssn, job, todo) is not None:
+            continue
+        stmt = ssn.statement()
+        for task in todo:
+            cols = task.request.nonzero()[0]
+            node = task.nominated
+            if not (ssn.static_fit(task).mask[node] and (ssn.idle[node, cols] >= task.request[cols]).all()):
+                stmt.rollback()
+                break
+            stmt.allocate(task, node)
+        else:
+            stmt.commit()
 
 
 def _uniform_shape(tasks: list[TaskInfo]) -> tuple[int, bytes] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from kai.scheduler.actions.evicting import EvictingAction
 from kai.scheduler.actions.solver import Scenario
 from kai.scheduler.explain import fmt_amount
-from kai.scheduler.model import ACTIVE_ALLOCATED, GPU, JobInfo, TaskInfo
+from kai.scheduler.model import GPU, JobInfo, TaskInfo
 from kai.scheduler.session import Session
 
 
@@ -44,7 +44,7 @@ class Consolidation(EvictingAction):
             if v.queue >= 0
             and v.index != job.index
             and v.preemptible
-            and any(ssn.status[t] in ACTIVE_ALLOCATED for t in v.tasks)
+            and ssn.evictable_tasks(v)
         ]
 
     def validate(self, ssn: Session, scenario: Scenario) -> str | None:

@@ -122,6 +122,8 @@ class EvictingAction:
                 f"{scenario.job.ref}."
             ),
         )
+        ssn.nominations.update(t.index for t in scenario.tasks)
+        ssn.nominations.update(moved)
         ssn.failures.pop(scenario.job.index, None)
         ssn.notes.pop(scenario.job.index, None)
 

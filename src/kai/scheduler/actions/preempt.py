@@ -11,7 +11,7 @@ from kai.scheduler.actions.evicting import EvictingAction
 from kai.scheduler.actions.solver import Scenario
 from kai.scheduler.explain import fmt_amount, qres_name
 from kai.scheduler.minruntime import preempt_min_runtime, protected
-from kai.scheduler.model import ACTIVE_ALLOCATED, JobInfo, TaskInfo
+from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import Session
 
 
@@ -41,7 +41,7 @@ class Preempt(EvictingAction):
             and v.index != job.index
             and v.preemptible
             and v.priority < job.priority
-            and any(ssn.status[t] in ACTIVE_ALLOCATED for t in v.tasks)
+            and ssn.evictable_tasks(v)
         ]
 
     def no_victims(self, ssn: Session, job: JobInfo) -> str:

@@ -14,7 +14,7 @@ from kai.scheduler.actions.evicting import EvictingAction
 from kai.scheduler.actions.solver import Scenario
 from kai.scheduler.capacity import job_request
 from kai.scheduler.minruntime import protected, reclaim_min_runtime
-from kai.scheduler.model import ACTIVE_ALLOCATED, JobInfo, TaskInfo
+from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.reclaimable import ReclaimRules
 from kai.scheduler.session import Session
 
@@ -37,7 +37,7 @@ class Reclaim(EvictingAction):
             if v.queue >= 0
             and v.queue != job.queue
             and v.preemptible
-            and any(ssn.status[t] in ACTIVE_ALLOCATED for t in v.tasks)
+            and ssn.evictable_tasks(v)
             and rules.victim_allowed(job, req, v)
         ]
 
