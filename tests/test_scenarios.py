@@ -4,8 +4,11 @@ as ``kai sim`` reads them) and ``expect.yaml`` (what must hold after the run). T
 expect.yaml keys (all optional but ``pods``):
   description: what the scenario shows and where it comes from
   args: extra ``kai sim`` arguments, e.g. ["--actions", "allocate", "--cycles", "2"]
-  pods: {<name> or <namespace/name>: <Status> | {status: <Status>, node: <node>}}
-  podGroups: {<name>: {reason: <reason>, message_contains: [<text>, ...]} | "schedulable"}
+  pods: {<name> or <namespace/name> or <glob>: <Status> | {status:, node:, podGroup:, queue:}}
+        a glob (``raycluster-sample-head-*``) must match at least one pod, and every match must agree
+  pod_count: <n>                                # pods in the output (controllers create them)
+  podGroups: {<name>: {reason: <reason>, message_contains: [<text>, ...], minMember:, queue:,
+              priorityClassName:, schedulable: true} | "schedulable"}
   queues: {<name>: {fairShare|allocated|requested: {gpu|cpu|memory: <number>}}}
   same_node: [[<pod>, <pod>, ...], ...]        # pods that must share one node
   events_contain: [<text>, ...]                 # each must appear in some event message
@@ -13,6 +16,7 @@ expect.yaml keys (all optional but ``pods``):
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +43,21 @@ def test_scenario(case: Path) -> None:
     by_name = {p["name"]: p for p in doc["pods"]}
     problems = []
     for name, want in (expect.get("pods") or {}).items():
-        got = pods.get(name) or by_name.get(name)
-        if got is None:
+        if any(c in name for c in "*?["):
+            matches = [p for key, p in pods.items() if fnmatchcase(key, name) or fnmatchcase(p["name"], name)]
+        else:
+            got = pods.get(name) or by_name.get(name)
+            matches = [got] if got is not None else []
+        if not matches:
             problems.append(f"pod {name}: not in the output")
             continue
         want = want if isinstance(want, dict) else {"status": want}
-        for field in ("status", "node"):
-            if field in want and got[field] != want[field]:
-                problems.append(f"pod {name}: {field} is {got[field]!r}, expected {want[field]!r}")
+        for got in matches:
+            for field in ("status", "node", "podGroup", "queue"):
+                if field in want and got[field] != want[field]:
+                    problems.append(f"pod {got['name']}: {field} is {got[field]!r}, expected {want[field]!r}")
+    if "pod_count" in expect and len(doc["pods"]) != expect["pod_count"]:
+        problems.append(f"{len(doc['pods'])} pods, expected {expect['pod_count']}: {sorted(pods)}")
     pgs = {pg["name"]: pg for pg in doc["podGroups"]}
     for name, want in (expect.get("podGroups") or {}).items():
         pg = pgs.get(name)
@@ -54,9 +65,12 @@ def test_scenario(case: Path) -> None:
             problems.append(f"podGroup {name}: not in the output")
             continue
         if want == "schedulable":
-            if pg["conditions"]:
-                problems.append(f"podGroup {name}: expected no conditions, got {pg['conditions']}")
-            continue
+            want = {"schedulable": True}
+        for field in ("minMember", "queue", "priorityClassName"):
+            if field in want and pg.get(field) != want[field]:
+                problems.append(f"podGroup {name}: {field} is {pg.get(field)!r}, expected {want[field]!r}")
+        if want.get("schedulable") and pg["conditions"]:
+            problems.append(f"podGroup {name}: expected no conditions, got {pg['conditions']}")
         conds = pg["conditions"]
         if "reason" in want and not any(c["reason"] == want["reason"] for c in conds):
             problems.append(f"podGroup {name}: no condition with reason {want['reason']!r} in {conds}")

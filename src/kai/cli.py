@@ -75,6 +75,7 @@ def sim(files: tuple[str, ...], cycles: int, actions: str, now_text: str | None,
     result = None
     for c in range(1, cycles + 1):
         result = cluster.run_cycle(conf)
+        events.extend((c, e) for e in cluster.take_events())  # pod-grouper and controllers, before the cycle
         events.extend((c, e) for e in result.events)
     doc = build_document(cluster, result, events)
     if fmt == "json":

@@ -1,41 +1,54 @@
 """The embedded cluster: an in-memory Kubernetes that applies the engine's decisions.
 
-Rules (the sim contract): objects are applied to a Store exactly as manifests
-say; a pod with no PodGroup gets one the way KAI's pod-grouper would make it
-for a bare pod; cross-object references (queues, parents, PodGroups, priority
-classes) are checked when applied and reported as ManifestErrors, so nothing is
-dropped silently. Between two cycles the cluster moves on as a real one would:
-a pod bound last cycle is Running; an evicted pod is gone and comes back as a
-new Pending pod of its group; a pipelined pod is Pending again.
+Rules (the sim contract): objects are applied to a Store exactly as manifests say. The cluster then
+plays the parts of a real cluster the scheduler relies on: the workload controllers
+(``kai.sim.controllers``) turn owners (Job, RayCluster, PyTorchJob, ...) into pods, and KAI's pod-grouper
+(``kai.podgrouper``) gives every pod without a PodGroup the one KAI would make. Cross-object references
+(queues, parents, PodGroups, priority classes, owners) are checked when applied and reported as
+ManifestErrors naming the file, object and field the user wrote, so nothing is dropped silently.
+
+Between two cycles the cluster moves on as a real one would: a pod bound last cycle is Running; an
+evicted pod is gone and its controller creates it again (a pod without one comes back as the same pod);
+a pipelined pod is Pending again; a pod whose ``kai.sim/duration`` has passed since it was bound has
+Succeeded, and its controller reacts (a Job starts its next pod, a ReplicaSet replaces it).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from kai.api import constants as C
+from kai.api.duration import parse_duration
 from kai.api.errors import ManifestError
 from kai.api.objects import (
     ApiObject,
     Node,
     ObjectMeta,
     Pod,
-    PodGroup,
     PriorityClass,
     Queue,
     QueueResource,
     SchedulingShard,
     Topology,
     format_time,
+    parse_pod,
 )
+from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload, pod_as_owner
+from kai.podgrouper import Grouping, Origin, group_pod
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
-from kai.scheduler.decisions import CycleResult
+from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.snapshot import Snapshot, build_snapshot
-from kai.store import Store, key_of
+from kai.sim.controllers import ADMISSION, Created, controller_for
+from kai.store import Key, Store, key_of
 
 SCHEDULE_PERIOD_S = 1.0  # simulated time between two cycles
+MAX_CONTROLLER_ROUNDS = 32  # owners nest a few levels deep (RayService → RayCluster → pods); this is ample
+
+SimObject = ApiObject | Workload
+ObjKey = tuple[str, Key]  # (kind, (namespace, name))
 
 
 def default_priority_classes() -> list[PriorityClass]:
@@ -58,9 +71,35 @@ def default_queues() -> list[Queue]:
     ]
 
 
-def _ref(obj: ApiObject) -> str:
+def _ref(obj: SimObject) -> str:
     ns = obj.meta.namespace
     return f"{obj.kind}/{ns}/{obj.meta.name}" if ns else f"{obj.kind}/{obj.meta.name}"
+
+
+def _parse_ref(ref: str) -> ObjKey:
+    kind, _, rest = ref.partition("/")
+    ns, _, name = rest.rpartition("/")
+    return kind, (ns, name)
+
+
+def _remap(field: str, maps: tuple[str, str]) -> str | None:
+    """A field of a made object → the field of its owner it was built from (None if not from there)."""
+    child, owner = maps
+    if child:
+        if not (field == child or field.startswith((child + ".", child + "["))):
+            return None
+        rest = field[len(child) :]
+    else:
+        rest = "." + field if field else ""
+    return (owner + rest) if owner else rest.lstrip(".")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Made:
+    """Provenance of an object a controller created: which owner, and from which of its fields."""
+
+    owner: ObjKey
+    maps: tuple[str, str]
 
 
 @dataclasses.dataclass(slots=True)
@@ -82,71 +121,238 @@ class EmbeddedCluster:
         self._bound_last: set[tuple[str, str]] = set()
         self._pipelined_last: dict[tuple[str, str], str] = {}
         self._evicted_last: set[tuple[str, str]] = set()
-        self._sources: dict[tuple[str, tuple[str, str]], str] = {}
+        self._sources: dict[ObjKey, str] = {}
         self._generation = 0
+        self._workloads: list[ObjKey] = []  # every Workload, in creation order (controllers run in this order)
+        self._made: dict[ObjKey, _Made] = {}
+        self._names_used: set[tuple[str, str, str]] = set()  # (kind, namespace, name) ever created
+        self._started: dict[tuple[str, str, str], float] = {}  # (ns, name, uid) → when the pod was bound
+        self._groupings: dict[Key, Grouping] = {}  # generated PodGroup → how the pod-grouper made it
+        self._events: list[Event] = []
+        self._reported: set[Key] = set()
         for pc in default_priority_classes():
             pc.meta.creation_timestamp = 0.0
             self.store.put(pc)
 
     # --- loading --------------------------------------------------------------------------
 
-    def apply(self, objects: Sequence[tuple[str, ApiObject]]) -> None:
-        """Apply manifests (source, object) in order, then check every reference; ManifestError on the first
-        problem. Objects without a creationTimestamp are aged by their position (the first is the oldest)."""
+    def apply(self, objects: Sequence[tuple[str, SimObject]]) -> None:
+        """Apply manifests (source, object) in order, let the controllers create their pods, group the pods,
+        then check every reference; ManifestError on the first problem. Objects without a
+        creationTimestamp are aged by their position (the first is the oldest)."""
         n = len(objects)
         for i, (source, obj) in enumerate(objects):
             if obj.meta.creation_timestamp is None:
                 obj.meta.creation_timestamp = self.now - (n - i)
-            self._sources[(obj.kind, key_of(obj))] = source
-            self.store.put(obj)
-        self._group_bare_pods()
+            self._put_new(obj, source)
+            if isinstance(obj, Pod) and obj.node_name and obj.phase == "Running":
+                self._started[self._pod_id(obj)] = obj.start_time if obj.start_time is not None else self.now
+        self._check_durations()
+        self._run_controllers(strict=True)
+        self._group_pods(strict=True)
         self._validate()
 
-    def _source(self, obj: ApiObject) -> str:
+    def _put_new(self, obj: SimObject, source: str) -> None:
+        key = (obj.kind, key_of(obj))
+        self._sources[key] = source
+        self._names_used.add((obj.kind, obj.meta.namespace or "", obj.meta.name))
+        if isinstance(obj, Workload) and self.store.get(obj.kind, key_of(obj)) is None:
+            self._workloads.append(key)
+        self.store.put(obj)
+
+    def _source(self, obj: SimObject) -> str:
         return self._sources.get((obj.kind, key_of(obj)), "")
 
-    def _error(self, obj: ApiObject, field: str, message: str) -> ManifestError:
-        return ManifestError(message, source=self._source(obj), obj=_ref(obj), field=field)
+    def _error(self, obj: SimObject, field: str, message: str) -> ManifestError:
+        return self._relocate(ManifestError(message, obj=_ref(obj), field=field))
 
-    def _queue_for_pod(self, pod: Pod) -> tuple[str, str]:
-        """(queue, field it came from): the queue label, then the project label, then default-queue."""
-        if C.LABEL_QUEUE in pod.meta.labels:
-            return pod.meta.labels[C.LABEL_QUEUE], f"metadata.labels.{C.LABEL_QUEUE}"
-        if C.LABEL_PROJECT in pod.meta.labels:
-            return pod.meta.labels[C.LABEL_PROJECT], f"metadata.labels.{C.LABEL_PROJECT}"
-        return C.DEFAULT_QUEUE, ""
+    def _error_at(self, origin: Origin, message: str) -> ManifestError:
+        return self._relocate(ManifestError(message, obj=origin.ref, field=origin.field))
 
-    def _group_bare_pods(self) -> None:
-        """KAI's default grouper for a pod with no owner: PodGroup pg-<pod>, minMember 1, priority train."""
+    def _relocate(self, err: ManifestError) -> ManifestError:
+        """Point an error about an object a controller made at what the user wrote: the owner's field the
+        object was built from (a pod's resources → the RayCluster's template), and the owner's file."""
+        key = _parse_ref(err.obj) if err.obj else None
+        obj, field = err.obj, err.field
+        while key is not None and key in self._made:
+            made = self._made[key]
+            mapped = _remap(field, made.maps) if field else None
+            if mapped is None:
+                break
+            field, key = mapped, made.owner
+            obj = f"{key[0]}/{key[1][0]}/{key[1][1]}" if key[1][0] else f"{key[0]}/{key[1][1]}"
+        source = err.source or (self._sources.get(key, "") if key is not None else "")
+        return ManifestError(err.message, source=source, obj=obj, field=field)
+
+    @staticmethod
+    def _pod_id(pod: Pod) -> tuple[str, str, str]:
+        return (pod.meta.namespace or "", pod.meta.name, pod.meta.uid)
+
+    # --- the controllers ------------------------------------------------------------------
+
+    def _children_index(self) -> dict[tuple[str, str, str], list[SimObject]]:
+        """(owner kind, namespace, name) → the objects whose first owner reference names it."""
+        index: dict[tuple[str, str, str], list[SimObject]] = {}
+        objs: list[SimObject] = [*self.store.list("Pod")]
+        objs += [w for k in self._workloads if (w := self.store.get(*k)) is not None]
+        for obj in objs:
+            if obj.meta.owner_references:
+                ref = obj.meta.owner_references[0]
+                index.setdefault((ref.kind, obj.meta.namespace or "", ref.name), []).append(obj)
+        return index
+
+    def _run_controllers(self, *, strict: bool) -> None:
+        """Reconcile every owner until none creates anything more (a RayService makes a RayCluster, which
+        then makes pods). With strict=False (between cycles) an error becomes a Warning event instead."""
+        for _ in range(MAX_CONTROLLER_ROUNDS):
+            view = _ControllerView(self.now, self._children_index(), self._names_used)
+            created = False
+            for key in list(self._workloads):
+                owner = self.store.get(*key)
+                reconcile = controller_for(owner) if owner is not None else None
+                if reconcile is None:
+                    continue
+                try:
+                    result = reconcile(owner, view)
+                    if result.status:
+                        owner.doc["status"] = {**(owner.doc.get("status") or {}), **result.status}
+                    for made in result.create:
+                        self._create(made, owner)
+                        created = True
+                except ManifestError as e:
+                    err = self._relocate(e if e.obj else e.located(obj=owner.ref))
+                    if strict:
+                        raise err from None
+                    self._events.append(Event(owner.ref, "Warning", "ControllerError", err.message))
+            if not created:
+                return
+
+    def _create(self, made: Created, owner: Workload) -> None:
+        doc = made.doc
+        if doc.get("kind") == "Pod":
+            for admit in ADMISSION:
+                admit(doc)
+        obj: SimObject
+        try:
+            obj = parse_pod(doc) if doc.get("kind") == "Pod" else parse_workload(doc)
+        except ManifestError as e:
+            mapped = _remap(e.field, made.maps)
+            raise ManifestError(
+                e.message, source=self._source(owner), obj=owner.ref, field=mapped if mapped is not None else e.field
+            ) from None
+        obj.meta.creation_timestamp = self.now if self.cycle > 0 else owner.meta.creation_timestamp
+        key = (obj.kind, key_of(obj))
+        self._made[key] = _Made((owner.kind, key_of(owner)), made.maps)
+        self._put_new(obj, self._source(owner))
+
+    # --- the pod-grouper ------------------------------------------------------------------
+
+    def _owner(self, obj: SimObject) -> Workload:
+        """The object's first owner as the pod-grouper sees it (an owning pod is seen as a Workload). A
+        missing owner of a kind kai does not read gets a stand-in made from the reference alone (its labels
+        are unknown); a missing owner of a kind kai reads is an error."""
+        ref = obj.meta.owner_references[0]
+        ns = obj.meta.namespace or "default"
+        found = self.store.get(ref.kind, (ns, ref.name))
+        if isinstance(found, Pod):
+            return pod_as_owner(found)
+        if isinstance(found, Workload):
+            if ref.uid and ref.uid != found.meta.uid and "/" not in ref.uid and "/" not in found.meta.uid:
+                raise self._error(
+                    obj,
+                    "metadata.ownerReferences[0].uid",
+                    f"{ref.kind} {ns}/{ref.name} has uid {found.meta.uid}, not {ref.uid}",
+                )
+            return found
+        if (ref.api_version, ref.kind) in WORKLOAD_KINDS or ref.kind == "Pod":
+            raise self._error(
+                obj,
+                "metadata.ownerReferences[0]",
+                f"owner {ref.kind} {ns}/{ref.name} does not exist (apply it too)",
+            )
+        stand_in = Workload(
+            meta=ObjectMeta(ref.name, ns, ref.uid or f"{ref.kind}/{ns}/{ref.name}"),
+            api_version=ref.api_version,
+            kind=ref.kind,
+            doc={},
+        )
+        return stand_in
+
+    def _owner_chain(self, pod: Pod) -> list[Workload]:
+        chain: list[Workload] = []
+        obj: SimObject = pod
+        seen: set[str] = set()
+        while obj.meta.owner_references and len(chain) < 16:
+            owner = self._owner(obj)
+            if owner.ref in seen:
+                raise self._error(obj, "metadata.ownerReferences[0]", f"owner reference cycle through {owner.ref}")
+            seen.add(owner.ref)
+            chain.append(owner)
+            if owner.kind == "Pod":
+                nxt = self.store.get("Pod", key_of(owner))
+                if nxt is None:
+                    break
+                obj = nxt
+            elif self.store.get(owner.kind, key_of(owner)) is owner:
+                obj = owner
+            else:
+                break  # a stand-in: nothing is known above it
+        return chain
+
+    def _group_pods(self, *, strict: bool) -> None:
+        """KAI's pod-grouper for every kai pod without a pod-group-name annotation (a pod that names its
+        PodGroup keeps it: the user's grouping wins in kai sim)."""
+        view = _GrouperView(self.store)
         for pod in self.store.list("Pod"):
             if pod.scheduler_name not in (C.SCHEDULER_NAME, "default-scheduler"):
                 continue  # another scheduler's pod: it only takes node capacity
             pod.scheduler_name = C.SCHEDULER_NAME  # kai sim schedules every pod with no other scheduler named
             if C.ANNOTATION_POD_GROUP_NAME in pod.meta.annotations:
                 continue
-            queue, _ = self._queue_for_pod(pod)
-            if queue == C.DEFAULT_QUEUE and self.store.get("Queue", ("", C.DEFAULT_QUEUE)) is None:
+            try:
+                grouping = group_pod(pod, self._owner_chain(pod), view=view)
+            except ManifestError as e:
+                err = self._relocate(e if e.obj else e.located(obj=_ref(pod)))
+                if strict:
+                    raise err from None
+                self._events.append(Event(_ref(pod), "Warning", "PodGrouperWarning", err.message))
+                continue
+            if grouping is not None:
+                self._adopt(pod, grouping)
+
+    def _adopt(self, pod: Pod, grouping: Grouping) -> None:
+        """Create or update the generated PodGroup and patch the pod, as the pod-grouper does."""
+        pg = grouping.podgroup
+        key = key_of(pg)
+        existing = self.store.get("PodGroup", key)
+        if existing is None or existing.generated:
+            if existing is not None:
+                pg.meta.creation_timestamp = existing.meta.creation_timestamp
+            elif pg.meta.creation_timestamp is None:
+                pg.meta.creation_timestamp = pod.meta.creation_timestamp
+            if pg.queue == C.DEFAULT_QUEUE and self.store.get("Queue", ("", C.DEFAULT_QUEUE)) is None:
                 for q in default_queues():
                     q.meta.creation_timestamp = 0.0
                     self.store.put(q)
-            name = f"pg-{pod.meta.name}" + (f"-{pod.meta.uid}" if not pod.meta.uid.startswith("Pod/") else "")
-            pc_name = pod.meta.labels.get(C.LABEL_PRIORITY_CLASS) or pod.priority_class_name or C.PRIORITY_TRAIN
-            pg = PodGroup(
-                meta=ObjectMeta(
-                    name=name,
-                    namespace=pod.meta.namespace,
-                    uid=f"PodGroup/{pod.meta.namespace}/{name}",
-                    creation_timestamp=pod.meta.creation_timestamp,
-                ),
-                min_member=1,
-                queue=queue,
-                priority_class_name=pc_name,
-                preemptibility=pod.meta.labels.get(C.LABEL_PREEMPTIBILITY, ""),
-                generated=True,
-            )
-            self._sources[("PodGroup", key_of(pg))] = self._source(pod)
+            top = grouping.top_owner
+            self._sources[("PodGroup", key)] = self._sources.get((top.kind, (top.namespace, top.name)), "")
+            self._groupings[key] = grouping
             self.store.put(pg)
-            pod.meta.annotations[C.ANNOTATION_POD_GROUP_NAME] = name
+            if grouping.unknown_kind and key not in self._reported:
+                self._reported.add(key)
+                message = f"{grouping.unknown_kind}: PodGroup {pg.meta.namespace}/{pg.meta.name} for {top.ref}"
+                self._events.append(Event(top.ref, "Normal", "UnknownOwnerKind", message))
+        pod.meta.annotations[C.ANNOTATION_POD_GROUP_NAME] = pg.meta.name
+        if grouping.subgroup:
+            pod.meta.labels[C.LABEL_SUBGROUP_NAME] = grouping.subgroup
+        self.store.put(pod)
+
+    def take_events(self) -> list[Event]:
+        """Events the cluster itself raised (pod-grouper, controllers) since the last call, oldest first."""
+        events, self._events = self._events, []
+        return events
+
+    # --- checks ---------------------------------------------------------------------------------
 
     def _validate(self) -> None:
         queues = {q.meta.name: q for q in self.store.list("Queue")}
@@ -162,42 +368,37 @@ class EmbeddedCluster:
         classes = {pc.meta.name for pc in self.store.list("PriorityClass")}
         parents = {q.parent for q in queues.values() if q.parent}
         for pg in self.store.list("PodGroup"):
+            grouping = self._groupings.get(key_of(pg)) if pg.generated else None
             if not pg.queue:
                 raise self._error(pg, "spec.queue", "is required")
-            if pg.queue not in queues:
-                if pg.generated:
-                    pod = self._pod_of_generated(pg)
-                    _, field = self._queue_for_pod(pod)
-                    raise self._error(pod, field, f"queue {pg.queue!r} does not exist")
-                raise self._error(pg, "spec.queue", f"queue {pg.queue!r} does not exist")
-            if pg.queue in parents:
-                message = f"queue {pg.queue!r} is a parent queue; only leaf queues hold jobs"
-                if pg.generated:
-                    pod = self._pod_of_generated(pg)
-                    raise self._error(pod, self._queue_for_pod(pod)[1], message)
+            if pg.queue not in queues or pg.queue in parents:
+                message = (
+                    f"queue {pg.queue!r} does not exist"
+                    if pg.queue not in queues
+                    else f"queue {pg.queue!r} is a parent queue; only leaf queues hold jobs"
+                )
+                if grouping is not None:
+                    raise self._error_at(grouping.queue_from, message)
                 raise self._error(pg, "spec.queue", message)
             if pg.priority_class_name and pg.priority_class_name not in classes:
-                if pg.generated:
-                    pod = self._pod_of_generated(pg)
-                    field = (
-                        f"metadata.labels.{C.LABEL_PRIORITY_CLASS}"
-                        if C.LABEL_PRIORITY_CLASS in pod.meta.labels
-                        else "spec.priorityClassName"
-                    )
-                    raise self._error(pod, field, f"priority class {pg.priority_class_name!r} does not exist")
-                raise self._error(
-                    pg, "spec.priorityClassName", f"priority class {pg.priority_class_name!r} does not exist"
-                )
+                message = f"priority class {pg.priority_class_name!r} does not exist"
+                if grouping is not None:
+                    raise self._error_at(grouping.priority_from, message)
+                raise self._error(pg, "spec.priorityClassName", message)
         for pod in self.store.list("Pod"):
             if pod.scheduler_name != C.SCHEDULER_NAME:
                 continue
-            pg_name = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")
-            if self.store.get("PodGroup", (pod.meta.namespace or "", pg_name)) is None:
+            field = f"metadata.annotations.{C.ANNOTATION_POD_GROUP_NAME}"
+            pg_name = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME)
+            if pg_name is None:
                 raise self._error(
                     pod,
-                    f"metadata.annotations.{C.ANNOTATION_POD_GROUP_NAME}",
-                    f"PodGroup {pod.meta.namespace}/{pg_name} does not exist",
+                    field,
+                    f"is missing, and {C.SKIP_PODGROUPER} tells the pod-grouper to leave the pod alone: "
+                    "apply its PodGroup and name it here",
                 )
+            if self.store.get("PodGroup", (pod.meta.namespace or "", pg_name)) is None:
+                raise self._error(pod, field, f"PodGroup {pod.meta.namespace}/{pg_name} does not exist")
             prio = pod.meta.labels.get(C.LABEL_TASK_PRIORITY)
             if prio is not None:
                 try:
@@ -209,14 +410,50 @@ class EmbeddedCluster:
             if pod.node_name and self.store.get("Node", ("", pod.node_name)) is None:
                 raise self._error(pod, "spec.nodeName", f"node {pod.node_name!r} does not exist")
 
-    def _pod_of_generated(self, pg: PodGroup) -> Pod:
-        for pod in self.store.list("Pod"):
-            if (
-                pod.meta.namespace == pg.meta.namespace
-                and pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME) == pg.meta.name
-            ):
-                return pod
-        raise LookupError(pg.meta.name)
+    def _check_durations(self) -> None:
+        """Every kai.sim/duration annotation must be a non-negative duration."""
+        objs: list[SimObject] = [*self.store.list("Pod")]
+        objs += [w for k in self._workloads if (w := self.store.get(*k)) is not None]
+        for obj in objs:
+            text = obj.meta.annotations.get(C.ANNOTATION_SIM_DURATION)
+            if text is not None:
+                _parse_sim_duration(text, lambda m, o=obj: self._error(o, _DURATION_FIELD, m))
+            if isinstance(obj, Workload):
+                self._check_template_durations(obj, obj.doc, "")
+
+    def _check_template_durations(self, owner: Workload, node: Any, path: str) -> None:
+        """Templates are checked too, so that a bad value is reported when applied, not cycles later."""
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                sub = f"{path}.{k}" if path else str(k)
+                if k == "annotations" and isinstance(v, Mapping) and path.endswith("metadata") and path != "metadata":
+                    text = v.get(C.ANNOTATION_SIM_DURATION)
+                    if text is not None:
+                        where = f"{sub}.{C.ANNOTATION_SIM_DURATION}"
+                        _parse_sim_duration(text, lambda m, w=where: self._error(owner, w, m))
+                else:
+                    self._check_template_durations(owner, v, sub)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                self._check_template_durations(owner, v, f"{path}[{i}]")
+
+    def _sim_duration(self, pod: Pod) -> float | None:
+        """kai.sim/duration of the pod, else of its nearest owner that has one."""
+        text = pod.meta.annotations.get(C.ANNOTATION_SIM_DURATION)
+        obj: SimObject = pod
+        while text is None and obj.meta.owner_references:
+            ref = obj.meta.owner_references[0]
+            nxt = self.store.get(ref.kind, (obj.meta.namespace or "", ref.name))
+            if nxt is None:
+                return None
+            obj = nxt
+            text = obj.meta.annotations.get(C.ANNOTATION_SIM_DURATION)
+        if text is None:
+            return None
+        try:
+            return parse_duration(text)
+        except ValueError:
+            return None  # reported when applied
 
     # --- cycles ---------------------------------------------------------------------------------
 
@@ -253,6 +490,7 @@ class EmbeddedCluster:
         for b in result.binds:
             pod = self.store.get("Pod", (b.pod.namespace, b.pod.name))
             pod.node_name = b.node
+            self._started[self._pod_id(pod)] = self.now  # kai.sim/duration counts from the bind
             self.store.put(pod)
             self._bound_last.add((b.pod.namespace, b.pod.name))
         for p in result.pipelines:
@@ -283,14 +521,25 @@ class EmbeddedCluster:
                 pg.meta.annotations[C.ANNOTATION_STALE_TIMESTAMP] = format_time(st.stale_since)
             self.store.put(pg)
 
+    def _has_controller(self, pod: Pod) -> bool:
+        """Whether a simulated controller owns *pod* and will create it again once it is gone."""
+        if not pod.meta.owner_references:
+            return False
+        ref = pod.meta.owner_references[0]
+        owner = self.store.get(ref.kind, (pod.meta.namespace or "", ref.name))
+        return isinstance(owner, Workload) and controller_for(owner) is not None
+
     def _advance(self) -> None:
-        """One schedule period later: binds are running, terminating pods are gone and their controllers
-        create them again as new Pending pods of the same group."""
+        """One schedule period later: binds are running, pods past their kai.sim/duration have succeeded,
+        terminating pods are gone and their controllers create them again, new pods are grouped."""
         self.now += SCHEDULE_PERIOD_S
         self._generation += 1
         for pod in self.store.list("Pod"):
             if pod.meta.deletion_timestamp is not None:
                 self.store.delete("Pod", key_of(pod))
+                self._started.pop(self._pod_id(pod), None)
+                if self._has_controller(pod):
+                    continue  # its controller makes a new one below
                 fresh = dataclasses.replace(
                     pod,
                     meta=dataclasses.replace(
@@ -303,12 +552,23 @@ class EmbeddedCluster:
                     ),
                     node_name="",
                     phase="Pending",
+                    start_time=None,
                 )
                 self.store.put(fresh)
             elif pod.node_name and pod.phase == "Pending":
                 pod.phase = "Running"
                 pod.start_time = self.now
                 self.store.put(pod)
+        for pod in self.store.list("Pod"):
+            if pod.phase != "Running" or pod.meta.deletion_timestamp is not None:
+                continue
+            started = self._started.get(self._pod_id(pod))
+            duration = self._sim_duration(pod)
+            if started is not None and duration is not None and self.now >= started + duration:
+                pod.phase = "Succeeded"
+                self.store.put(pod)
+        self._run_controllers(strict=False)
+        self._group_pods(strict=False)
 
     # --- reading -------------------------------------------------------------------------------------
 
@@ -334,3 +594,59 @@ class EmbeddedCluster:
 
     def nodes(self) -> list[Node]:
         return self.store.list("Node")
+
+
+_DURATION_FIELD = f"metadata.annotations.{C.ANNOTATION_SIM_DURATION}"
+
+
+def _parse_sim_duration(text: str, error: Any) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise error(str(e)) from None
+    if seconds < 0:
+        raise error(f"{text!r} must not be negative")
+    return seconds
+
+
+class _ControllerView:
+    """The controllers' View over the embedded cluster (a snapshot of the owner index for one round)."""
+
+    def __init__(
+        self,
+        now: float,
+        index: dict[tuple[str, str, str], list[SimObject]],
+        names_used: set[tuple[str, str, str]],
+    ) -> None:
+        self._now = now
+        self._index = index
+        self._names_used = names_used
+
+    @property
+    def now(self) -> float:
+        return self._now
+
+    def children(self, owner: Workload | Pod) -> list[Workload | Pod]:
+        found = self._index.get((owner.kind, owner.meta.namespace or "", owner.meta.name), [])
+        return [o for o in found if isinstance(o, (Workload, Pod))]
+
+    def taken(self, kind: str, namespace: str, name: str) -> bool:
+        return (kind, namespace, name) in self._names_used
+
+
+class _GrouperView:
+    """The pod-grouper's ClusterView over the embedded cluster's Store."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> Workload | None:
+        found = self._store.get(kind, (namespace, name))
+        return found if isinstance(found, Workload) else None
+
+    def pods(self, namespace: str, labels: Mapping[str, str]) -> Sequence[Pod]:
+        return [
+            p
+            for p in self._store.list("Pod")
+            if (p.meta.namespace or "") == namespace and all(p.meta.labels.get(k) == v for k, v in labels.items())
+        ]

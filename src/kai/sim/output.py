@@ -41,6 +41,7 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
             "name": pg.meta.name,
             "queue": pg.queue,
             "minMember": pg.min_member,
+            "priorityClassName": pg.priority_class_name or None,
             "conditions": [
                 {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
                 for c in conditions.get((pg.meta.namespace, pg.meta.name), ())
