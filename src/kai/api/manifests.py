@@ -28,6 +28,7 @@ from kai.api.objects import (
     parse_shard,
     parse_topology,
 )
+from kai.api.pdb import parse_pdb
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload
 
 try:  # the C loader is ~10x faster on large manifests
@@ -43,10 +44,12 @@ PARSERS: dict[tuple[str, str], Callable[[dict[str, Any]], ApiObject]] = {
     (C.PRIORITY_CLASS_API_VERSION, "PriorityClass"): parse_priority_class,
     (C.TOPOLOGY_API_VERSION, "Topology"): parse_topology,
     (C.SHARD_API_VERSION, "SchedulingShard"): parse_shard,
+    ("policy/v1", "PodDisruptionBudget"): parse_pdb,
 }
 
 NAMESPACED_KINDS = frozenset(
-    {"Pod", "PodGroup", "Secret", "ConfigMap", "Service", "ServiceAccount"} | {k for _, k in WORKLOAD_KINDS}
+    {"Pod", "PodGroup", "PodDisruptionBudget", "Secret", "ConfigMap", "Service", "ServiceAccount"}
+    | {k for _, k in WORKLOAD_KINDS}
 )
 
 ManifestObject = ApiObject | Workload

@@ -76,7 +76,8 @@ class ReclaimRules:
             return not all(v_alloc[r] <= share[r] + _EPS for r in range(3))
         requested = [r for r in range(3) if req[r] > 0]
         above = any(v_alloc[r] > self.deserved[vq][r] for r in requested)
-        below = any(v_alloc[r] < self.deserved[vq][r] for r in requested)
+        # an unlimited quota (-1) is no floor to be below: only real quotas count here
+        below = any(v_alloc[r] < self.deserved[vq][r] for r in requested if self.deserved[vq][r] != INF)
         return above or not below
 
     # --- the scenario validator -----------------------------------------------------------------------

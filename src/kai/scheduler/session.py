@@ -381,6 +381,17 @@ class Session:
                     )
         return None
 
+    def disruption_blocked(self, tasks: tuple[int, ...]) -> bool:
+        """Evicting *tasks* together would exceed some PodDisruptionBudget's allowance left this cycle."""
+        if not self._pdbs_of:
+            return False
+        hits: dict[int, int] = {}
+        for t in tasks:
+            for i in self._pdbs_of.get(t, ()):
+                hits[i] = hits.get(i, 0) + 1
+        pdbs = self.snap.pdbs
+        return any(k > pdbs[i].allowed - self.pdb_used[i] for i, k in hits.items())
+
     def record_evictions(self, tasks: list[int], action: str, message_of: Callable[[int], str]) -> None:
         for t in tasks:
             self.eviction_reasons[t] = (action, message_of(t))

@@ -472,6 +472,7 @@ class EmbeddedCluster:
             queues=self.store.list("Queue"),
             priority_classes=self.store.list("PriorityClass"),
             now=self.now,
+            pdbs=self.store.list("PodDisruptionBudget"),
         )
 
     def run_cycle(self, conf: SchedulerConf) -> CycleResult:

@@ -98,7 +98,9 @@ class Solver:
         free = ssn.idle + ssn.releasing  # per node, before any victim
         cols = np.flatnonzero(request)
         seen: list[VictimUnit] = []
-        it = iter(victims)
+        # a unit a PodDisruptionBudget fully protects can never be part of an accepted set: skip it early,
+        # so the search moves on to the next victims instead of retrying sets that contain it
+        it = (u for u in victims if not ssn.disruption_blocked(u.tasks))
 
         if len(tasks) == 1:  # node-local greedy
             per_node: dict[int, list[VictimUnit]] = {}

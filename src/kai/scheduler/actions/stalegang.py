@@ -2,7 +2,8 @@
 
 A job is stale when it has no Succeeded pod, at least one pod holding
 resources, and a PodSet (the job, or a sub-group with its own minMember) below
-its minimum. The first cycle that sees it stale stamps the PodGroup
+its minimum, counting pods that hold resources (a Releasing pod still counts,
+as in KAI's IsGangSatisfied). The first cycle that sees it stale stamps the PodGroup
 (``kai.scheduler/stale-podgroup-timestamp``); once stale for the grace period
 (``spec.stalenessGracePeriod``, else the scheduler default of 60 s; negative:
 never) all its active pods are evicted, so the GPUs a broken gang holds go back
@@ -23,13 +24,13 @@ def _unsatisfied(ssn: Session, job: JobInfo) -> tuple[str, int] | None:
     parents = {g.parent for g in job.podgroup.sub_groups if g.parent}
     leaves = [g for g in leaves if g.name not in parents]
     if not leaves:
-        active = sum(1 for t in job.tasks if ssn.status[t] in ACTIVE_ALLOCATED)
+        active = sum(1 for t in job.tasks if ssn.status[t] in ACTIVE_USED)
         return None if active >= job.min_available else ("", job.min_available)
     for g in leaves:
         active = sum(
             1
             for t in job.tasks
-            if ssn.status[t] in ACTIVE_ALLOCATED
+            if ssn.status[t] in ACTIVE_USED
             and tasks[t].pod.meta.labels.get(C.LABEL_SUBGROUP_NAME, C.DEFAULT_SUBGROUP) == g.name
         )
         if active < (g.min_member or 0):
