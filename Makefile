@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean control-plane
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,7 +15,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/kai sim examples/two-teams/cluster.yaml --cycles 1
 
-test: $(STAMP)
+# etcd + Kubernetes 1.20.2 binaries for tests/k8s: built once from Debian's source into
+# ~/.cache/kai (~8 min on 2 cores, says so when it starts), then a no-op.
+control-plane:
+	bash scripts/control-plane/provision.sh
+
+test: $(STAMP) control-plane
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/pytest -n 2
 

@@ -1,0 +1,123 @@
+"""The test control plane itself: it answers, enforces tokens and RBAC, survives an API
+server restart, plays the kubelet's part for nodes and pods, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+from lightkube import ApiError, Client, KubeConfig
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod, Secret
+
+from kai.k8s.envtest import (
+    GPU_RESOURCE,
+    K8S_VERSION,
+    NOT_READY_TAINT,
+    Binaries,
+    ControlPlane,
+    create_node,
+    mark_pod_running,
+)
+from tests.k8s.conftest import PROVISION
+
+
+def test_apiserver_answers_with_the_built_version(control_plane: ControlPlane, client: Client) -> None:
+    out = control_plane.kubectl("version", "-o", "json").stdout
+    assert f'"gitVersion": "v{K8S_VERSION}"' in out  # server and client both 1.20.2
+    assert set(control_plane.pids()) == {"etcd", "kube-apiserver"}
+    assert control_plane.url.startswith("https://127.0.0.1:")
+    names = {ns.metadata.name for ns in client.list(Namespace)}
+    assert {"default", "kube-system"} <= names
+
+
+def test_rejects_a_wrong_token_and_enforces_rbac(control_plane: ControlPlane, client: Client) -> None:
+    bad = control_plane.kubectl("get", "nodes", "--token=not-a-token", check=False)
+    assert bad.returncode != 0 and "Unauthorized" in bad.stderr
+    # kai's ServiceAccount identity has no binding yet (deploy/rbac.yaml is not applied here): 403.
+    sched = Client(KubeConfig.from_file(str(control_plane.scheduler_kubeconfig)))
+    with pytest.raises(ApiError) as e:
+        list(sched.list(Secret, namespace="default"))
+    assert e.value.status.code == 403
+    sched.close()
+
+
+def test_apiserver_restart_keeps_data_and_port(control_plane: ControlPlane, client: Client) -> None:
+    name = f"survivor-{uuid.uuid4().hex[:6]}"
+    client.create(ConfigMap.from_dict({"metadata": {"name": name}, "data": {"k": "v"}}), namespace="default")
+    url, old_pid = control_plane.url, control_plane.pids()["kube-apiserver"]
+    control_plane.restart_apiserver()
+    assert control_plane.url == url
+    assert control_plane.pids()["kube-apiserver"] != old_pid
+    with pytest.raises(ProcessLookupError):
+        os.kill(old_pid, 0)
+    assert client.get(ConfigMap, name, namespace="default").data == {"k": "v"}  # same client, same etcd
+
+
+def test_create_node_makes_a_ready_gpu_node(control_plane: ControlPlane, client: Client) -> None:
+    name = f"gpu-{uuid.uuid4().hex[:6]}"
+    node = create_node(client, name, gpus=4, cpu="32", memory="256Gi", labels={"nvidia.com/gpu.product": "A100"})
+    got = client.get(Node, name)
+    assert got.metadata.resourceVersion == node.metadata.resourceVersion
+    assert got.status.allocatable[GPU_RESOURCE] == "4"
+    assert got.status.capacity["cpu"] == "32"
+    ready = [c for c in got.status.conditions if c.type == "Ready"]
+    assert len(ready) == 1 and ready[0].status == "True"
+    assert not [t for t in got.spec.taints or [] if t.key == NOT_READY_TAINT]
+    assert got.metadata.labels["kubernetes.io/hostname"] == name
+    assert got.metadata.labels["nvidia.com/gpu.product"] == "A100"
+    row = control_plane.kubectl("get", "node", name, "--no-headers").stdout.split()
+    assert row[:2] == [name, "Ready"]
+
+
+def test_create_node_keeps_taints_it_is_given(client: Client) -> None:
+    name = f"tainted-{uuid.uuid4().hex[:6]}"
+    taint = {"key": "dedicated", "value": "infer", "effect": "NoSchedule"}
+    create_node(client, name, gpus=1, taints=[taint])
+    keys = [t.key for t in client.get(Node, name).spec.taints or []]
+    assert keys == ["dedicated"]
+
+
+def test_mark_pod_running(control_plane: ControlPlane, client: Client, namespace: str) -> None:
+    node = f"n-{uuid.uuid4().hex[:6]}"
+    create_node(client, node, gpus=1)
+    pod = {
+        "metadata": {"name": "worker"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+    }
+    client.create(Pod.from_dict(pod), namespace=namespace)
+    got = mark_pod_running(client, "worker", namespace)
+    assert got.status.phase == "Running"
+    assert {c.type for c in got.status.conditions if c.status == "True"} >= {"Ready", "PodScheduled"}
+    row = control_plane.kubectl("get", "pod", "worker", "-n", namespace, "--no-headers").stdout.split()
+    assert row[2] == "Running"
+
+
+def test_a_second_control_plane_starts_and_stops_cleanly(binaries: Binaries, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    t0 = time.monotonic()
+    with ControlPlane(binaries) as cp:
+        started = time.monotonic() - t0
+        pids = cp.pids()
+        workdir = cp.workdir
+        cp.start_controller_manager()
+        cp.start_kube_scheduler()
+        pids = cp.pids()
+        assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+        assert cp.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
+    assert workdir is not None and not workdir.exists()
+    for name, pid in pids.items():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+            pytest.fail(f"{name} (pid {pid}) still running after stop()")
+    assert started < 60, f"control plane took {started:.1f} s to start"
+
+
+def test_provision_script_is_idempotent(binaries: Binaries) -> None:
+    t0 = time.monotonic()
+    res = subprocess.run(["bash", str(PROVISION)], capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    assert time.monotonic() - t0 < 10, "a provisioned machine must not rebuild"
+    assert "binaries ready" in res.stderr
+    assert any(line.startswith("bin-dir: ") for line in res.stdout.splitlines())
