@@ -325,6 +325,23 @@ def test_raycluster_gang_comes_back_with_new_pod_names_in_the_same_podgroup() ->
     assert sorted(v.pod.meta.labels["ray.io/node-type"] for v in views) == ["head", "worker"]
 
 
+def test_regrouping_recreated_pods_keeps_what_the_scheduler_wrote_on_the_podgroup() -> None:
+    """The pod-grouper updates its PodGroup in place: a stale timestamp the scheduler set survives the
+    regrouping of the gang's recreated pods, as do the PodGroup's age and scheduler annotations."""
+    c = cluster_of(raycluster())
+    c.run_cycle(ALLOCATE_ONLY)
+    pg = c.store.get("PodGroup", ("default", "pg-rc"))
+    created = pg.meta.creation_timestamp
+    pg.stale_since = c.now
+    pg.meta.annotations["kai.scheduler/stale-podgroup-timestamp"] = "2026-01-01T00:00:00Z"
+    evict_all(c)
+    c.run_cycle(ALLOCATE_ONLY)
+    after = c.store.get("PodGroup", ("default", "pg-rc"))
+    assert (after.stale_since, after.meta.creation_timestamp) == (pg.stale_since, created)
+    assert after.meta.annotations["kai.scheduler/stale-podgroup-timestamp"] == "2026-01-01T00:00:00Z"
+    assert (after.min_member, after.queue) == (2, "team-a")
+
+
 def test_pytorchjob_and_statefulset_pods_come_back_under_their_names() -> None:
     c = cluster_of(
         """\

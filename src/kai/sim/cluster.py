@@ -27,6 +27,7 @@ from kai.api.objects import (
     Node,
     ObjectMeta,
     Pod,
+    PodGroup,
     PriorityClass,
     Queue,
     QueueResource,
@@ -130,6 +131,7 @@ class EmbeddedCluster:
         self._groupings: dict[Key, Grouping] = {}  # generated PodGroup → how the pod-grouper made it
         self._events: list[Event] = []
         self._reported: set[Key] = set()
+        self._durations = False  # whether any kai.sim/duration was applied (else the pass is skipped)
         for pc in default_priority_classes():
             pc.meta.creation_timestamp = 0.0
             self.store.put(pc)
@@ -204,6 +206,8 @@ class EmbeddedCluster:
     def _run_controllers(self, *, strict: bool) -> None:
         """Reconcile every owner until none creates anything more (a RayService makes a RayCluster, which
         then makes pods). With strict=False (between cycles) an error becomes a Warning event instead."""
+        if not self._workloads:
+            return
         for _ in range(MAX_CONTROLLER_ROUNDS):
             view = _ControllerView(self.now, self._children_index(), self._names_used)
             created = False
@@ -216,6 +220,7 @@ class EmbeddedCluster:
                     result = reconcile(owner, view)
                     if result.status:
                         owner.doc["status"] = {**(owner.doc.get("status") or {}), **result.status}
+                        self.store.put(owner)
                     for made in result.create:
                         self._create(made, owner)
                         created = True
@@ -325,10 +330,10 @@ class EmbeddedCluster:
         pg = grouping.podgroup
         key = key_of(pg)
         existing = self.store.get("PodGroup", key)
+        if existing is not None and existing.generated:
+            pg = _update_spec(existing, pg)
         if existing is None or existing.generated:
-            if existing is not None:
-                pg.meta.creation_timestamp = existing.meta.creation_timestamp
-            elif pg.meta.creation_timestamp is None:
+            if existing is None and pg.meta.creation_timestamp is None:
                 pg.meta.creation_timestamp = pod.meta.creation_timestamp
             if pg.queue == C.DEFAULT_QUEUE and self.store.get("Queue", ("", C.DEFAULT_QUEUE)) is None:
                 for q in default_queues():
@@ -337,7 +342,8 @@ class EmbeddedCluster:
             top = grouping.top_owner
             self._sources[("PodGroup", key)] = self._sources.get((top.kind, (top.namespace, top.name)), "")
             self._groupings[key] = grouping
-            self.store.put(pg)
+            if pg is not existing:
+                self.store.put(pg)
             if grouping.unknown_kind and key not in self._reported:
                 self._reported.add(key)
                 message = f"{grouping.unknown_kind}: PodGroup {pg.meta.namespace}/{pg.meta.name} for {top.ref}"
@@ -418,6 +424,7 @@ class EmbeddedCluster:
             text = obj.meta.annotations.get(C.ANNOTATION_SIM_DURATION)
             if text is not None:
                 _parse_sim_duration(text, lambda m, o=obj: self._error(o, _DURATION_FIELD, m))
+                self._durations = True
             if isinstance(obj, Workload):
                 self._check_template_durations(obj, obj.doc, "")
 
@@ -431,6 +438,7 @@ class EmbeddedCluster:
                     if text is not None:
                         where = f"{sub}.{C.ANNOTATION_SIM_DURATION}"
                         _parse_sim_duration(text, lambda m, w=where: self._error(owner, w, m))
+                        self._durations = True
                 else:
                     self._check_template_durations(owner, v, sub)
         elif isinstance(node, list):
@@ -560,7 +568,7 @@ class EmbeddedCluster:
                 pod.phase = "Running"
                 pod.start_time = self.now
                 self.store.put(pod)
-        for pod in self.store.list("Pod"):
+        for pod in self.store.list("Pod") if self._durations else ():
             if pod.phase != "Running" or pod.meta.deletion_timestamp is not None:
                 continue
             started = self._started.get(self._pod_id(pod))
@@ -598,6 +606,30 @@ class EmbeddedCluster:
 
 
 _DURATION_FIELD = f"metadata.annotations.{C.ANNOTATION_SIM_DURATION}"
+_SPEC_FIELDS = (
+    "min_member",
+    "queue",
+    "priority_class_name",
+    "preemptibility",
+    "min_subgroup",
+    "sub_groups",
+    "topology_constraint",
+    "preemption_delay",
+    "staleness_grace_period",
+)
+
+
+def _update_spec(existing: PodGroup, new: PodGroup) -> PodGroup:
+    """The pod-grouper's update of a PodGroup it made: *existing* itself when nothing changed, else a copy
+    with the new spec, labels and annotations merged over the old ones. What the scheduler wrote (the stale
+    timestamp, its annotations) and the creation time are kept, as KAI's podgroup handler keeps them."""
+    same = all(getattr(existing, f) == getattr(new, f) for f in _SPEC_FIELDS)
+    labels = {**existing.meta.labels, **new.meta.labels}
+    annotations = {**existing.meta.annotations, **new.meta.annotations}
+    if same and labels == existing.meta.labels and annotations == existing.meta.annotations:
+        return existing
+    meta = dataclasses.replace(existing.meta, labels=labels, annotations=annotations)
+    return dataclasses.replace(existing, meta=meta, **{f: getattr(new, f) for f in _SPEC_FIELDS})
 
 
 def _parse_sim_duration(text: str, error: Any) -> float:

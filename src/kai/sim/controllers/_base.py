@@ -130,8 +130,8 @@ def pod_manifest(
     template: Fields,
     name: str,
     *,
-    labels: Mapping[str, str] = {},
-    annotations: Mapping[str, str] = {},
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
     scheduler_name: str | None = None,
 ) -> dict[str, Any]:
     """A pod from a pod template, as controllers create them: the template's labels and annotations plus
@@ -146,8 +146,8 @@ def pod_manifest(
         "metadata": {
             "name": name,
             "namespace": owner.meta.namespace or "default",
-            "labels": {**meta.string_map("labels"), **labels},
-            "annotations": {**meta.string_map("annotations"), **annotations},
+            "labels": {**meta.string_map("labels"), **(labels or {})},
+            "annotations": {**meta.string_map("annotations"), **(annotations or {})},
             "ownerReferences": [owner_reference(owner)],
         },
         "spec": spec,
@@ -161,8 +161,8 @@ def object_manifest(
     owner: Workload | Pod,
     spec: dict[str, Any],
     *,
-    labels: Mapping[str, str] = {},
-    annotations: Mapping[str, str] = {},
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A child workload (a Job, ReplicaSet, StatefulSet, RayCluster) owned by *owner*."""
     return {
@@ -171,15 +171,17 @@ def object_manifest(
         "metadata": {
             "name": name,
             "namespace": owner.meta.namespace or "default",
-            "labels": dict(labels),
-            "annotations": dict(annotations),
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
             "ownerReferences": [owner_reference(owner)],
         },
         "spec": spec,
     }
 
 
-def template_with(template: Fields, labels: Mapping[str, str], annotations: Mapping[str, str] = {}) -> dict[str, Any]:
+def template_with(
+    template: Fields, labels: Mapping[str, str], annotations: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """A copy of a pod template with extra labels and annotations (as JobSet and LWS stamp theirs)."""
     out = copy.deepcopy(dict(template.doc))
     meta = dict(out.get("metadata") or {})
