@@ -722,6 +722,8 @@ class SchedulingShard:
     args: dict[str, str] = field(default_factory=dict)
     preempt_min_runtime: float | None = None
     reclaim_min_runtime: float | None = None
+    usage_window: float | None = None  # usageDBConfig.usageParams.windowSize; None = no time-based fair share
+    usage_half_life: float | None = None  # usageDBConfig.usageParams.halfLifePeriod; None = no decay
 
     kind = "SchedulingShard"
 
@@ -758,7 +760,24 @@ def parse_shard(doc: dict[str, Any]) -> SchedulingShard:
         args=_str_map(spec.get("args"), "spec.args"),
         preempt_min_runtime=_duration(mr.get("preemptMinRuntime"), "spec.minRuntime.preemptMinRuntime"),
         reclaim_min_runtime=_duration(mr.get("reclaimMinRuntime"), "spec.minRuntime.reclaimMinRuntime"),
+        **_usage_params(spec),
     )
+
+
+def _usage_params(spec: dict[str, Any]) -> dict[str, float | None]:
+    """Time-based fair share is on when ``spec.usageDBConfig`` is present (KAI: a Prometheus client)."""
+    if spec.get("usageDBConfig") is None:
+        return {}
+    db = _map(spec.get("usageDBConfig"), "spec.usageDBConfig")
+    params = _map(db.get("usageParams"), "spec.usageDBConfig.usageParams")
+    window = _duration(params.get("windowSize"), "spec.usageDBConfig.usageParams.windowSize")
+    half_life = _duration(params.get("halfLifePeriod"), "spec.usageDBConfig.usageParams.halfLifePeriod")
+    window = 7 * 24 * 3600.0 if window is None else window  # KAI's default window: one week
+    if window <= 0:
+        raise ManifestError("must be positive", field="spec.usageDBConfig.usageParams.windowSize")
+    if half_life is not None and half_life <= 0:
+        raise ManifestError("must be positive", field="spec.usageDBConfig.usageParams.halfLifePeriod")
+    return {"usage_window": window, "usage_half_life": half_life}
 
 
 ApiObject = Node | Pod | Queue | PodGroup | PriorityClass | Topology | SchedulingShard

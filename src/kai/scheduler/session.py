@@ -259,6 +259,7 @@ class Session:
         to_api = np.array([1.0 / MILLI, 1.0, 1.0])
         inputs = []
         age = {q.index: r for r, q in enumerate(sorted(snap.queues, key=lambda q: (q.creation, q.uid)))}
+        usage = snap.queue_usage  # time-based fair share: normalized historical usage per queue
         for q in snap.queues:
             conv = lambda v: np.where(v == -1, -1.0, v * to_api)  # noqa: E731
             inputs.append(
@@ -271,6 +272,7 @@ class Session:
                     limit=conv(q.limit),
                     over_quota_weight=q.over_quota_weight.copy(),
                     request=requested[q.index] * to_api if q.is_leaf else np.zeros(3),
+                    usage=None if usage is None or q.name not in usage else np.array(usage[q.name], dtype=float),
                 )
             )
         shares = compute_fair_share(inputs, snap.total * to_api, k_value=self.conf.k_value)

@@ -44,6 +44,7 @@ class Snapshot:
     signature_pods: tuple[Pod, ...]  # a representative pod per task signature
     total: np.ndarray  # (3,) float64 QRES: capacity for fair share (Ready nodes minus other schedulers' pods)
     pdbs: tuple[PdbInfo, ...] = ()
+    queue_usage: dict[str, tuple[float, float, float]] | None = None  # time-based fair share; None = off
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +218,7 @@ def build_snapshot(
     now: float,
     scheduler_name: str = C.SCHEDULER_NAME,
     pdbs: Iterable[PodDisruptionBudget] = (),
+    queue_usage: dict[str, tuple[float, float, float]] | None = None,
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
     scheduler belong to the PodGroup named by their ``pod-group-name`` annotation."""
@@ -337,4 +339,5 @@ def build_snapshot(
         signature_pods=tuple(sig_pods),
         total=_ro(total_q),
         pdbs=_pdb_infos(pdbs, pods, tasks),
+        queue_usage=queue_usage,
     )

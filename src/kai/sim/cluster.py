@@ -42,6 +42,7 @@ from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.snapshot import Snapshot, build_snapshot
+from kai.scheduler.usage import UsageLedger, UsageParams
 from kai.sim.controllers import ADMISSION, Created, controller_for
 from kai.store import Key, Store, key_of
 
@@ -124,6 +125,7 @@ class EmbeddedCluster:
         self._evicted_last: set[tuple[str, str]] = set()
         self._sources: dict[ObjKey, str] = {}
         self._generation = 0
+        self._usage: UsageLedger | None = None  # time-based fair share, when the SchedulingShard asks for it
         self._workloads: list[ObjKey] = []  # every Workload, in creation order (controllers run in this order)
         self._made: dict[ObjKey, _Made] = {}
         self._names_used: set[tuple[str, str, str]] = set()  # (kind, namespace, name) ever created
@@ -481,14 +483,25 @@ class EmbeddedCluster:
             priority_classes=self.store.list("PriorityClass"),
             now=self.now,
             pdbs=self.store.list("PodDisruptionBudget"),
+            queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
         )
 
     def run_cycle(self, conf: SchedulerConf) -> CycleResult:
         """Move the cluster on from the previous cycle (if any), then schedule once and apply the result."""
+        if self.cycle == 0:
+            shard = self.shard()
+            if shard is not None and shard.usage_window is not None:
+                self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
         if self.cycle > 0:
             self._advance()
-        result = run_cycle(self.snapshot(), conf)
+        snap = self.snapshot()
+        result = run_cycle(snap, conf)
         self._apply(result)
+        if self._usage is not None:  # what each queue holds until the next cycle, for time-based fair share
+            held = {q.name: (q.allocated["gpu"], q.allocated["cpu"], q.allocated["memory"]) for q in result.queues}
+            total = snap.total.tolist()
+            capacity = (total[0] / 1000, total[1], total[2])
+            self._usage.record(self.now, self.now + SCHEDULE_PERIOD_S, held, capacity)
         self.cycle += 1
         return result
 
