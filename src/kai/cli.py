@@ -84,3 +84,47 @@ def sim(files: tuple[str, ...], cycles: int, actions: str, now_text: str | None,
         click.echo(render_yaml(doc))
     else:
         render_table(doc, Console(width=max(Console().width, 120)))
+
+
+EXIT_INSTALL_FAILED = 1
+
+
+@main.command()
+@click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Kubeconfig file. Default: in-cluster config, then $KUBECONFIG, then ~/.kube/config.",
+)
+@click.option(
+    "--timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Seconds to wait for each CRD to be Established and served.",
+)
+def install(kubeconfig: str | None, timeout: float) -> None:
+    """Apply kai's CRDs, PriorityClasses and default Queues to a cluster (server-side apply; safe to re-run).
+
+    The objects are deploy/'s YAML, the same that `kubectl apply -k deploy/` installs with RBAC
+    and the scheduler Deployment.
+    """
+    # Imported here: lightkube and its HTTP stack are not needed by `kai sim`.
+    import asyncio
+
+    import httpx2
+    from lightkube import ConfigError as KubeConfigError
+
+    from kai.k8s.install import InstallError, install_with
+
+    err = Console(stderr=True)
+    try:
+        applied = asyncio.run(install_with(kubeconfig, timeout=timeout))
+    except (InstallError, KubeConfigError) as e:
+        err.print("[red]error:[/] " + escape(str(e)), highlight=False, soft_wrap=True)
+        sys.exit(EXIT_INSTALL_FAILED)
+    except httpx2.TransportError as e:
+        err.print("[red]error:[/] cannot reach the API server: " + escape(str(e) or type(e).__name__), highlight=False)
+        sys.exit(EXIT_INSTALL_FAILED)
+    for a in applied:
+        click.echo(f"{a.kind.lower()}/{a.name} {a.result}")

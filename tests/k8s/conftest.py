@@ -15,8 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from lightkube import Client, KubeConfig
 
+from kai.cli import main
 from kai.k8s.envtest import Binaries, ControlPlane
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,6 +61,22 @@ def client(control_plane: ControlPlane) -> Iterator[Client]:
     c = Client(KubeConfig.from_file(str(control_plane.kubeconfig)), field_manager="kai-tests")
     yield c
     c.close()
+
+
+def run_kai(*args: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of the real ``kai`` command, in-process."""
+    result = CliRunner().invoke(main, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="session")
+def installed(control_plane: ControlPlane) -> ControlPlane:
+    """The worker's control plane with ``kai install`` applied (CRDs, PriorityClasses, Queues)."""
+    code, out, err = run_kai("install", "--kubeconfig", str(control_plane.kubeconfig))
+    assert code == 0, f"kai install failed:\n{out}\n{err}"
+    return control_plane
 
 
 @pytest.fixture

@@ -1,0 +1,196 @@
+"""``kai install``: server-side apply of kai's CRDs, PriorityClasses and default Queues.
+
+Rules:
+
+* The objects come from the YAML files in deploy/ (shipped inside the package as
+  ``kai/k8s/deploy``), the same files ``kubectl apply -k deploy/`` reads: one source of truth.
+* Every object is sent as written, by server-side apply with field manager ``kai-install``
+  and force, so a second run changes nothing (the API server keeps the resourceVersion) and
+  fields that an earlier ``kubectl apply`` owned are taken over instead of conflicting.
+* Order: CRDs, then wait until each is Established and listed in discovery (the API server
+  serves a new kind only after the first, and kubectl finds it only after the second; on
+  1.20 discovery lags Established by up to a second), then PriorityClasses, then Queues.
+* Namespace, RBAC and the Deployment are not applied here: they matter only when kai runs in
+  the cluster, and ``kubectl apply -k deploy/`` installs them (docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.resources
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import yaml
+from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.config.client_adapter import AsyncClient as HttpClient
+from lightkube.config.client_adapter import ConnectionParams
+from lightkube.config.kubeconfig import SingleConfig
+from lightkube.core.resource import Resource
+from lightkube.core.resource_registry import resource_registry
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource, get_generic_resource
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.types import PatchType
+
+FIELD_MANAGER = "kai-install"
+CRD_FILES = (
+    "crds/scheduling.run.ai_queues.yaml",
+    "crds/scheduling.run.ai_podgroups.yaml",
+    "crds/kai.scheduler_topologies.yaml",
+    "crds/kai.scheduler_schedulingshards.yaml",
+)
+OBJECT_FILES = ("priorityclasses.yaml", "queues.yaml")
+ESTABLISH_TIMEOUT_S = 60.0
+
+
+class InstallError(RuntimeError):
+    """An object could not be applied; the message names it and the API server's answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What one apply did: ``created``, ``configured`` (changed) or ``unchanged``."""
+
+    kind: str
+    name: str
+    result: str
+
+
+def deploy_dir() -> Path:
+    """The deploy/ folder as shipped in the package (a symlink to the repository's deploy/ in a checkout)."""
+    return Path(str(importlib.resources.files("kai.k8s").joinpath("deploy")))
+
+
+def load_documents(files: Iterable[str], root: Path | None = None) -> list[dict[str, Any]]:
+    """The YAML documents of FILES under ROOT (default deploy_dir()), in order, empty ones skipped."""
+    root = root or deploy_dir()
+    docs: list[dict[str, Any]] = []
+    for f in files:
+        with open(root / f, encoding="utf-8") as fh:
+            docs.extend(d for d in yaml.safe_load_all(fh) if d)
+    return docs
+
+
+def install_documents() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(CRDs, other objects) that ``kai install`` applies."""
+    return load_documents(CRD_FILES), load_documents(OBJECT_FILES)
+
+
+def _register_crd(doc: dict[str, Any]) -> None:
+    """Make lightkube know the kinds a CRD document defines, so their objects can be applied."""
+    spec = doc["spec"]
+    names = spec["names"]
+    make = create_global_resource if spec["scope"] == "Cluster" else create_namespaced_resource
+    for v in spec["versions"]:
+        if get_generic_resource(f"{spec['group']}/{v['name']}", names["kind"]) is None:
+            make(spec["group"], v["name"], names["kind"], names["plural"])
+
+
+def _resource_for(doc: dict[str, Any]) -> type[Resource]:
+    return resource_registry.load(doc["apiVersion"], doc["kind"])
+
+
+async def _apply(client: AsyncClient, doc: dict[str, Any]) -> Applied:
+    res = _resource_for(doc)
+    meta = doc["metadata"]
+    name, namespace = meta["name"], meta.get("namespace")
+    what = f"{doc['kind']} {namespace + '/' if namespace else ''}{name}"
+    try:
+        try:
+            before = await client.get(res, name, namespace=namespace)
+            before_rv = before.metadata.resourceVersion
+        except ApiError as e:
+            if e.status.code != 404:
+                raise
+            before_rv = None
+        after = await client.patch(
+            res,
+            name,
+            doc,
+            namespace=namespace,
+            patch_type=PatchType.APPLY,
+            field_manager=FIELD_MANAGER,
+            force=True,
+        )
+    except ApiError as e:
+        raise InstallError(f"{what}: {e.status.message or e}") from e
+    if before_rv is None:
+        result = "created"
+    elif after.metadata.resourceVersion == before_rv:
+        result = "unchanged"
+    else:
+        result = "configured"
+    return Applied(doc["kind"], name, result)
+
+
+async def _wait_served(client: AsyncClient, http: httpx2.AsyncClient, doc: dict[str, Any], timeout: float) -> None:
+    """Return once the CRD in DOC is Established and its kinds are in discovery; InstallError after TIMEOUT s."""
+    name, spec = doc["metadata"]["name"], doc["spec"]
+    group, plural = spec["group"], spec["names"]["plural"]
+    versions = [v["name"] for v in spec["versions"] if v.get("served", True)]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    conds: list[Any] = []
+    while loop.time() < deadline:
+        crd = await client.get(CustomResourceDefinition, name)
+        conds = (crd.status.conditions if crd.status else None) or []
+        if any(c.type == "Established" and c.status == "True" for c in conds) and await _discoverable(
+            http, group, versions, plural
+        ):
+            return
+        await asyncio.sleep(0.1)
+    detail = "; ".join(f"{c.type}={c.status} {c.message or ''}".strip() for c in conds) or "no conditions"
+    raise InstallError(f"CustomResourceDefinition {name} not served after {timeout:.0f} s ({detail})")
+
+
+async def _discoverable(http: httpx2.AsyncClient, group: str, versions: list[str], plural: str) -> bool:
+    """True if /apis lists GROUP with every version and each /apis/GROUP/VERSION lists PLURAL."""
+    resp = await http.get("/apis")
+    if resp.status_code != 200:
+        return False
+    groups = {g["name"]: {v["version"] for v in g.get("versions", [])} for g in resp.json().get("groups", [])}
+    if not set(versions) <= groups.get(group, set()):
+        return False
+    for v in versions:
+        resp = await http.get(f"/apis/{group}/{v}")
+        if resp.status_code != 200 or plural not in {r["name"] for r in resp.json().get("resources", [])}:
+            return False
+    return True
+
+
+async def install(
+    client: AsyncClient, http: httpx2.AsyncClient, *, timeout: float = ESTABLISH_TIMEOUT_S
+) -> list[Applied]:
+    """Apply kai's CRDs, wait until they are served, then apply the PriorityClasses and Queues.
+
+    HTTP is a plain client for the same API server (discovery documents have no lightkube
+    type). Returns one Applied per object, in the order applied. Raises InstallError on the
+    first object the API server refuses (nothing after it is applied).
+    """
+    crds, objects = install_documents()
+    applied = [await _apply(client, d) for d in crds]
+    await asyncio.gather(*(_wait_served(client, http, d, timeout) for d in crds))
+    for d in crds:
+        _register_crd(d)
+    applied += [await _apply(client, d) for d in objects]
+    return applied
+
+
+def load_config(kubeconfig: str | None) -> SingleConfig:
+    """The connection settings from KUBECONFIG, or else (None) in-cluster config, $KUBECONFIG or ~/.kube/config."""
+    return (KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()).get()
+
+
+async def install_with(kubeconfig: str | None, *, timeout: float = ESTABLISH_TIMEOUT_S) -> list[Applied]:
+    """install() with clients made from KUBECONFIG (see load_config), closed afterwards: what ``kai install`` runs."""
+    config = load_config(kubeconfig)
+    client = AsyncClient(config, field_manager=FIELD_MANAGER)
+    http = HttpClient(config, ConnectionParams())
+    try:
+        return await install(client, http, timeout=timeout)
+    finally:
+        await client.close()
+        await http.aclose()
