@@ -45,10 +45,11 @@ def _annotation(key: str) -> str:
 def queue_of(top: Workload, pod: Pod) -> tuple[str, Origin]:
     """The queue label on the top owner, then on the pod; then the project label (``<project>-<pool>`` when
     the pod has the node-pool label); then default-queue (CalcPodGroupQueue)."""
-    for obj in (top, pod):
+    sources: tuple[Workload | Pod, ...] = (top, pod)
+    for obj in sources:
         if C.LABEL_QUEUE in obj.meta.labels:
             return obj.meta.labels[C.LABEL_QUEUE], origin(obj, _label(C.LABEL_QUEUE))
-    for obj in (top, pod):
+    for obj in sources:
         project = obj.meta.labels.get(C.LABEL_PROJECT)
         if project is not None:
             if not project:
@@ -86,7 +87,8 @@ def priority_class_for(req: Request, top: Workload, default: str) -> tuple[str, 
 
 def preemptibility_of(owners: tuple[Workload, ...], pod: Pod) -> str:
     """The kai.scheduler/preemptibility label on the owners (pod's owner first), then on the pod."""
-    for obj in (*owners, pod):
+    chain: tuple[Workload | Pod, ...] = (*owners, pod)
+    for obj in chain:
         value = obj.meta.labels.get(C.LABEL_PREEMPTIBILITY)
         if value is None:
             continue
@@ -102,7 +104,8 @@ def preemptibility_of(owners: tuple[Workload, ...], pod: Pod) -> str:
 
 def _duration_annotation(owners: tuple[Workload, ...], pod: Pod, key: str, *, negative_ok: bool) -> float | None:
     """The first owner (then the pod) carrying the annotation decides."""
-    for obj in (*owners, pod):
+    chain: tuple[Workload | Pod, ...] = (*owners, pod)
+    for obj in chain:
         text = obj.meta.annotations.get(key)
         if text is None:
             continue

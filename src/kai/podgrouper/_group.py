@@ -15,7 +15,8 @@ from kai.podgrouper._registry import lookup
 def skips_podgrouper(pod: Pod, owners: Sequence[Workload]) -> bool:
     """``kai.scheduler/skip-podgrouper: "true"`` (label or annotation, on the pod or any owner): the PodGroup
     is managed by someone else, so the pod-grouper leaves the pod alone."""
-    for obj in (pod, *owners):
+    objs: tuple[Pod | Workload, ...] = (pod, *owners)
+    for obj in objs:
         for values in (obj.meta.labels, obj.meta.annotations):
             if values.get(C.SKIP_PODGROUPER, "").lower() == "true":
                 return True

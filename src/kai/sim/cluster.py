@@ -215,8 +215,7 @@ class EmbeddedCluster:
             created = False
             for key in list(self._workloads):
                 owner = self.store.get(*key)
-                reconcile = controller_for(owner) if owner is not None else None
-                if reconcile is None:
+                if not isinstance(owner, Workload) or (reconcile := controller_for(owner)) is None:
                     continue
                 try:
                     result = reconcile(owner, view)

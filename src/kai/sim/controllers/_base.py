@@ -187,7 +187,7 @@ def template_with(
     meta = dict(out.get("metadata") or {})
     meta["labels"] = {**template.at("metadata").string_map("labels"), **labels}
     if annotations or "annotations" in meta:
-        meta["annotations"] = {**template.at("metadata").string_map("annotations"), **annotations}
+        meta["annotations"] = {**template.at("metadata").string_map("annotations"), **(annotations or {})}
     out["metadata"] = meta
     return out
 

@@ -63,7 +63,8 @@ def job(owner: Workload, view: View) -> Result:
     if indexed:
         assert completions is not None
         busy = {_index(p) for p in running} | {_index(p) for p in succeeded}
-        indexes = [i for i in range(completions) if i not in busy][:missing]
+        free: list[int | None] = [i for i in range(completions) if i not in busy]
+        indexes = free[:missing]
     names = Names(view, namespace_of(owner))
     template = spec.at("template")
     out = []
