@@ -9,6 +9,7 @@ import time
 import uuid
 
 import pytest
+import yaml
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod, Secret
 
@@ -21,7 +22,7 @@ from kai.k8s.envtest import (
     create_node,
     mark_pod_running,
 )
-from tests.k8s.conftest import PROVISION
+from tests.k8s.conftest import DATA, PROVISION
 
 
 def test_apiserver_answers_with_the_built_version(control_plane: ControlPlane, client: Client) -> None:
@@ -70,6 +71,28 @@ def test_create_node_makes_a_ready_gpu_node(control_plane: ControlPlane, client:
     assert got.metadata.labels["nvidia.com/gpu.product"] == "A100"
     row = control_plane.kubectl("get", "node", name, "--no-headers").stdout.split()
     assert row[:2] == [name, "Ready"]
+
+
+def test_create_node_reproduces_the_walkthrough_node(client: Client) -> None:
+    """node-a10g.yaml (a copy of shared/reference/walkthrough's) is the node as the API server shows it."""
+    want = yaml.safe_load((DATA / "node-a10g.yaml").read_text())
+    alloc = want["status"]["allocatable"]
+    name = f"{want['metadata']['name']}-{uuid.uuid4().hex[:4]}"
+    create_node(
+        client,
+        name,
+        labels={**want["metadata"]["labels"], "kubernetes.io/hostname": name},
+        cpu=alloc["cpu"],
+        memory=alloc["memory"],
+        pods=int(alloc["pods"]),
+        gpus=int(alloc[GPU_RESOURCE]),
+        capacity=want["status"]["capacity"],
+    )
+    got = client.get(Node, name)
+    assert got.status.allocatable == alloc
+    assert got.status.capacity == want["status"]["capacity"]
+    assert [(c.type, c.status) for c in got.status.conditions] == [("Ready", "True")]
+    assert got.metadata.labels["nvidia.com/gpu.memory"] == "23028"
 
 
 def test_create_node_keeps_taints_it_is_given(client: Client) -> None:

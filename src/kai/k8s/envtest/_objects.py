@@ -49,14 +49,17 @@ def node_status(
     pods: int = 110,
     extra: Mapping[str, str] | None = None,
     ready: bool = True,
+    capacity: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A kubelet-like Node status: capacity = allocatable, and a Ready condition."""
+    """A kubelet-like Node status: allocatable from the arguments, capacity the same unless
+    CAPACITY is given (a real kubelet reserves some: capacity cpu 16, allocatable 15), and a
+    Ready condition."""
     resources = {"cpu": cpu, "memory": memory, "pods": str(pods), **(extra or {})}
     if gpus:
         resources[GPU_RESOURCE] = str(gpus)
     now = _now()
     return {
-        "capacity": dict(resources),
+        "capacity": dict(capacity) if capacity is not None else dict(resources),
         "allocatable": dict(resources),
         "conditions": [
             {
