@@ -47,6 +47,7 @@ class VictimOrder:
         self._heaps: dict[int, list[tuple[tuple, int]]] = {}
         self._count = [0] * len(snap.queues)
         self._popped = [[0, 0, 0] for _ in snap.queues]
+        self._keys: dict[int, tuple] = {}  # cached victim-order key per queue; a pop invalidates its path only
         self._fair = ssn.queues.fair_share.tolist()
         self._deserved = deserved_shares(ssn)
         self._allocatable = allocatable_shares(ssn)
@@ -84,7 +85,15 @@ class VictimOrder:
     def _choose(self, children: list[int]) -> int:
         if len(children) == 1:
             return children[0]
-        return max(children, key=self._queue_key)
+        keys = self._keys
+        best, best_key = -1, None
+        for c in children:
+            k = keys.get(c)
+            if k is None:
+                k = keys[c] = self._queue_key(c)
+            if best_key is None or k > best_key:
+                best, best_key = c, k
+        return best
 
     def __iter__(self) -> Iterator[VictimUnit]:
         ssn = self.ssn
@@ -108,6 +117,8 @@ class VictimOrder:
             else:
                 unit = VictimUnit(ji, tuple(active), core=True)
                 requeue = False
+            for a in ssn.queues.ancestors[qi]:
+                self._keys.pop(a, None)
             for t in unit.tasks:
                 g, c, m = ssn.snap.tasks[t].qreq
                 for a in ssn.queues.ancestors[qi]:

@@ -25,6 +25,12 @@ class Consolidation(EvictingAction):
             return
         super().execute(ssn)
 
+    def nothing_to_do(self, ssn: Session, candidates: list[JobInfo]) -> str | None:
+        no_free_gpu = int((ssn.idle[:, GPU] + ssn.releasing[:, GPU]).clip(min=0).sum()) == 0
+        if no_free_gpu and all(t.qreq[0] > 0 for job in candidates for t in ssn.pending_tasks(job)):
+            return "no GPU is idle or being released; moving pods cannot make room"
+        return super().nothing_to_do(ssn, candidates)
+
     def is_preemptor(self, ssn: Session, job: JobInfo) -> bool:
         return job.preemptible
 

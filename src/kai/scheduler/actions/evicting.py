@@ -51,12 +51,25 @@ class EvictingAction:
     def no_victims(self, ssn: Session, job: JobInfo) -> str:
         return "no running pods may be evicted for it"
 
+    def nothing_to_do(self, ssn: Session, candidates: list[JobInfo]) -> str | None:
+        """A reason no job can gain from this action this cycle (checked once, before the job loop)."""
+        if not any(job.preemptible and ssn.evictable_tasks(job) for job in ssn.snap.jobs):
+            return "no preemptible pods are running"
+        return None
+
     # --- the loop --------------------------------------------------------------------------------------
 
     def execute(self, ssn: Session) -> None:
         conf = ssn.conf
         budget = Budget(conf.max_scenarios_per_action, conf.max_scenarios_per_job)
         candidates = [job for job in _pending_ready(ssn) if self.is_preemptor(ssn, job)]
+        if not candidates:
+            return
+        idle = self.nothing_to_do(ssn, candidates)
+        if idle is not None:  # cheap: one pass instead of the queue-ordered loop over every pending job
+            for job in candidates:
+                ssn.note(job, self.name, idle)
+            return
         queue = JobQueue(ssn, [job for job in candidates if self._outside_delay(ssn, job)])
         failed: dict[tuple, tuple[int, str]] = {}  # KAI's scheduling signatures: skip jobs no easier than a failure
         while (job := queue.pop()) is not None:

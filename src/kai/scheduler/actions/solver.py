@@ -208,10 +208,47 @@ class Solver:
                 return None
             (stmt.allocate if now else stmt.pipeline)(task, node)
             placements.append(node)
+        # Victims come back whole units at a time, in job order (the most deserving job first), each on the
+        # best node (KAI's way). That can pack a victim onto another victim's home and cascade into many
+        # moves, so when it moves anything, a second pass that first keeps every unit fitting at home is
+        # also tried; the plan with fewer evictions, then fewer moves, wins.
+        ordered = sorted(units, key=lambda u: _job_order(snap.jobs[u.job]))
+        mark = stmt.checkpoint()
+        back_home, moved = self._put_back(stmt, ordered, home, home_first=False)
+        if moved:
+            stmt.rollback(mark)
+            alt_home, alt_moved = self._put_back(stmt, ordered, home, home_first=True)
+            n = sum(len(u.tasks) for u in units)
+            if (n - len(alt_home) - len(alt_moved), len(alt_moved)) < (n - len(back_home) - len(moved), len(moved)):
+                back_home, moved = alt_home, alt_moved
+        return placements, back_home, moved
+
+    def _put_back(
+        self, stmt: Statement, units: list[VictimUnit], home: dict[int, int], *, home_first: bool
+    ) -> tuple[set[int], dict[int, int]]:
+        """Re-place victim units (pipeline only); returns (tasks back on their own node, moved task -> node)."""
+        ssn = self.ssn
+        snap = ssn.snap
+        placer = ssn.placer
         back_home: set[int] = set()
         moved: dict[int, int] = {}
-        # victims come back in job order (the most deserving job first), whole units at a time
-        for u in sorted(units, key=lambda u: _job_order(snap.jobs[u.job])):
+        homeless = units
+        if home_first:
+            homeless = []
+            for u in units:
+                mark = stmt.checkpoint()
+                for t in u.tasks:
+                    task = snap.tasks[t]
+                    node = home[t]
+                    cols = task.request.nonzero()[0]
+                    if not (ssn.idle[node, cols] + ssn.releasing[node, cols] >= task.request[cols]).all():
+                        stmt.rollback(mark)
+                        homeless.append(u)
+                        break
+                    stmt.pipeline(task, node)
+                else:
+                    back_home.update(u.tasks)
+        for u in homeless:
             mark = stmt.checkpoint()
             spots = []
             for t in u.tasks:
@@ -228,7 +265,7 @@ class Solver:
                         moved[t] = node
                 continue
             stmt.rollback(mark)
-        return placements, back_home, moved
+        return back_home, moved
 
     def _replay(
         self,
