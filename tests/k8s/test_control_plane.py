@@ -11,6 +11,7 @@ import uuid
 import pytest
 import yaml
 from lightkube import ApiError, Client, KubeConfig
+from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod, Secret
 
 from kai.k8s.envtest import (
@@ -118,17 +119,38 @@ def test_mark_pod_running(control_plane: ControlPlane, client: Client, namespace
     assert row[2] == "Running"
 
 
-def test_a_second_control_plane_starts_and_stops_cleanly(binaries: Binaries, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_second_control_plane_runs_a_job_and_stops_cleanly(binaries: Binaries) -> None:
+    """A whole control plane: the Job controller makes a pod, kube-scheduler binds it to a node
+    made by create_node (so that node really is schedulable), and stop() leaves nothing."""
     t0 = time.monotonic()
     with ControlPlane(binaries) as cp:
         started = time.monotonic() - t0
-        pids = cp.pids()
-        workdir = cp.workdir
         cp.start_controller_manager()
         cp.start_kube_scheduler()
         pids = cp.pids()
+        workdir = cp.workdir
         assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
-        assert cp.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
+        client = Client(KubeConfig.from_file(str(cp.kubeconfig)))
+        create_node(client, "only-node", gpus=1)
+        job = {
+            "metadata": {"name": "hello"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {GPU_RESOURCE: "1"}}}],
+                    }
+                }
+            },
+        }
+        client.create(Job.from_dict(job), namespace="default")
+        deadline, bound = time.monotonic() + 60, []
+        while time.monotonic() < deadline and not bound:
+            pods = list(client.list(Pod, namespace="default", labels={"job-name": "hello"}))
+            bound = [p.spec.nodeName for p in pods if p.spec.nodeName]
+            time.sleep(0.2)
+        assert bound == ["only-node"]
+        client.close()
     assert workdir is not None and not workdir.exists()
     for name, pid in pids.items():
         with pytest.raises(ProcessLookupError):

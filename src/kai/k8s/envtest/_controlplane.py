@@ -134,10 +134,10 @@ class ControlPlane:
     binaries: Binaries
     workdir: Path | None = None
     apiserver_extra_args: Sequence[str] = ()
-    _procs: dict[str, _Proc] = field(default_factory=dict)
-    _owns_workdir: bool = False
-    _etcd_dir: Path | None = None
-    _tokens: dict[str, str] = field(default_factory=dict)
+    _procs: dict[str, _Proc] = field(default_factory=dict, repr=False)
+    _owns_workdir: bool = field(default=False, repr=False)
+    _etcd_dir: Path | None = field(default=None, repr=False)
+    _tokens: dict[str, str] = field(default_factory=dict, repr=False)
     apiserver_port: int = 0
     etcd_port: int = 0
 
