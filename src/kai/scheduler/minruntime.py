@@ -15,6 +15,7 @@ sets it, walking up the tree:
 from __future__ import annotations
 
 from kai.scheduler.model import JobInfo
+from kai.scheduler.reclaimable import leveled_queues
 from kai.scheduler.session import Session
 
 
@@ -35,13 +36,8 @@ def preempt_min_runtime(ssn: Session, victim: JobInfo) -> float:
 
 def reclaim_min_runtime(ssn: Session, reclaimer: JobInfo, victim: JobInfo) -> float:
     start = victim.queue
-    if ssn.conf.reclaim_resolve_method == "lca":
-        a = ssn.queues.ancestors[reclaimer.queue][::-1]
-        b = ssn.queues.ancestors[victim.queue][::-1]
-        for x, y in zip(a, b):
-            if x != y:
-                start = y
-                break
+    if ssn.conf.reclaim_resolve_method == "lca" and reclaimer.queue != victim.queue:
+        start = leveled_queues(ssn, reclaimer.queue, victim.queue)[1]
     return _walk(ssn, start, "reclaim_min_runtime", ssn.conf.default_reclaim_min_runtime)
 
 

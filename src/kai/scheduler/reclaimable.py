@@ -16,6 +16,16 @@ from kai.scheduler.session import Session
 _EPS = 1e-6  # fair shares are floats; allocations are integers
 
 
+def leveled_queues(ssn: Session, reclaimer: int, victim: int) -> tuple[int, int]:
+    """The children of the lowest common ancestor on the reclaimer's and on the victim's side."""
+    a = ssn.queues.ancestors[reclaimer][::-1]
+    b = ssn.queues.ancestors[victim][::-1]
+    for x, y in zip(a, b):
+        if x != y:
+            return x, y
+    return a[min(len(a), len(b)) - 1], b[min(len(a), len(b)) - 1]
+
+
 class ReclaimRules:
     """Reclaim checks for one session (the fair shares and quotas they read are fixed for it)."""
 
@@ -26,13 +36,7 @@ class ReclaimRules:
         self.allocatable = allocatable_shares(ssn)
 
     def leveled(self, reclaimer: int, victim: int) -> tuple[int, int]:
-        """The children of the lowest common ancestor on the reclaimer's and on the victim's side."""
-        a = self.ssn.queues.ancestors[reclaimer][::-1]
-        b = self.ssn.queues.ancestors[victim][::-1]
-        for x, y in zip(a, b):
-            if x != y:
-                return x, y
-        return a[min(len(a), len(b)) - 1], b[min(len(a), len(b)) - 1]
+        return leveled_queues(self.ssn, reclaimer, victim)
 
     def name(self, qi: int) -> str:
         return self.ssn.snap.queues[qi].name
@@ -40,8 +44,8 @@ class ReclaimRules:
     # --- the gate on the reclaimer ---------------------------------------------------------------------
 
     def cannot_reclaim(self, job: JobInfo, req: tuple[int, int, int]) -> str | None:
-        """Why *job* may not reclaim (None if it may): its queue would go above its fair share, or a
-        non-preemptible job above its quota."""
+        """Why *job* may not reclaim (None if it may): its queue would go above its fair share. (A
+        non-preemptible job's quota is checked before, by capacity.check_capacity.)"""
         qs = self.ssn.queues
         qi = job.queue
         alloc = qs.alloc[qi]
@@ -52,15 +56,6 @@ class ReclaimRules:
                     f"{fmt_amount(r, alloc[r])} allocated + {fmt_amount(r, req[r])} requested > "
                     f"fair share {fmt_amount(r, self.fair[qi][r])}"
                 )
-        if not job.preemptible:
-            for a in qs.ancestors[qi]:
-                for r in range(3):
-                    if req[r] > 0 and qs.alloc_np[a][r] + req[r] > self.deserved[a][r]:
-                        return (
-                            f"a non-preemptible job may reclaim only within quota: queue {self.name(a)} has "
-                            f"{fmt_amount(r, qs.alloc_np[a][r])} non-preemptible + {fmt_amount(r, req[r])} > "
-                            f"quota {fmt_amount(r, self.deserved[a][r])} {qres_name(r)}"
-                        )
         return None
 
     # --- which jobs may lose pods ---------------------------------------------------------------------

@@ -46,7 +46,7 @@ class Allocate:
             if failure is not None:
                 ssn.failures[job.index] = failure
                 continue
-            shape = _uniform_shape(tasks)
+            shape = uniform_shape(tasks)
             if shape is not None and shape in impossible and len(tasks) >= impossible[shape][0]:
                 ssn.fail(job, "Unschedulable", impossible[shape][1])
                 continue
@@ -99,7 +99,7 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
             stmt.commit()
 
 
-def _uniform_shape(tasks: list[TaskInfo]) -> tuple[int, bytes] | None:
+def uniform_shape(tasks: list[TaskInfo]) -> tuple[int, bytes] | None:
     first = tasks[0]
     key = (first.signature, first.request.tobytes())
     if all(t.signature == key[0] and t.request.tobytes() == key[1] for t in tasks[1:]):

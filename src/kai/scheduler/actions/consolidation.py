@@ -26,7 +26,7 @@ class Consolidation(EvictingAction):
         super().execute(ssn)
 
     def nothing_to_do(self, ssn: Session, candidates: list[JobInfo]) -> str | None:
-        no_free_gpu = int((ssn.idle[:, GPU] + ssn.releasing[:, GPU]).clip(min=0).sum()) == 0
+        no_free_gpu = _free_gpus(ssn) == 0
         if no_free_gpu and all(t.qreq[0] > 0 for job in candidates for t in ssn.pending_tasks(job)):
             return "no GPU is idle or being released; moving pods cannot make room"
         return super().nothing_to_do(ssn, candidates)
@@ -35,7 +35,7 @@ class Consolidation(EvictingAction):
         return job.preemptible
 
     def gate(self, ssn: Session, job: JobInfo, req: tuple[int, int, int]) -> str | None:
-        free = int((ssn.idle[:, GPU] + ssn.releasing[:, GPU]).clip(min=0).sum())
+        free = _free_gpus(ssn)
         if req[0] > free:
             return (
                 f"the cluster has {fmt_amount(0, free)} idle or releasing, the job needs {fmt_amount(0, req[0])}; "
@@ -61,3 +61,8 @@ class Consolidation(EvictingAction):
 
     def message(self, ssn: Session, scenario: Scenario, task: TaskInfo) -> str:
         return f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing"
+
+
+def _free_gpus(ssn: Session) -> int:
+    """Idle plus releasing GPUs over the cluster (milli-GPU): all that moving pods could gather."""
+    return int((ssn.idle[:, GPU] + ssn.releasing[:, GPU]).clip(min=0).sum())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from kai.api.duration import format_duration
 from kai.api.objects import format_time
+from kai.scheduler.actions.allocate import uniform_shape
 from kai.scheduler.actions.solver import Budget, Scenario, Solver, SolveResult
 from kai.scheduler.capacity import check_capacity, job_request
 from kai.scheduler.model import JobInfo, TaskInfo
@@ -74,7 +75,11 @@ class EvictingAction:
         failed: dict[tuple, tuple[int, str]] = {}  # KAI's scheduling signatures: skip jobs no easier than a failure
         while (job := queue.pop()) is not None:
             tasks = ssn.tasks_to_allocate(job)
-            if not tasks or check_capacity(ssn, job, tasks) is not None:
+            if not tasks:
+                continue
+            over = check_capacity(ssn, job, tasks)  # limits and non-preemptible quota bind evictions too
+            if over is not None:
+                ssn.failures[job.index] = over
                 continue
             req = job_request(tasks)
             shape = _shape(job, tasks)
@@ -154,11 +159,9 @@ def _pending_ready(ssn: Session) -> list[JobInfo]:
 
 
 def _shape(job: JobInfo, tasks: list[TaskInfo]) -> tuple | None:
-    first = tasks[0]
-    key = first.request.tobytes()
-    if all(t.signature == first.signature and t.request.tobytes() == key for t in tasks[1:]):
-        return (job.queue, job.priority, job.preemptible, first.signature, key)
-    return None
+    """KAI's scheduling signature for eviction actions: the pod shape, within one queue and priority."""
+    shape = uniform_shape(tasks)
+    return None if shape is None else (job.queue, job.priority, job.preemptible, *shape)
 
 
 def _summary(result: SolveResult) -> str:
