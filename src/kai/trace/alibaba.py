@@ -101,7 +101,9 @@ def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str
         header = reader.fieldnames or []
         missing = [c for c in required if c not in header]
         if missing:
-            raise TraceError(f"{path}:1: missing column(s) {', '.join(missing)} (header: {', '.join(header) or 'empty'})")
+            raise TraceError(
+                f"{path}:1: missing column(s) {', '.join(missing)} (header: {', '.join(header) or 'empty'})"
+            )
         for row in reader:
             yield reader.line_num, row
 
@@ -176,9 +178,13 @@ def load_pods(path: str | Path, known_models: Collection[str] | None = None) -> 
             gpu_milli = 0  # CPU-only: gpu_milli and gpu_spec do not apply
         else:
             if not 1 <= gpu_milli <= MILLI:
-                raise TraceError(f"{path}:{line}: gpu_milli: {gpu_milli} is not a GPU share (1..{MILLI}) for num_gpu {num_gpu}")
+                raise TraceError(
+                    f"{path}:{line}: gpu_milli: {gpu_milli} is not a GPU share (1..{MILLI}) for num_gpu {num_gpu}"
+                )
             if gpu_milli < MILLI and num_gpu != 1:
-                raise TraceError(f"{path}:{line}: gpu_milli: a shared GPU ({gpu_milli} < {MILLI}) needs num_gpu 1, got {num_gpu}")
+                raise TraceError(
+                    f"{path}:{line}: gpu_milli: a shared GPU ({gpu_milli} < {MILLI}) needs num_gpu 1, got {num_gpu}"
+                )
             spec = (row.get("gpu_spec") or "").strip()
             if spec.lower() == "nan":
                 spec = ""
@@ -186,9 +192,8 @@ def load_pods(path: str | Path, known_models: Collection[str] | None = None) -> 
             if known is not None:
                 unknown = [m for m in models if m not in known]
                 if unknown:
-                    raise TraceError(
-                        f"{path}:{line}: gpu_spec: unknown GPU model {unknown[0]!r} (nodes have: {', '.join(sorted(known))})"
-                    )
+                    have = ", ".join(sorted(known))
+                    raise TraceError(f"{path}:{line}: gpu_spec: unknown GPU model {unknown[0]!r} (nodes have: {have})")
         pods.append(PodShape(name, cpu, memory, num_gpu, gpu_milli, models))
     if not pods:
         raise TraceError(f"{path}: no pods")

@@ -53,7 +53,9 @@ class FillupResult:
         return 100.0 - self.curve(arrived_pct, arrived_pct)[arrived_pct]
 
 
-def fillup_order(pods: Sequence[PodShape], gpu_capacity: int, rng: np.random.Generator, ratio: float = FILL_RATIO) -> list[int]:
+def fillup_order(
+    pods: Sequence[PodShape], gpu_capacity: int, rng: np.random.Generator, ratio: float = FILL_RATIO
+) -> list[int]:
     """Indices into *pods* in arrival order (steps 2-3 of the protocol)."""
     by_name = sorted(range(len(pods)), key=lambda i: pods[i].name)
     order = [by_name[i] for i in rng.permutation(len(by_name))]

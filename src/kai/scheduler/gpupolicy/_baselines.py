@@ -1,11 +1,12 @@
 """The FGD paper's baseline policies, as its authors implemented them (hkust-adsl/kubernetes-scheduler-simulator).
 
 Each scores every feasible node with the integer score the authors' kube-scheduler plugin returns
-(0..100, truncated as Go's int64() does), then takes the best node, the lowest ``FreeState.rank`` among equals (the authors'
-kube-scheduler fork breaks ties by node name, which their simulator randomizes per seed). The integer scores matter: they make many nodes tie, and the fixed tie-break order packs
-those ties onto the same nodes, which is part of how these policies behave. Inside the chosen node a shared pod takes the fullest GPU that fits
-("best" GPU selection; Random picks a random fitting GPU) and a whole-GPU pod the first fully free
-GPUs by index.
+(0..100, truncated as Go's int64() does) and takes the best node, the lowest ``FreeState.rank``
+among equals (the authors' kube-scheduler fork breaks ties by node name, which their simulator
+randomizes per seed). The integer scores matter: they make many nodes tie, and the fixed tie-break
+order packs those ties onto the same nodes, which is part of how these policies behave. Inside the
+chosen node a shared pod takes the fullest GPU that fits ("best" GPU selection; Random picks a
+random fitting GPU) and a whole-GPU pod the first fully free GPUs by index.
 
 Max spec (used to normalize): 128 cores and 8 GPUs, the authors' constants.
 """

@@ -2,9 +2,9 @@
 
 For each feasible node the policy computes F_n(M) now and after the pod (a shared pod tries each GPU
 with room; a whole-GPU pod takes fully free GPUs; a CPU-only pod takes only CPU) and scores the change
-Δ = F_before - F_after. The authors' plugin returns trunc(100 * sigmoid(Δ / 1000)) and the authors'
-kube-scheduler takes the best node (lowest ``FreeState.rank`` among equals); inside a node a shared pod takes the first GPU with the best
-score. ``quantize=False`` keeps Δ exact (used by kai's own policy).
+Δ = F_before - F_after. The authors' plugin returns trunc(100 * sigmoid(Δ / 1000)); their
+kube-scheduler takes the best node (lowest ``FreeState.rank`` among equals); inside a node a shared
+pod takes the first GPU with the best score. ``quantize=False`` keeps Δ exact.
 """
 
 from __future__ import annotations
@@ -27,9 +27,7 @@ def take_whole(gpu: np.ndarray, count: int) -> np.ndarray:
     return full & (np.cumsum(full, axis=1) <= count)
 
 
-def frag_deltas(
-    fm: FragModel, state: FreeState, pod: PodRequest, rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def frag_deltas(fm: FragModel, state: FreeState, pod: PodRequest, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For feasible *rows*: Δ of every (row, device) a shared pod could take, as a (k, g) grid with -inf
     where the device has no room; for other pods a (k, 1) grid. Also the rows' F before, (k,)."""
     g = state.gpu[rows]
