@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._frag import FragModel, fragmentation
+from ._frag import FragCache, FragModel, frag_from
 from ._state import MILLI, FreeState, GpuPolicy, Placement, PodRequest, feasible, pick, whole_gpus
 from ._workload import TargetWorkload
 
@@ -21,33 +21,51 @@ def sigmoid_score(delta: np.ndarray) -> np.ndarray:
     return np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0)))
 
 
-def take_whole(gpu: np.ndarray, count: int) -> np.ndarray:
-    """(k, g) bool: the first *count* fully free devices of each row."""
-    full = gpu == MILLI
-    return full & (np.cumsum(full, axis=1) <= count)
+def frag_deltas(
+    fm: FragModel, cache: FragCache, state: FreeState, pod: PodRequest, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Δ = F_before - F_after for the feasible *rows*.
 
-
-def frag_deltas(fm: FragModel, state: FreeState, pod: PodRequest, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For feasible *rows*: Δ of every (row, device) a shared pod could take, as a (k, g) grid with -inf
-    where the device has no room; for other pods a (k, 1) grid. Also the rows' F before, (k,)."""
-    g = state.gpu[rows]
-    cpu = state.cpu[rows]
-    model = state.model[rows]
-    before = fragmentation(fm, g, cpu, model)
+    For a shared pod: a (k, g) grid, one column per distinct free share with room on the row (the
+    shares are the second result, same shape; -inf / -1 where there is none): devices with equal free
+    shares give equal results, so each value is scored once. For other pods: a (k, 1) grid and None.
+    """
+    cache.sync(fm, state)
+    u, k, total, before = cache.u[rows], cache.k[rows], cache.total[rows], cache.frag[rows]
+    cpu, model = state.cpu[rows], state.model[rows]
     cpu_after = cpu - pod.cpu
-    if not pod.shared:
-        after_g = g - MILLI * take_whole(g, pod.num_gpu) if pod.gpu_task else g
-        return (before - fragmentation(fm, after_g, cpu_after, model))[:, None], before
-    r, j = np.nonzero(g >= pod.gpu_milli)
-    # devices with the same free share on one node give the same result: score each value once
-    _, first, inv = np.unique(r * (2 * MILLI) + g[r, j], return_index=True, return_inverse=True)
-    ur, uj = r[first], j[first]
-    after_g = g[ur].copy()
-    after_g[np.arange(len(ur)), uj] -= pod.gpu_milli
-    delta = before[ur] - fragmentation(fm, after_g, cpu_after[ur], model[ur])
+    if not pod.gpu_task:
+        return (before - frag_from(fm, u, k, total, cpu_after, model))[:, None], None
+    if not pod.shared:  # takes num_gpu fully free devices: each had room for every threshold
+        c = pod.num_gpu
+        after = frag_from(fm, u - MILLI * c, k - c, total - MILLI * c, cpu_after, model)
+        return (before - after)[:, None], None
+    g = state.gpu[rows]
+    shares = np.sort(np.where(g >= pod.gpu_milli, g, -1), axis=1)
+    distinct = shares >= 0
+    distinct[:, 1:] &= shares[:, 1:] != shares[:, :-1]
+    r, col = np.nonzero(distinct)
+    f = shares[r, col]
+    f_after = f - pod.gpu_milli
+    was = f[:, None] >= fm.thresholds
+    now = f_after[:, None] >= fm.thresholds
+    after = frag_from(
+        fm,
+        u[r] - f[:, None] * was + f_after[:, None] * now,
+        k[r] - was + now,
+        total[r] - pod.gpu_milli,
+        cpu_after[r],
+        model[r],
+    )
     grid = np.full(g.shape, -np.inf)
-    grid[r, j] = delta[inv.ravel()]
-    return grid, before
+    grid[r, col] = before[r] - after
+    return grid, shares
+
+
+def shared_device(free_row: np.ndarray, scores: np.ndarray, shares: np.ndarray) -> int:
+    """The first device of a node whose free share has the best score (the authors' loop over GPUs)."""
+    best = shares[scores == scores.max()]
+    return int(np.flatnonzero(np.isin(free_row, best))[0])
 
 
 class _FragPlacement(GpuPolicy):
@@ -56,6 +74,7 @@ class _FragPlacement(GpuPolicy):
     def __init__(self, n_models: int) -> None:
         self.n_models = n_models
         self._fm: tuple[TargetWorkload, FragModel] | None = None
+        self.cache = FragCache()
 
     def frag_model(self, target: TargetWorkload) -> FragModel:
         if self._fm is None or self._fm[0] is not target:
@@ -78,12 +97,10 @@ class Fgd(_FragPlacement):
         rows = np.flatnonzero(feasible(state, pod))
         if len(rows) == 0:
             return None
-        grid, _ = frag_deltas(self.frag_model(self.target), state, pod, rows)
+        grid, shares = frag_deltas(self.frag_model(self.target), self.cache, state, pod, rows)
         score = sigmoid_score(grid) if self.quantize else grid
-        best_dev = score.argmax(axis=1)  # first device with the best score
-        node_score = score[np.arange(len(rows)), best_dev]
-        k = pick(node_score, np.ones(len(rows), dtype=bool), state.rank[rows])
+        k = pick(score.max(axis=1), np.ones(len(rows), dtype=bool), state.rank[rows])
         node = int(rows[k])
-        if pod.shared:
-            return Placement(node, (int(best_dev[k]),))
+        if shares is not None:
+            return Placement(node, (shared_device(state.gpu[node], score[k], shares[k]),))
         return Placement(node, whole_gpus(state.gpu[node], pod.num_gpu) if pod.gpu_task else ())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._fgd import _FragPlacement, frag_deltas
+from ._fgd import _FragPlacement, frag_deltas, shared_device
 from ._state import FreeState, GpuPolicy, Placement, PodRequest, feasible, gpus_for, pick
 from ._workload import ShapeCounter
 
@@ -41,11 +41,9 @@ class Fragmentation(_FragPlacement):
         rows = np.flatnonzero(feasible(state, pod))
         if len(rows) == 0:
             return None
-        grid, _ = frag_deltas(self.frag_model(self.counter.target()), state, pod, rows)
-        best_dev = grid.argmax(axis=1)
-        node_score = grid[np.arange(len(rows)), best_dev]
-        k = pick(node_score, np.ones(len(rows), dtype=bool), state.rank[rows])
+        grid, shares = frag_deltas(self.frag_model(self.counter.target()), self.cache, state, pod, rows)
+        k = pick(grid.max(axis=1), np.ones(len(rows), dtype=bool), state.rank[rows])
         node = int(rows[k])
-        if pod.shared:
-            return Placement(node, (int(best_dev[k]),))
+        if shares is not None:
+            return Placement(node, (shared_device(state.gpu[node], grid[k], shares[k]),))
         return Placement(node, gpus_for(state.gpu[node], pod))

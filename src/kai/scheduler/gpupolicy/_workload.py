@@ -82,15 +82,18 @@ class ShapeCounter:
     """Counts the shapes of the pods seen so far; ``target()`` is the workload they describe.
 
     The counts may decay (``half_life`` pods) so the target follows a drifting workload. ``target()``
-    is rebuilt only when the counts changed since the last call.
+    is rebuilt when the pods seen since the last rebuild reach *refresh* (a fraction) of all seen, so a
+    long run rebuilds it O(log n) times and its consumers can cache what they derive from it.
     """
 
-    def __init__(self, coverage: float = 0.95, half_life: float | None = None) -> None:
+    def __init__(self, coverage: float = 0.95, half_life: float | None = None, refresh: float = 0.02) -> None:
         self.coverage = coverage
         self._decay = 0.5 ** (1.0 / half_life) if half_life else 1.0
         self._counts: dict[Shape, float] = {}
         self._scale = 1.0  # decay is applied lazily: a new pod counts 1 / _scale of today's unit
         self._target: TargetWorkload | None = None
+        self._refresh = refresh
+        self._built_at = 0
         self.seen = 0
 
     def observe(self, pod: PodRequest) -> None:
@@ -102,9 +105,9 @@ class ShapeCounter:
                 self._scale = 1.0
         k = shape_of(pod)
         self._counts[k] = self._counts.get(k, 0.0) + 1.0 / self._scale
-        self._target = None
 
     def target(self) -> TargetWorkload:
-        if self._target is None:
+        if self._target is None or self.seen - self._built_at > self._refresh * self.seen:
             self._target = TargetWorkload.from_counts(self._counts, self.coverage)
+            self._built_at = self.seen
         return self._target
