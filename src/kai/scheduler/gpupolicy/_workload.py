@@ -34,9 +34,12 @@ class TargetWorkload:
     num_gpu: np.ndarray  # (m,) int64
     models: tuple[tuple[int, ...] | None, ...]  # (m,) accepted model ids; None = any
     weight: np.ndarray  # (m,) float64
+    memory: np.ndarray | None = None  # (m,) float64 mean memory of the pods of each shape (if known)
 
     @classmethod
-    def from_counts(cls, counts: dict[Shape, float], coverage: float = 0.95) -> TargetWorkload:
+    def from_counts(
+        cls, counts: dict[Shape, float], coverage: float = 0.95, memory: dict[Shape, float] | None = None
+    ) -> TargetWorkload:
         """The most frequent shapes covering *coverage* of the total count, renormalized.
 
         Order: count descending, then the shape descending (the authors' tie-break: cpu, gpu, count).
@@ -59,15 +62,18 @@ class TargetWorkload:
             num_gpu=np.array([s[2] for s, _ in chosen], dtype=np.int64),
             models=tuple(s[3] for s, _ in chosen),
             weight=weight / weight.sum(),
+            memory=None if memory is None else np.array([memory[s] / c for s, c in chosen], dtype=np.float64),
         )
 
     @classmethod
     def from_pods(cls, pods: Iterable[PodRequest], coverage: float = 0.95) -> TargetWorkload:
         counts: dict[Shape, float] = {}
+        memory: dict[Shape, float] = {}
         for p in pods:
             k = shape_of(p)
             counts[k] = counts.get(k, 0.0) + 1.0
-        return cls.from_counts(counts, coverage)
+            memory[k] = memory.get(k, 0.0) + p.memory
+        return cls.from_counts(counts, coverage, memory)
 
     @classmethod
     def empty(cls) -> TargetWorkload:
@@ -90,6 +96,7 @@ class ShapeCounter:
         self.coverage = coverage
         self._decay = 0.5 ** (1.0 / half_life) if half_life else 1.0
         self._counts: dict[Shape, float] = {}
+        self._memory: dict[Shape, float] = {}  # summed memory of each shape's pods (same scale as counts)
         self._scale = 1.0  # decay is applied lazily: a new pod counts 1 / _scale of today's unit
         self._target: TargetWorkload | None = None
         self._refresh = refresh
@@ -102,12 +109,14 @@ class ShapeCounter:
             self._scale *= self._decay
             if self._scale < 1e-100:  # renormalize before underflow
                 self._counts = {k: v * self._scale for k, v in self._counts.items()}
+                self._memory = {k: v * self._scale for k, v in self._memory.items()}
                 self._scale = 1.0
         k = shape_of(pod)
         self._counts[k] = self._counts.get(k, 0.0) + 1.0 / self._scale
+        self._memory[k] = self._memory.get(k, 0.0) + pod.memory / self._scale
 
     def target(self) -> TargetWorkload:
         if self._target is None or self.seen - self._built_at > self._refresh * self.seen:
-            self._target = TargetWorkload.from_counts(self._counts, self.coverage)
+            self._target = TargetWorkload.from_counts(self._counts, self.coverage, self._memory)
             self._built_at = self.seen
         return self._target
