@@ -27,6 +27,7 @@ from kai.scheduler.gpupolicy import (
     fragmentation,
     make_policy,
 )
+from kai.scheduler.gpupolicy._capacity import CapacityCache, CapacityModel, instances, stranded, stranded_deltas
 from kai.scheduler.gpupolicy._fgd import frag_deltas
 from kai.scheduler.gpupolicy._frag import FragCache, FragModel
 
@@ -298,3 +299,104 @@ def test_policy_names() -> None:
         canonical_name("tetris")
     with pytest.raises(ValueError, match="target workload"):
         make_policy("fgd", n_models=1)
+
+
+# --- kai's fragmentation policy: stranded share and the combined score ------------------------------
+
+
+def test_stranded_share_counts_cpu_as_well_as_gpu_room() -> None:
+    """Target: half 1-GPU pods (4 cores), half shared 600 pods (2 cores); memory 1 each.
+    [1000, 1000] with 32 cores: 1-GPU pods: min(2 devices, 8 by CPU) = 2 -> 2000; 600 pods:
+    min(2 by room, 16 by CPU) = 2 -> 1200; stranded = 2000 - (.5*2000 + .5*1200) = 400.
+    The same with 4 cores: 1-GPU pods min(2, 1) = 1 -> 1000; 600 pods min(2, 2) -> 1200;
+    stranded = 2000 - (500 + 600) = 900: the CPU-poor node strands more."""
+    cm = CapacityModel.build(TARGET, n_models=2)
+    gpu = np.array([[1000, 1000], [1000, 1000]])
+    inst = instances(gpu, cm.thresholds)
+    got = stranded(cm, inst, gpu.sum(axis=1), np.array([32000, 4000]), np.array([10, 10]), np.zeros(2, dtype=np.int64))
+    assert got.tolist() == [400, 900]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_stranded_deltas_match_brute_force(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    target = TargetWorkload.from_pods(
+        [whole(1), whole(2, cores=12), shared(300), shared(650, cores=6), cpu_only(8)] * 2
+    )
+    cm = CapacityModel.build(target, n_models=2)
+    cache = CapacityCache()
+    for _ in range(3):
+        state = cluster(
+            *[
+                (
+                    int(rng.integers(0, 24)),
+                    [int(v) for v in rng.choice([0, 200, 350, 1000], 4)],
+                    int(rng.integers(0, 2)),
+                )
+                for _ in range(10)
+            ]
+        )
+        state.memory[:] = rng.integers(0, 4, 10)
+        for pod in (whole(1), whole(2), shared(300), cpu_only(4)):
+            rows = np.flatnonzero(feasible(state, pod))
+            if len(rows) == 0:
+                continue
+            grid, shares = stranded_deltas(cm, cache, state, pod, rows)
+
+            def value(s: FreeState, r: np.ndarray) -> np.ndarray:
+                return stranded(
+                    cm,
+                    instances(s.gpu[r], cm.thresholds),
+                    np.maximum(s.gpu[r], 0).sum(axis=1),
+                    s.cpu[r],
+                    s.memory[r],
+                    s.model[r],
+                )
+
+            before = value(state, rows)
+            for k, row in enumerate(rows):
+                free = state.gpu[row]
+                if shares is None:
+                    options = [(grid[k, 0], tuple(np.flatnonzero(free == 1000)[: pod.num_gpu]) if pod.gpu_task else ())]
+                else:
+                    options = [
+                        (
+                            grid[k, np.flatnonzero((shares[k] == v) & np.isfinite(grid[k]))[0]],
+                            (int(np.flatnonzero(free == v)[0]),),
+                        )
+                        for v in np.unique(free[free >= pod.gpu_milli])
+                    ]
+                for delta, gpus in options:
+                    after = state.copy()
+                    after.take(pod, Placement(int(row), gpus))
+                    assert delta == pytest.approx(before[k] - value(after, np.array([row]))[0])
+
+
+def test_fragmentation_keeps_cpu_next_to_free_gpus() -> None:
+    """The pods seen so far are 1-GPU pods of 8 cores. An 8-core CPU-only pod arrives; node 0 (20
+    cores, 2 free GPUs, the lower rank) and node 1 (64 cores, 2 free GPUs). FGD's measure does not
+    change on either node (one 8-core pod still fits after), so FGD takes node 0 by rank; on node 0
+    it would leave 12 cores, room for one 8-core GPU pod, stranding a GPU: kai's measure sees a
+    stranded 1000 (Δ = (0 - 1000) / 2 = -500) and takes node 1 (Δ 0)."""
+    state = cluster((20, [1000, 1000], 0), (64, [1000, 1000], 0))
+    seen = [whole(1, cores=8)] * 10
+    fgd = Fgd(TargetWorkload.from_pods(seen), n_models=2)
+    assert fgd.choose(state, cpu_only(8), RNG) == Placement(0, ())
+    kai = make_policy("best", n_models=2)
+    for pod in seen:
+        kai.observe(pod)
+    assert kai.choose(state, cpu_only(8), RNG) == Placement(1, ())
+
+
+def test_fragmentation_learns_its_target_from_what_it_observes() -> None:
+    """It has seen only 1-GPU pods (4 cores). A shared 400 pod: on node 0 [1000, 1000] it breaks a
+    whole GPU: FGD's measure 0 -> 600 and stranded 0 -> 600 (one 1-GPU pod fits instead of two),
+    Δ = -600. On node 1 [1000, 400], device 1: the 400 hole no 1-GPU pod could use is filled:
+    both measures 400 -> 0, Δ = +400; device 0 would leave [600, 400]: Δ = 400 - 1000 = -600.
+    So node 1, device 1."""
+    state = cluster((32, [1000, 1000], 0), (32, [1000, 400], 0))
+    kai = make_policy("fragmentation", n_models=2)
+    for _ in range(5):
+        kai.observe(whole(1))
+    assert kai.choose(state, shared(400), RNG) == Placement(1, (1,))
+    assert kai.target().gpu_milli.tolist() == [1000]  # type: ignore[attr-defined]
