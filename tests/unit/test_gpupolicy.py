@@ -377,7 +377,7 @@ def test_fragmentation_keeps_cpu_next_to_free_gpus() -> None:
     cores, 2 free GPUs, the lower rank) and node 1 (64 cores, 2 free GPUs). FGD's measure does not
     change on either node (one 8-core pod still fits after), so FGD takes node 0 by rank; on node 0
     it would leave 12 cores, room for one 8-core GPU pod, stranding a GPU: kai's measure sees a
-    stranded 1000 (Δ = (0 - 1000) / 2 = -500) and takes node 1 (Δ 0)."""
+    stranded 1000 (Δ = 0.75 * 0 + 0.25 * (0 - 1000) = -250) and takes node 1 (Δ 0)."""
     state = cluster((20, [1000, 1000], 0), (64, [1000, 1000], 0))
     seen = [whole(1, cores=8)] * 10
     fgd = Fgd(TargetWorkload.from_pods(seen), n_models=2)

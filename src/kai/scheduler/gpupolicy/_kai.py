@@ -17,6 +17,7 @@ from ._state import FreeState, GpuPolicy, Placement, PodRequest, feasible, gpus_
 from ._workload import ShapeCounter, TargetWorkload
 
 QUANTUM = 80.0  # milli-GPU: the width of a score bin (see Fragmentation)
+FGD_WEIGHT = 0.75  # weight of FGD's fragmentation in the score; the stranded share gets the rest
 
 
 class KaiBinpack(GpuPolicy):
@@ -35,10 +36,11 @@ class Fragmentation(GpuPolicy):
 
     * Target workload: learned from the pods seen so far (``observe``), not given up front (FGD
       reads the trace's shape distribution before it starts).
-    * Measure: the mean of FGD's fragmentation (free GPU share no target shape can use for lack of
-      GPU room) and kai's stranded share (free GPU share the target shapes cannot take because the
+    * Measure: 0.75 x FGD's fragmentation (free GPU share no target shape can use for lack of GPU
+      room) + 0.25 x kai's stranded share (free GPU share the target shapes cannot take because the
       node lacks devices with room, CPU or memory; see ``_capacity``). The second is what sends
-      CPU-heavy pods and CPU-only pods to CPU-rich nodes and keeps CPU next to free GPUs.
+      CPU-heavy pods and CPU-only pods to CPU-rich nodes and keeps CPU next to free GPUs. (Weights
+      0.5 and 0.9 did worse on the traces; see docs/trace.md.)
     * Score: Δ = before - after of that measure, in bins of ``quantum`` milli-GPU; among nodes in the
       best bin the lowest ``FreeState.rank`` wins. The coarse bins matter: placements that differ by
       a few milli-GPU of fragmentation are treated as equal and go to the same nodes in a fixed order,
@@ -56,11 +58,13 @@ class Fragmentation(GpuPolicy):
         *,
         target: TargetWorkload | None = None,
         quantum: float = QUANTUM,
+        fgd_weight: float = FGD_WEIGHT,
         half_life: float | None = None,
     ) -> None:
         self.n_models = n_models
         self.fixed = target
         self.quantum = quantum
+        self.fgd_weight = fgd_weight
         self.counter = ShapeCounter(half_life=half_life)
         self._frag_cache = FragCache()
         self._cap_cache = CapacityCache()
@@ -84,7 +88,7 @@ class Fragmentation(GpuPolicy):
         fm, cm = self._prepared()
         frag, shares = frag_deltas(fm, self._frag_cache, state, pod, rows)
         stranded, _ = stranded_deltas(cm, self._cap_cache, state, pod, rows)
-        return (frag + stranded) / 2, shares
+        return self.fgd_weight * frag + (1.0 - self.fgd_weight) * stranded, shares
 
     def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
         rows = np.flatnonzero(feasible(state, pod))
