@@ -236,7 +236,7 @@ def scheduler(
         lease=LeaseConfig(leader_elect_namespace, leader_elect_name, lease_duration, renew_deadline, retry_period),
         identity=identity or default_identity(),
         metrics_address=host or "0.0.0.0",
-        metrics_port=int(port_text),
+        metrics_port=int(port_text) or None,
         bind_concurrency=bind_concurrency,
     )
     try:

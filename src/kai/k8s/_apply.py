@@ -198,7 +198,13 @@ class Applier:
             self.metrics.api_errors.labels("bind").inc()
             message = f"Failed to bind pod {b.pod} to node {b.node}: {e}"
             extra.append(Event(f"Pod/{b.pod}", "Warning", "FailedBinding", message))
-            log.warning("bind failed", extra={"pod": str(b.pod), "node": b.node, "error": str(e)})
+            log.warning(
+                "bind failed: %s to %s: %s",
+                b.pod,
+                b.node,
+                e,
+                extra={"pod": str(b.pod), "node": b.node, "error": str(e)},
+            )
             return
         self.metrics.bind_latency.observe((time.perf_counter() - t0) * 1000)
         self.metrics.binds.labels("bound").inc()

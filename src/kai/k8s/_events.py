@@ -64,6 +64,30 @@ def event_body(e: Event, regarding: dict[str, str], instance: str, now: float) -
     }
 
 
+def core_event_body(e: Event, regarding: dict[str, str], instance: str, now: float) -> dict[str, Any]:
+    """The core/v1 Event for *e* about a cluster-scoped object (a Queue): events.k8s.io/v1 requires the
+    event's namespace to equal the object's, which a cluster-scoped object does not have; core/v1 files
+    such events in ``default``, where ``kubectl describe`` looks for them."""
+    body = event_body(e, regarding, instance, now)
+    stamp = _dt.datetime.fromtimestamp(now, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": body["metadata"],
+        "involvedObject": regarding,
+        "reason": body["reason"],
+        "message": body["note"],
+        "type": body["type"],
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "source": {"component": REPORTING_CONTROLLER},
+        "reportingComponent": REPORTING_CONTROLLER,
+        "reportingInstance": body["reportingInstance"],
+        "action": body["action"],
+    }
+
+
 class EventRecorder:
     """Queue events and write them with ``workers`` concurrent requests."""
 
@@ -132,13 +156,22 @@ class EventRecorder:
         while True:
             e, regarding = await self._queue.get()
             try:
-                body = event_body(e, regarding, self.instance, time.time())
-                await self.api.request(
-                    "POST", f"/apis/events.k8s.io/v1/namespaces/{body['metadata']['namespace']}/events", body=body
-                )
+                if regarding.get("namespace"):
+                    body = event_body(e, regarding, self.instance, time.time())
+                    path = f"/apis/events.k8s.io/v1/namespaces/{body['metadata']['namespace']}/events"
+                else:
+                    body = core_event_body(e, regarding, self.instance, time.time())
+                    path = "/api/v1/namespaces/default/events"
+                await self.api.request("POST", path, body=body)
                 self.written += 1
             except ApiError as err:
                 self.metrics.events_dropped.inc()
-                log.info("event not written", extra={"object": e.object, "reason": e.reason, "error": str(err)})
+                log.warning(
+                    "event not written: %s %s: %s",
+                    e.object,
+                    e.reason,
+                    err,
+                    extra={"object": e.object, "reason": e.reason, "error": str(err)},
+                )
             finally:
                 self._queue.task_done()

@@ -93,12 +93,22 @@ class Informer:
         self._invalid: dict[Key, str] = {}  # rejected objects → the resourceVersion reported
         self._resume_from: str | None = None
         self._watch_task: asyncio.Task[None] | None = None
+        self._running = asyncio.Event()
+        self._running.set()
 
     # ---- test and fault hooks --------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Break the current watch and open none until ``resume_watch_from`` (a watch that is down)."""
+        self._running.clear()
+        self._resume_from = self.resource_version
+        if self._watch_task is not None:
+            self._watch_task.cancel()
 
     def resume_watch_from(self, resource_version: str) -> None:
         """Break the current watch and re-open it from *resource_version* (a stale one gets 410 Gone)."""
         self._resume_from = resource_version
+        self._running.set()
         if self._watch_task is not None:
             self._watch_task.cancel()
 
@@ -109,6 +119,7 @@ class Informer:
         await self._list_until_done()
         failures = 0
         while True:
+            await self._running.wait()
             if self._resume_from is not None:
                 self.resource_version, self._resume_from = self._resume_from, None
             self._watch_task = asyncio.ensure_future(self._watch())

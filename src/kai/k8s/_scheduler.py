@@ -63,7 +63,7 @@ class SchedulerOptions:
     lease: LeaseConfig = field(default_factory=LeaseConfig)
     identity: str = ""
     metrics_address: str = "0.0.0.0"
-    metrics_port: int = 8080  # 0: no HTTP endpoints
+    metrics_port: int | None = 8080  # None: no HTTP endpoints; 0: any free port
     bind_concurrency: int = 64
     max_connections: int = 128
 
@@ -130,7 +130,7 @@ class KaiScheduler:
         server = None
         tasks: list[asyncio.Task[Any]] = []
         try:
-            if self.options.metrics_port:
+            if self.options.metrics_port is not None:
                 server = await serve_http(
                     self.options.metrics_address,
                     self.options.metrics_port,
