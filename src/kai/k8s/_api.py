@@ -22,6 +22,8 @@ from lightkube import KubeConfig
 from lightkube.config.client_adapter import ConnectionParams
 from lightkube.config.kubeconfig import SingleConfig
 
+from kai.k8s._fasthttp import FastHttp, HttpError
+
 log = logging.getLogger("kai.k8s.api")
 T = TypeVar("T")
 
@@ -66,14 +68,20 @@ _DEFAULT_BACKOFF = Backoff()
 class Api:
     """JSON requests to one API server. ``max_connections`` bounds the HTTP connection pool."""
 
-    def __init__(self, config: SingleConfig, *, max_connections: int = 128, timeout: float = 30.0) -> None:
+    def __init__(
+        self, config: SingleConfig, *, max_connections: int = 128, timeout: float = 30.0, fast: bool = True
+    ) -> None:
         params = ConnectionParams(timeout=httpx.Timeout(timeout))
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self._http = httpx.AsyncClient(limits=limits, **params.httpx_params(config))
+        self._fast = FastHttp.for_config(config, max_connections=max_connections) if fast else None
         self.server = config.cluster.server
+        self._timeout = timeout
 
     async def close(self) -> None:
         await self._http.aclose()
+        if self._fast is not None:
+            await self._fast.close()
 
     async def request(
         self,
@@ -85,10 +93,19 @@ class Api:
         content_type: str = "application/json",
     ) -> Any:
         """Send one request; the decoded JSON answer, or ApiError (code 0 when the server is unreachable)."""
+        content = _json.encode(body) if body is not None else None
+        if self._fast is not None and params is None:
+            try:
+                status, data = await asyncio.wait_for(
+                    self._fast.request(method, path, content, content_type), timeout=self._timeout
+                )
+            except (HttpError, TimeoutError) as e:
+                raise ApiError(0, f"{type(e).__name__}: {e}") from e
+            if status >= 400:
+                raise _error(status, data)
+            return _decode_any.decode(data) if data else None
         headers = {"Accept": "application/json"}
-        content = None
-        if body is not None:
-            content = _json.encode(body)
+        if content is not None:
             headers["Content-Type"] = content_type
         try:
             resp = await self._http.request(method, path, content=content, params=params, headers=headers)

@@ -54,6 +54,8 @@ class ApplyStats:
     evicted: int = 0
     evict_failed: int = 0
     status_writes: int = 0
+    bind_s: float = 0.0  # evictions and binds
+    status_s: float = 0.0  # statuses, conditions, nominations (events are written in the background)
 
 
 @dataclass
@@ -145,8 +147,10 @@ class Applier:
     async def apply(self, result: CycleResult) -> ApplyStats:
         stats = ApplyStats()
         extra: list[Event] = []
+        t0 = time.perf_counter()
         await self._gather(self._evict(e, stats, extra) for e in result.evictions)
         await self._gather(self._bind(b, stats, extra) for b in result.binds)
+        stats.bind_s = time.perf_counter() - t0
         bound = {(b.pod.namespace, b.pod.name) for b in result.binds}
         failed_binds = {f"Pod/{b.pod}" for b in result.binds if (b.pod.namespace, b.pod.name) not in self.assumed.binds}
         events = [e for e in result.events if not (e.reason == "Scheduled" and e.object in failed_binds)]
@@ -156,6 +160,7 @@ class Applier:
         writes += self._podgroup_writes(result.podgroups, bound)
         writes += self._queue_writes(result.queues)
         await self._gather(self._counted(w, stats) for w in writes)
+        stats.status_s = time.perf_counter() - t0 - stats.bind_s
         return stats
 
     async def _gather(self, calls: Iterable[Awaitable[None]]) -> None:

@@ -369,7 +369,8 @@ class KaiScheduler:
                     "status_writes": stats.status_writes,
                     "snapshot_s": round(t1 - t0, 3),
                     "engine_s": round(t2 - t1, 3),
-                    "apply_s": round(t3 - t2, 3),
+                    "bind_s": round(stats.bind_s, 3),
+                    "status_s": round(stats.status_s, 3),
                 },
             )
         return rec
