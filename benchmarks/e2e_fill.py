@@ -141,6 +141,12 @@ async def wait_all_bound(api: Api, ns: str, n: int, started: float, deadline_s: 
     raise TimeoutError(f"only {len(bound)} of {n} pods bound after {deadline_s:.0f} s")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[str, Any]:
     cp = ControlPlane(binaries)
     cp.start()
@@ -187,14 +193,23 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                 "--kube-api-burst=5000",
             ]
 
+        cpu: dict[str, float] = {}
+
         async def measure() -> float:
             nonlocal proc
             api = Api(load_config(str(cp.kubeconfig)))
+            apiserver = cp.pids()["kube-apiserver"]
+            etcd = cp.pids()["etcd"]
+            before = cpu_seconds(apiserver), cpu_seconds(etcd)
             try:
                 with open(log, "wb") as fh:
                     started = time.perf_counter()
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
-                return await wait_all_bound(api, "fill", args.pods, started, deadline_s=600)
+                seconds = await wait_all_bound(api, "fill", args.pods, started, deadline_s=600)
+                cpu["scheduler_cpu_s"] = round(cpu_seconds(proc.pid), 2)
+                cpu["apiserver_cpu_s"] = round(cpu_seconds(apiserver) - before[0], 2)
+                cpu["etcd_cpu_s"] = round(cpu_seconds(etcd) - before[1], 2)
+                return seconds
             finally:
                 await api.close()
 
@@ -204,6 +219,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             "scheduler": which,
             "seconds": round(seconds, 2),
             "pods_per_s": round(args.pods / seconds),
+            **cpu,
         }
         if which == "kai":
             result.update(_kai_log_figures(log))
@@ -264,6 +280,10 @@ def main() -> int:
         for r in results:
             extra = f" (informers synced in {r['sync_s']} s)" if "sync_s" in r else ""
             print(f"  {r['scheduler']:5s} all bound in {r['seconds']:6.2f} s = {r['pods_per_s']} pods/s{extra}")
+            print(
+                f"        CPU s while filling: scheduler {r['scheduler_cpu_s']}, kube-apiserver "
+                f"{r['apiserver_cpu_s']}, etcd {r['etcd_cpu_s']}"
+            )
             for c in r.get("cycles", []):
                 print(f"        cycle: {c}")
         if "ratio_pods_per_s" in summary:

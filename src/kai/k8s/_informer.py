@@ -2,7 +2,7 @@
 
 Theory of operation, per kind:
 
-1. **List**, paginated (``limit`` + ``continue``), then **diff** against what the Store holds of the
+1. **List** (the first from the watch cache, later ones paginated from etcd), then **diff** against what the Store holds of the
    kind: objects gone from the list are deleted, new or changed ones (by the API's resourceVersion)
    are put. The first list sets ``synced``.
 2. **Watch** from the list's resourceVersion with bookmarks, so a quiet kind still advances its
@@ -164,11 +164,15 @@ class Informer:
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
+        """The first list is served from the API server's watch cache (resourceVersion=0, as client-go's
+        reflector does: no etcd read, no pagination); a list after 410 Gone reads etcd, page by page."""
         items: dict[Key, Decoded] = {}
         cont = ""
         rv = ""
         while True:
             params = {"limit": str(self.page_size)}
+            if self.relists == 0:
+                params["resourceVersion"] = "0"
             if cont:
                 params["continue"] = cont
             data = await self.api.get_raw(self.spec.path(), params)
