@@ -216,17 +216,21 @@ def test_api_server_restarted_mid_run(scheduler_cluster: ControlPlane, admin: Cl
 def test_forced_410_relists_and_decides_on_fresh_data(
     scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
 ) -> None:
+    """A watch resumed from a resourceVersion the API server no longer serves gets 410 Gone: the kind is
+    listed again and diffed, and the next decision uses the fresh list."""
     old = nodes("gone-0", gpus=8)
-    with InProcess(options(scheduler_cluster)) as run:
+    # The API server's watch cache starts at its own start: restarting it puts every older
+    # resourceVersion out of reach (without leader election: the restart outlasts the test's short Lease).
+    with InProcess(options(scheduler_cluster, leader_elect=False)) as run:
         s = run.scheduler
         node_inf, pod_inf = s.informers["Node"], s.informers["Pod"]
         # The watches go down; meanwhile the old node is deleted, a new one made, and a pod created.
         run.call(node_inf.pause)
         run.call(pod_inf.pause)
+        scheduler_cluster.restart_apiserver()
         admin.delete(Node, old)
         new = nodes("fresh-0", gpus=8)
         admin.create(gpu_pod("needs-8", ns, gpus=8))
-        # They come back from a resourceVersion the API server no longer serves: 410 Gone, list, diff.
         before = node_inf.relists, pod_inf.relists
         run.call(lambda: node_inf.resume_watch_from("1"))
         wait_for(lambda: node_inf.relists > before[0], "the node informer to list again")

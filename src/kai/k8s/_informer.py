@@ -2,9 +2,9 @@
 
 Theory of operation, per kind:
 
-1. **List** (the first from the watch cache, later ones paginated from etcd), then **diff** against what the Store holds of the
-   kind: objects gone from the list are deleted, new or changed ones (by the API's resourceVersion)
-   are put. The first list sets ``synced``.
+1. **List** (the first from the watch cache, later ones paginated from etcd), then **diff**
+   against what the Store holds of the kind: objects gone from the list are deleted, new or
+   changed ones (by the API's resourceVersion) are put. The first list sets ``synced``.
 2. **Watch** from the list's resourceVersion with bookmarks, so a quiet kind still advances its
    resourceVersion. Each event updates the Store at once; a watch that times out is simply re-opened
    from the last resourceVersion seen.
