@@ -141,15 +141,15 @@ def build_gang(pg: PodGroup, tasks: Sequence[TaskInfo]) -> Gang:
             leaf_of[t] = len(nodes)
         nodes.append(implicit)
     gang = Gang(nodes, leaf_of, 0, any(_constrained(n.constraint) for n in nodes))
-    gang.min_pods = _min_pods(gang, 0)
+    gang.min_pods = min_pods(gang, 0)
     return gang
 
 
-def _min_pods(gang: Gang, node: int) -> int:
+def min_pods(gang: Gang, node: int) -> int:
     g = gang.nodes[node]
     if g.leaf:
         return g.min_member
-    mins = sorted(_min_pods(gang, c) for c in g.children if gang.nodes[c].counted)
+    mins = sorted(min_pods(gang, c) for c in g.children if gang.nodes[c].counted)
     return max(sum(mins[: gang.required(node)]), g.min_member)
 
 

@@ -263,8 +263,9 @@ def _packing(inv: np.ndarray, n_dom: int, free: np.ndarray, total: np.ndarray) -
     ratio = np.zeros(n_dom)
     for col in cols:
         f = np.bincount(inv, weights=free[:, col].astype(np.float64), minlength=n_dom)
-        with np.errstate(divide="ignore"):
-            r = np.where(f > 0, total[col] / np.maximum(f, 1e-300), 1000.0)  # KAI: 1000 if a resource is absent
+        r = np.full(n_dom, 1000.0)  # KAI: 1000 when the domain has none of a needed resource
+        has = f > 0
+        r[has] = total[col] / f[has]
         ratio = np.maximum(ratio, r)
     return ratio
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
+from kai.scheduler.actions.gang import is_simple, place_fixed
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import Session, Statement
 from kai.scheduler.victims import VictimUnit
@@ -152,7 +153,7 @@ class Solver:
         ssn = self.ssn
         before = [row[:] for row in ssn.queues.alloc]
         stmt = ssn.statement()
-        plan = self._simulate(stmt, tasks, units)
+        plan = self._simulate(stmt, job, tasks, units)
         stmt.rollback()
         if plan is None:
             result.rejections["the job does not fit even with these victims gone"] = (
@@ -191,7 +192,7 @@ class Solver:
         return True
 
     def _simulate(
-        self, stmt: Statement, tasks: list[TaskInfo], units: list[VictimUnit]
+        self, stmt: Statement, job: JobInfo, tasks: list[TaskInfo], units: list[VictimUnit]
     ) -> tuple[list[int], set[int], dict[int, int]] | None:
         """Evict *units*, place *tasks*, put victims back; None if the job does not fit."""
         ssn = self.ssn
@@ -202,12 +203,18 @@ class Solver:
             for t in u.tasks:
                 stmt.evict(snap.tasks[t])
         placements = []
-        for task in tasks:
-            node, now = placer.best_node(task)
-            if node < 0:
+        if is_simple(job):
+            for task in tasks:
+                node, now = placer.best_node(task)
+                if node < 0:
+                    return None
+                (stmt.allocate if now else stmt.pipeline)(task, node)
+                placements.append(node)
+        else:  # subgroups or a topology constraint: the preemptor's pods go where allocate would put them
+            fixed = place_fixed(ssn, stmt, job, tasks)
+            if fixed is None:
                 return None
-            (stmt.allocate if now else stmt.pipeline)(task, node)
-            placements.append(node)
+            placements = fixed
         # Victims come back whole units at a time, in job order (the most deserving job first), each on the
         # best node (KAI's way). That can pack a victim onto another victim's home and cascade into many
         # moves, so when it moves anything, a second pass that first keeps every unit fitting at home is
