@@ -80,7 +80,8 @@ class EvictingAction:
                 try:
                     job_constraints(ssn, job)
                 except TopologyError as e:
-                    ssn.note(job, self.name, str(e))
+                    if job.index not in ssn.failures:  # allocate, when it ran, already said so
+                        ssn.note(job, self.name, str(e))
                     continue
             tasks = tasks_to_allocate(ssn, job)
             if not tasks:
