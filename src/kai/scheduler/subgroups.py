@@ -57,7 +57,7 @@ class GangNode:
 @dataclass(slots=True)
 class Gang:
     nodes: list[GangNode]  # 0 is the root; a parent always comes before its children
-    leaf_of: dict[int, int]  # task index -> leaf node
+    leaf_of: dict[int, int]  # task index -> leaf node (empty for a flat gang: use ``leaf``)
     min_pods: int
     constrained: bool  # some node has a topology constraint with a topology or a level
 
@@ -65,6 +65,10 @@ class Gang:
     def flat(self) -> bool:
         """One leaf holding every pod: the classic gang with one minMember."""
         return len(self.nodes) == 1
+
+    def leaf(self, task: int) -> int:
+        """The leaf holding *task*."""
+        return self.leaf_of[task] if self.leaf_of else 0
 
     def required(self, node: int) -> int:
         """Children a set needs satisfied."""
@@ -88,9 +92,7 @@ def _constrained(tc: TopologyConstraint | None) -> bool:
 def build_gang(pg: PodGroup, tasks: Sequence[TaskInfo]) -> Gang:
     """The subgroup tree of *pg* with *tasks* (the job's tasks, in task order) in their leaves."""
     if not pg.sub_groups:
-        root = GangNode("", -1, min_member=pg.min_member, constraint=pg.topology_constraint)
-        root.tasks = [t.index for t in tasks]
-        return Gang([root], {t.index: 0 for t in tasks}, pg.min_member, _constrained(pg.topology_constraint))
+        return _flat(pg, [t.index for t in tasks])
     root = GangNode(
         "",
         -1,
@@ -145,6 +147,13 @@ def build_gang(pg: PodGroup, tasks: Sequence[TaskInfo]) -> Gang:
     return gang
 
 
+def _flat(pg: PodGroup, task_indices: list[int]) -> Gang:
+    """One leaf with every pod; ``leaf_of`` stays empty (``Gang.leaf`` answers 0), so the snapshot pays
+    one object per job, not one dict entry per pod."""
+    root = GangNode("", -1, min_member=pg.min_member, constraint=pg.topology_constraint, tasks=task_indices)
+    return Gang([root], {}, pg.min_member, _constrained(pg.topology_constraint))
+
+
 def min_pods(gang: Gang, node: int) -> int:
     g = gang.nodes[node]
     if g.leaf:
@@ -156,6 +165,9 @@ def min_pods(gang: Gang, node: int) -> int:
 def attach_gang(job, tasks: Sequence[TaskInfo]) -> None:
     """Give *job* (a JobInfo whose task list is final) its gang; a subgroup job's min_available becomes the
     fewest pods that satisfy every required subgroup."""
+    if not job.podgroup.sub_groups:
+        job.gang = _flat(job.podgroup, job.tasks)  # the job's own (final) task list
+        return
     gang = build_gang(job.podgroup, [tasks[t] for t in job.tasks])
     job.gang = gang
     if not gang.flat:
@@ -205,12 +217,12 @@ def surplus_task(gang: Gang, active: Sequence[int], min_available: int) -> int |
         return len(active) - 1 if len(active) > min_available else None
     count = [0] * len(gang.nodes)
     for t in active:
-        for n in gang.path(gang.leaf_of[t]):
+        for n in gang.path(gang.leaf(t)):
             count[n] += 1
     if not node_satisfied(gang, 0, count):
         return None
     for pos in range(len(active) - 1, -1, -1):
-        path = gang.path(gang.leaf_of[active[pos]])
+        path = gang.path(gang.leaf(active[pos]))
         for n in path:
             count[n] -= 1
         ok = node_satisfied(gang, 0, count)

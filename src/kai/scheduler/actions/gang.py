@@ -173,7 +173,7 @@ def plan_fixed(gang: Gang, tasks: list[TaskInfo]) -> Plan:
     """Exactly *tasks*, every one mandatory (the solver's preemptor pods)."""
     plan = Plan()
     for t in tasks:
-        leaf = gang.leaf_of[t.index]
+        leaf = gang.leaf(t.index)
         plan.leaf_tasks.setdefault(leaf, []).append(t)
     for leaf in sorted(plan.leaf_tasks):
         _route(plan, gang, leaf)
@@ -208,7 +208,7 @@ class JobPlacement:
         if not self._place(0, None, None):
             return False
         for task in plan.extra:
-            leaf = self.gang.leaf_of[task.index]
+            leaf = self.gang.leaf(task.index)
             self.plan = Plan(leaf_tasks={leaf: [task]})
             _route(self.plan, self.gang, leaf)
             if not self._place(0, None, None):
