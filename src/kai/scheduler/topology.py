@@ -32,7 +32,6 @@ Theory of operation.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -340,13 +339,10 @@ class TopologyIndex:
         return tree
 
 
-_INDEX: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def topology_index(ssn) -> TopologyIndex:
-    """One TopologyIndex per Session (kept beside it, gone with it)."""
-    idx = _INDEX.get(ssn)
+    """The session's TopologyIndex, built on first use and kept in ``ssn.cache`` (snapshot-derived)."""
+    idx = ssn.cache.get("topology")
     if idx is None:
         snap = ssn.snap
-        idx = _INDEX[ssn] = TopologyIndex(getattr(snap, "topologies", ()), snap.nodes.labels)
+        idx = ssn.cache["topology"] = TopologyIndex(snap.topologies, snap.nodes.labels)
     return idx
