@@ -92,7 +92,7 @@ def _allocate_gang(ssn: Session, job: JobInfo) -> bool:
     assert job.gang is not None
     plan = plan_for(ssn, job)
     tasks = plan.tasks(job.gang)
-    if not tasks:
+    if not tasks and not plan.leaf_tasks:
         return False
     failure = check_capacity(ssn, job, tasks)
     if failure is not None:

@@ -220,7 +220,7 @@ class JobPlacement:
     def _has_work(self, node: int) -> bool:
         g = self.gang.nodes[node]
         if g.leaf:
-            return bool(self.plan.leaf_tasks.get(node))
+            return node in self.plan.leaf_tasks  # even with no pods: a leaf short of pods must fail, not pass
         return self.plan.need.get(node, 0) > 0
 
     def _place(self, node: int, allowed: np.ndarray | None, bonus: np.ndarray | None) -> bool:
@@ -231,6 +231,8 @@ class JobPlacement:
             return self._place_inner(node, allowed, bonus)
         ssn = self.ssn
         demand = self.plan.demand(self.gang, node)
+        if not demand:  # only leaves short of pods: they fail with their own reason
+            return self._place_inner(node, allowed, bonus)
         n = ssn.snap.nodes.n
         mask = np.ones(n, dtype=bool) if allowed is None else allowed.copy()
         for sig in {t.signature for t in demand}:
