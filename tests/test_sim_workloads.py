@@ -19,7 +19,7 @@ from kai.sim.cluster import EmbeddedCluster
 from tests.conftest import NOW
 
 SimFn = Callable[..., tuple[int, dict[str, Any] | None, str]]
-WALKTHROUGH = Path(__file__).parent.parent / "examples" / "walkthrough"
+WALKTHROUGH = Path(__file__).parent.parent / "examples" / "ray-kai"
 QUEUES, TRAIN, SERVE, NODE = (
     str(WALKTHROUGH / f)
     for f in ("00-queues.yaml", "01-raycluster-train.yaml", "02-rayservice-inference.yaml", "node-a10g.yaml")
