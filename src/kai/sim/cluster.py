@@ -47,6 +47,7 @@ from kai.sim.controllers import ADMISSION, Created, controller_for
 from kai.store import Key, Store, key_of
 
 SCHEDULE_PERIOD_S = 1.0  # simulated time between two cycles
+ARRIVAL_SPACING_S = 0.001  # creation-time gap between objects applied together between two cycles
 MAX_CONTROLLER_ROUNDS = 32  # owners nest a few levels deep (RayService → RayCluster → pods); this is ample
 
 SimObject = ApiObject | Workload
@@ -140,14 +141,16 @@ class EmbeddedCluster:
 
     # --- loading --------------------------------------------------------------------------
 
-    def apply(self, objects: Sequence[tuple[str, SimObject]]) -> None:
+    def apply(self, objects: Sequence[tuple[str, SimObject]], *, spacing: float = 1.0) -> None:
         """Apply manifests (source, object) in order, let the controllers create their pods, group the pods,
         then check every reference; ManifestError on the first problem. Objects without a
-        creationTimestamp are aged by their position (the first is the oldest)."""
+        creationTimestamp are aged by their position (the first is the oldest), *spacing* seconds apart:
+        objects arriving between cycles use a small spacing so that they are younger than everything
+        applied before them."""
         n = len(objects)
         for i, (source, obj) in enumerate(objects):
             if obj.meta.creation_timestamp is None:
-                obj.meta.creation_timestamp = self.now - (n - i)
+                obj.meta.creation_timestamp = self.now - (n - i) * spacing
             self._put_new(obj, source)
             if isinstance(obj, Pod) and obj.node_name and obj.phase == "Running":
                 self._started[self._pod_id(obj)] = obj.start_time if obj.start_time is not None else self.now
@@ -485,14 +488,17 @@ class EmbeddedCluster:
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
         )
 
-    def run_cycle(self, conf: SchedulerConf) -> CycleResult:
-        """Move the cluster on from the previous cycle (if any), then schedule once and apply the result."""
+    def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
+        """Move the cluster on from the previous cycle (if any), apply *arrivals* (manifests that arrive just
+        before this cycle, as ``kai sim --at`` gives them), then schedule once and apply the result."""
         if self.cycle == 0:
             shard = self.shard()
             if shard is not None and shard.usage_window is not None:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
         if self.cycle > 0:
             self._advance()
+        if arrivals:
+            self.apply(arrivals, spacing=ARRIVAL_SPACING_S)
         snap = self.snapshot()
         result = run_cycle(snap, conf)
         self._apply(result)
