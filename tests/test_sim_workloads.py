@@ -219,21 +219,6 @@ BAD_OWNERS = [
     pytest.param(
         textwrap.dedent(
             """\
-            apiVersion: kubeflow.org/v1
-            kind: TFJob
-            metadata: {name: tf}
-            spec:
-              tfReplicaSpecs:
-                Worker: {replicas: 2, template: {spec: {containers: [{name: c}]}}}
-                PS: {replicas: 0, template: {spec: {containers: [{name: c}]}}}
-            """
-        ),
-        ["TFJob/default/tf", "spec.tfReplicaSpecs.PS.replicas", "greater than 0"],
-        id="tfjob_replica_spec_with_zero_replicas",
-    ),
-    pytest.param(
-        textwrap.dedent(
-            """\
             apiVersion: v1
             kind: Pod
             metadata:

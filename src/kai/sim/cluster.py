@@ -134,6 +134,7 @@ class EmbeddedCluster:
         self._groupings: dict[Key, Grouping] = {}  # generated PodGroup → how the pod-grouper made it
         self._events: list[Event] = []
         self._reported: set[Key] = set()
+        self._warned: set[tuple[str, str, str]] = set()  # (object, field, message) of owner warnings given
         self._durations = False  # whether any kai.sim/duration was applied (else the pass is skipped)
         for pc in default_priority_classes():
             pc.meta.creation_timestamp = 0.0
@@ -352,10 +353,25 @@ class EmbeddedCluster:
                 self._reported.add(key)
                 message = f"{grouping.unknown_kind}: PodGroup {pg.meta.namespace}/{pg.meta.name} for {top.ref}"
                 self._events.append(Event(top.ref, "Normal", "UnknownOwnerKind", message))
+            if grouping.warning is not None:
+                self._warn_owner(grouping.warning, pg)
         pod.meta.annotations[C.ANNOTATION_POD_GROUP_NAME] = pg.meta.name
         if grouping.subgroup:
             pod.meta.labels[C.LABEL_SUBGROUP_NAME] = grouping.subgroup
         self.store.put(pod)
+
+    def _warn_owner(self, warning: ManifestError, pg: PodGroup) -> None:
+        """An owner whose spec contradicts itself: a Warning on the object the user wrote (a RayService, not
+        the RayCluster it made), naming the field, once per problem; its pods were grouped by default."""
+        err = self._relocate(warning)
+        if (err.obj, err.field, err.message) in self._warned:
+            return
+        self._warned.add((err.obj, err.field, err.message))
+        message = (
+            f"{err.field}: {err.message}; its pods are grouped by the default rule instead "
+            f"(PodGroup {pg.meta.namespace}/{pg.meta.name}, minMember {pg.min_member})"
+        )
+        self._events.append(Event(err.obj, "Warning", "PodGrouperWarning", message))
 
     def take_events(self) -> list[Event]:
         """Events the cluster itself raised (pod-grouper, controllers) since the last call, oldest first."""
