@@ -199,6 +199,8 @@ class PodGrouper:
                     raise
         if grouping.unknown_kind:
             self.record([Event(ref, "Normal", "UnknownOwnerKind", grouping.unknown_kind)])
+        if grouping.warning is not None:  # the owner's spec contradicts itself: default grouping, and why
+            self.record([Event(ref, "Warning", "PodGrouperWarning", str(grouping.warning))])
         meta: dict[str, Any] = {"annotations": {C.ANNOTATION_POD_GROUP_NAME: pg.meta.name}}
         if grouping.subgroup:
             meta["labels"] = {C.LABEL_SUBGROUP_NAME: grouping.subgroup}

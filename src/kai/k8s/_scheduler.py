@@ -332,6 +332,7 @@ class KaiScheduler:
             priority_classes=self.store.list("PriorityClass"),
             now=now,
             pdbs=self.store.list("PodDisruptionBudget"),
+            topologies=self.store.list("Topology"),
         )
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, self.conf())

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kai.api import constants as C
-from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue
+from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology
 from kai.api.pdb import PodDisruptionBudget
 from kai.scheduler.model import (
     ACTIVE_USED,
@@ -28,6 +28,7 @@ from kai.scheduler.model import (
     TaskInfo,
     TaskStatus,
 )
+from kai.scheduler.subgroups import attach_gang
 
 MB = 1_000_000  # the Queue CRD's memory unit (KAI: "mebibytes" holding 10^6)
 
@@ -45,6 +46,7 @@ class Snapshot:
     total: np.ndarray  # (3,) float64 QRES: capacity for fair share (Ready nodes minus other schedulers' pods)
     pdbs: tuple[PdbInfo, ...] = ()
     queue_usage: dict[str, tuple[float, float, float]] | None = None  # time-based fair share; None = off
+    topologies: tuple[Topology, ...] = ()  # Topology CRs; domains are built per session (kai.scheduler.topology)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +221,7 @@ def build_snapshot(
     scheduler_name: str = C.SCHEDULER_NAME,
     pdbs: Iterable[PodDisruptionBudget] = (),
     queue_usage: dict[str, tuple[float, float, float]] | None = None,
+    topologies: Iterable[Topology] = (),
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
     scheduler belong to the PodGroup named by their ``pod-group-name`` annotation."""
@@ -314,6 +317,7 @@ def build_snapshot(
                 job.last_start = pod.start_time
     for job in jobs:
         job.tasks.sort(key=lambda t: tasks[t].order_key)
+        attach_gang(job, tasks)
 
     total = allocatable[ready].sum(axis=0) - other_used if len(nodes) else np.zeros(n_res, dtype=np.int64)
     total_q = np.maximum(total[QRES_COLUMNS], 0).astype(np.float64)
@@ -340,4 +344,5 @@ def build_snapshot(
         total=_ro(total_q),
         pdbs=_pdb_infos(pdbs, pods, tasks),
         queue_usage=queue_usage,
+        topologies=tuple(sorted(topologies, key=lambda t: t.meta.name)),
     )

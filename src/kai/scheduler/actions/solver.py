@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
+from kai.scheduler.actions.gang import is_simple, job_constraints, place_fixed
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import Session, Statement
+from kai.scheduler.topology import TopologyError
 from kai.scheduler.victims import VictimUnit
 
 _GROWTH = 1.5  # simulate the multi-node set again once it has grown by this factor
@@ -101,45 +103,52 @@ class Solver:
         # a unit a PodDisruptionBudget fully protects can never be part of an accepted set: skip it early,
         # so the search moves on to the next victims instead of retrying sets that contain it
         it = (u for u in victims if not ssn.disruption_blocked(u.tasks))
+        tasks_req = [snap_task.request for snap_task in ssn.snap.tasks]
 
         if len(tasks) == 1:  # node-local greedy
             per_node: dict[int, list[VictimUnit]] = {}
-            freed: dict[int, np.ndarray] = {}
-            need = tasks[0].request
+            freed: dict[int, list[int]] = {}
+            col_list = cols.tolist()
+            need = tasks[0].request[cols].tolist()
+            node_of = ssn.node
+            static_list = static.tolist()
             for unit in it:
                 seen.append(unit)
-                nodes = {ssn.node[t] for t in unit.tasks}
-                if len(nodes) != 1:
-                    continue
-                n = nodes.pop()
-                if not static[n]:
+                n = node_of[unit.tasks[0]]
+                if any(node_of[t] != n for t in unit.tasks[1:]) or not static_list[n]:
                     continue
                 per_node.setdefault(n, []).append(unit)
-                freed[n] = freed.get(n, 0) + np.sum([ssn.snap.tasks[t].request for t in unit.tasks], axis=0)
-                if (free[n, cols] + freed[n][cols] >= need[cols]).all():
+                got = freed.get(n)
+                if got is None:
+                    got = freed[n] = free[n, cols].tolist()
+                for t in unit.tasks:
+                    r = tasks_req[t]
+                    for i, c in enumerate(col_list):
+                        got[i] += int(r[c])
+                if all(g >= q for g, q in zip(got, need)):
                     if self._try(job, tasks, per_node[n], result):
                         return result
                     if result.out_of_budget:
                         return result
 
-        # multi-node: everything seen so far, then more, in victim order
-        total_free = free[static].sum(axis=0)
-        freed_total = np.zeros_like(total_free)
+        # multi-node: everything seen so far, then more, in victim order. A set is simulated only when the
+        # freed room could hold every pod (_Room, a necessary condition), and after a failure only once it
+        # has grown by _GROWTH, so a 2,000-pod gang costs a handful of simulations, not thousands.
+        room = _Room(free, static, tasks, cols, _required_domains(ssn, job))
         chosen: list[VictimUnit] = []
         next_try = tried_len = 0
         for unit in itertools.chain(seen, it):
             chosen.append(unit)
-            for t in unit.tasks:
-                if static[ssn.node[t]]:
-                    freed_total += ssn.snap.tasks[t].request
-            if len(chosen) < next_try or not (total_free[cols] + freed_total[cols] >= request[cols]).all():
+            room.free_unit(ssn.node, unit.tasks, tasks_req)
+            if len(chosen) < next_try or not room.enough():
                 continue
-            if self._try(job, tasks, list(chosen), result) or result.out_of_budget:
+            if self._try(job, tasks, room.useful(chosen, ssn.node), result) or result.out_of_budget:
                 return result
             tried_len = len(chosen)
             next_try = max(len(chosen) + 1, int(len(chosen) * _GROWTH))
-        if len(chosen) > tried_len and (total_free[cols] + freed_total[cols] >= request[cols]).all():
-            self._try(job, tasks, chosen, result)  # every candidate victim: the largest set there is
+        if len(chosen) > tried_len and room.enough():
+            # every candidate victim: the largest set there is
+            self._try(job, tasks, room.useful(chosen, ssn.node), result)
         return result
 
     # --- one scenario ---------------------------------------------------------------------------------
@@ -152,7 +161,7 @@ class Solver:
         ssn = self.ssn
         before = [row[:] for row in ssn.queues.alloc]
         stmt = ssn.statement()
-        plan = self._simulate(stmt, tasks, units)
+        plan = self._simulate(stmt, job, tasks, units)
         stmt.rollback()
         if plan is None:
             result.rejections["the job does not fit even with these victims gone"] = (
@@ -191,7 +200,7 @@ class Solver:
         return True
 
     def _simulate(
-        self, stmt: Statement, tasks: list[TaskInfo], units: list[VictimUnit]
+        self, stmt: Statement, job: JobInfo, tasks: list[TaskInfo], units: list[VictimUnit]
     ) -> tuple[list[int], set[int], dict[int, int]] | None:
         """Evict *units*, place *tasks*, put victims back; None if the job does not fit."""
         ssn = self.ssn
@@ -202,12 +211,18 @@ class Solver:
             for t in u.tasks:
                 stmt.evict(snap.tasks[t])
         placements = []
-        for task in tasks:
-            node, now = placer.best_node(task)
-            if node < 0:
+        if is_simple(job):
+            for task in tasks:
+                node, now = placer.best_node(task)
+                if node < 0:
+                    return None
+                (stmt.allocate if now else stmt.pipeline)(task, node)
+                placements.append(node)
+        else:  # subgroups or a topology constraint: the preemptor's pods go where allocate would put them
+            fixed = place_fixed(ssn, stmt, job, tasks)
+            if fixed is None:
                 return None
-            (stmt.allocate if now else stmt.pipeline)(task, node)
-            placements.append(node)
+            placements = fixed
         # Victims come back whole units at a time, in job order (the most deserving job first), each on the
         # best node (KAI's way). That can pack a victim onto another victim's home and cascade into many
         # moves, so when it moves anything, a second pass that first keeps every unit fitting at home is
@@ -297,6 +312,102 @@ class Solver:
             stmt.pipeline(task, node)
         pipeline_whole_gang_if_needed(ssn, stmt, job)
         return True
+
+
+class _Room:
+    """How many of the job's pods the freed room could hold at most, kept per node as victims accumulate.
+
+    Every pod needs at least ``smallest`` (the element-wise minimum request over the job's pods), so a node
+    with ``free`` room holds at most ``min over columns of free // smallest`` of them. When the sum over the
+    nodes the job may use is below the number of pods, placing them must fail, and the simulation is
+    skipped. That is a necessary condition only: a set that passes is still simulated.
+
+    When all the job's pods ask for the same amounts, the count is exact per node, so a victim on a node
+    whose count did not grow cannot help the job in: ``useful`` leaves such victims out of the simulated
+    set. Evicting them would only churn (they would be put back, perhaps elsewhere: a needless move).
+
+    With *domain* (per node, the job's domain at its required topology level; -1 outside the topology) the
+    pods must fit in one domain, so the condition is per domain: some domain's sum must reach the pods.
+    """
+
+    def __init__(
+        self,
+        free: np.ndarray,
+        static: np.ndarray,
+        tasks: list[TaskInfo],
+        cols: np.ndarray,
+        domain: np.ndarray | None = None,
+    ) -> None:
+        smallest = np.min([t.request for t in tasks], axis=0)
+        self._cols = [int(c) for c in cols if smallest[c] > 0]
+        self._smallest = [int(smallest[c]) for c in self._cols]
+        self._pods = len(tasks)
+        self._uniform = all((t.request == tasks[0].request).all() for t in tasks[1:])
+        self._static = static.tolist()
+        self._free: dict[int, list[int]] = {}
+        self._base = free
+        if self._cols:
+            sub = np.maximum(free[:, self._cols], 0) // np.array(self._smallest)
+            self._cap = sub.min(axis=1) * static
+            self._base_cap = self._cap.copy()
+            self._total = int(self._cap.sum())
+        else:
+            self._total = self._pods  # pods that request nothing fit anywhere: never skip
+        self._domain: list[int] | None = None
+        if domain is not None and self._cols:
+            inside = domain >= 0
+            self._cap[~inside] = 0
+            self._domain = domain.tolist()
+            self._domain_total = np.bincount(
+                domain[inside], weights=self._cap[inside], minlength=int(domain.max()) + 1
+            ).astype(np.int64).tolist()
+
+    def free_unit(self, node_of: list[int], unit_tasks: tuple[int, ...], request: list[np.ndarray]) -> None:
+        if not self._cols:
+            return
+        for t in unit_tasks:
+            n = node_of[t]
+            if not self._static[n]:
+                continue
+            got = self._free.get(n)
+            if got is None:
+                got = self._free[n] = [int(self._base[n, c]) for c in self._cols]
+            r = request[t]
+            for i, c in enumerate(self._cols):
+                got[i] += int(r[c])
+            cap = min(max(g, 0) // q for g, q in zip(got, self._smallest))
+            if self._domain is not None:
+                d = self._domain[n]
+                if d < 0:
+                    continue
+                self._domain_total[d] += cap - int(self._cap[n])
+            self._total += cap - int(self._cap[n])
+            self._cap[n] = cap
+
+    def enough(self) -> bool:
+        if self._domain is not None:
+            return max(self._domain_total, default=0) >= self._pods
+        return self._total >= self._pods
+
+    def useful(self, units: list[VictimUnit], node_of: list[int]) -> list[VictimUnit]:
+        if not self._uniform or not self._cols:
+            return list(units)
+        grown = {n for n in self._free if self._cap[n] > self._base_cap[n]}
+        return [u for u in units if any(node_of[t] in grown for t in u.tasks)]
+
+
+def _required_domains(ssn: Session, job: JobInfo) -> np.ndarray | None:
+    """Per node, the job's domain at the required level of its PodGroup-level constraint (-1 outside the
+    topology), or None without one: victims only help the job inside one such domain."""
+    if is_simple(job):
+        return None
+    try:
+        con = job_constraints(ssn, job)[0]
+    except TopologyError:
+        return None
+    if con is None or con.required is None:
+        return None
+    return con.tree.domain[con.required]
 
 
 def _job_order(job: JobInfo) -> tuple:
