@@ -249,8 +249,9 @@ def test_no_cycle_while_an_informer_is_not_synced(
     with InProcess(options(scheduler_cluster)) as run:
         inf = run.scheduler.informers["Queue"]
         run.call(inf.synced.clear)
-        admin.create(gpu_pod("held", ns))
+        time.sleep(1.0)  # a cycle already under way when the flag dropped finishes first
         cycles = len(run.scheduler.cycles)
+        admin.create(gpu_pod("held", ns))
         time.sleep(2.0)  # four schedule periods
         assert node_of(admin, ns, "held") == "" and len(run.scheduler.cycles) == cycles
         run.call(inf.synced.set)
