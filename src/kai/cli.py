@@ -250,6 +250,17 @@ def scheduler(
         metrics_port=int(port_text) or None,
         bind_concurrency=bind_concurrency,
     )
+    from lightkube import ConfigError as KubeConfigError
+
+    from kai.k8s._api import load_config
+
+    try:
+        load_config(kubeconfig)  # a bad kubeconfig is an error now, not a traceback later
+    except (KubeConfigError, KeyError, TypeError, ValueError, OSError) as e:
+        where = kubeconfig or "in-cluster config / $KUBECONFIG / ~/.kube/config"
+        what = f"missing {e}" if isinstance(e, KeyError) else str(e)
+        err.print(f"[red]error:[/] {escape(where)}: " + escape(what), highlight=False, soft_wrap=True)
+        sys.exit(EXIT_BAD_INPUT)
     try:
         code = run_scheduler(options)
     except KeyboardInterrupt:

@@ -125,7 +125,10 @@ class LeaderElector:
                     "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases", body=body
                 )
             except ApiError as e2:
-                log.info("lease create lost", extra={"error": str(e2)})
+                if e2.code == 409:
+                    log.info("lease create lost", extra={"error": str(e2)})
+                else:  # e.g. the namespace does not exist, or RBAC refuses: say so, keep trying
+                    log.warning("cannot create the lease %s: %s", self._path, e2, extra={"error": str(e2)})
                 return False
             self._observe((self.identity, spec["renewTime"], 0))
             return True
