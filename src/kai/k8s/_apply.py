@@ -143,8 +143,12 @@ class Applier:
         self.assume_ttl_s = assume_ttl_s
         self.pdb_api_version = pdb_api_version
         self._sem = asyncio.Semaphore(bind_concurrency)
+        self._uids: dict[Key, str] = {}
 
-    async def apply(self, result: CycleResult) -> ApplyStats:
+    async def apply(self, result: CycleResult, uids: dict[Key, str] | None = None) -> ApplyStats:
+        """Send *result*. *uids* are the pods' uids in the snapshot the cycle decided on: a pod deleted and
+        made again under the same name since then is not bound or evicted (the next cycle sees it)."""
+        self._uids = uids or {}
         stats = ApplyStats()
         extra: list[Event] = []
         t0 = time.perf_counter()
@@ -179,7 +183,7 @@ class Applier:
     async def _bind(self, b: Bind, stats: ApplyStats, extra: list[Event]) -> None:
         key = (b.pod.namespace, b.pod.name)
         pod = self.store.get("Pod", key)
-        if pod is None:
+        if pod is None or self._uids.get(key, pod.meta.uid) != pod.meta.uid:
             return
         body = {
             "apiVersion": "v1",
@@ -229,7 +233,7 @@ class Applier:
     async def _evict(self, e: Evict, stats: ApplyStats, extra: list[Event]) -> None:
         key = (e.pod.namespace, e.pod.name)
         pod = self.store.get("Pod", key)
-        if pod is None:
+        if pod is None or self._uids.get(key, pod.meta.uid) != pod.meta.uid:
             return
         base = f"/api/v1/namespaces/{e.pod.namespace}/pods/{e.pod.name}"
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.meta.uid}}

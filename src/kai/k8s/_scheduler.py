@@ -337,7 +337,8 @@ class KaiScheduler:
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, self.conf())
         t2 = time.perf_counter()
-        stats = await self.applier.apply(result)
+        uids = {(p.meta.namespace or "", p.meta.name): p.meta.uid for p in pods}
+        stats = await self.applier.apply(result, uids)
         t3 = time.perf_counter()
         self.last_result = result
         self.metrics.record_cycle(result, e2e_s=t3 - t0, snapshot_s=t1 - t0, apply_s=t3 - t2)
