@@ -582,6 +582,7 @@ class EmbeddedCluster:
             when,
             self._sim_duration(pod),
             checkpoint if checkpoint is not None else self.default_checkpoint,
+            float(pod.requests.get(C.RESOURCE_GPU, 0)),
         )
 
     def _has_controller(self, pod: Pod) -> bool:

@@ -29,6 +29,7 @@ class _Run:
     duration: float | None  # None: runs until something stops it
     checkpoint: float | None  # seconds of progress between checkpoints; None: restart from scratch
     credit: float  # progress carried over from an interrupted earlier pod of the job
+    gpus: float  # what the pod holds, so lost work can be told in GPU-seconds
 
     @property
     def finish(self) -> float | None:
@@ -43,6 +44,7 @@ class Interruption:
     job: JobKey
     ran: float
     kept: float
+    gpus: float = 0.0
 
     @property
     def lost(self) -> float:
@@ -61,14 +63,20 @@ class Lifetimes:
         return pod in self._runs
 
     def start(
-        self, pod: PodId, job: JobKey, now: float, duration: float | None, checkpoint: float | None = None
+        self,
+        pod: PodId,
+        job: JobKey,
+        now: float,
+        duration: float | None,
+        checkpoint: float | None = None,
+        gpus: float = 0.0,
     ) -> None:
         """*pod* of *job* was bound at *now*; it resumes the oldest progress an interrupted pod of the job kept."""
         credits = self._credits.get(job)
         credit = credits.popleft() if credits else 0.0
         if credits is not None and not credits:
             del self._credits[job]
-        run = _Run(job, now, duration, checkpoint, credit)
+        run = _Run(job, now, duration, checkpoint, credit, gpus)
         self._runs[pod] = run
         if (finish := run.finish) is not None:
             heapq.heappush(self._heap, (finish, pod))
@@ -101,7 +109,7 @@ class Lifetimes:
             kept = max(saved - run.credit, 0.0)
             if saved > 0:
                 self._credits.setdefault(run.job, deque()).append(saved)
-        return Interruption(pod, run.job, ran, min(kept, ran))
+        return Interruption(pod, run.job, ran, min(kept, ran), run.gpus)
 
     def forget_job(self, job: JobKey) -> None:
         """The job is gone for good: drop progress no pod will resume."""
