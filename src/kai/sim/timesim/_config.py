@@ -189,9 +189,7 @@ def parse_simulation(doc: dict[str, Any], source: str = "") -> SimulationSpec:
         if "schedulePeriod" in spec
         else DEFAULT_PERIOD_S
     )
-    idle = (
-        seconds(spec["idleRecheck"], "spec.idleRecheck", fail) if "idleRecheck" in spec else DEFAULT_IDLE_RECHECK_S
-    )
+    idle = seconds(spec["idleRecheck"], "spec.idleRecheck", fail) if "idleRecheck" in spec else DEFAULT_IDLE_RECHECK_S
     checkpoint = (
         seconds(spec["checkpointInterval"], "spec.checkpointInterval", fail, positive=True)
         if "checkpointInterval" in spec

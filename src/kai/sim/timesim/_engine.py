@@ -217,9 +217,7 @@ class TimeSimulation:
         for pod in pods:
             key = (pod.meta.namespace or "", pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, ""))
             first_pod.setdefault(key, arrived_at.get(id(pod), t))
-        timed = [
-            (arrived_at.get(id(pg), first_pod.get((pg.meta.namespace or "", pg.meta.name), t)), pg) for pg in pgs
-        ]
+        timed = [(arrived_at.get(id(pg), first_pod.get((pg.meta.namespace or "", pg.meta.name), t)), pg) for pg in pgs]
         self.recorder.arrived(timed, pods, self._alloc)
 
     def _node_event(self, t: float, ev: NodeEventSpec) -> None:

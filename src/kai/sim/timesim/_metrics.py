@@ -172,9 +172,7 @@ class Recorder:
 
     # --- fed by the simulator ----------------------------------------------------------------------
 
-    def arrived(
-        self, podgroups: Sequence[tuple[float, PodGroup]], pods: Sequence[Pod], alloc: np.ndarray
-    ) -> None:
+    def arrived(self, podgroups: Sequence[tuple[float, PodGroup]], pods: Sequence[Pod], alloc: np.ndarray) -> None:
         """New (arrival time, PodGroup)s and pods were applied: their jobs' records start, and a job no node
         or no cluster of this size could ever run is marked as such. *alloc*: (n_nodes, 3) node allocatable,
         as ``node_allocatable`` gives it."""
@@ -234,8 +232,14 @@ class Recorder:
                     rec.evictions += 1
             if len(self.evictions) < MAX_EVICTION_RECORDS:
                 self.evictions.append(
-                    {"time": t, "pod": str(e.pod), "podGroup": f"{key[0]}/{key[1]}", "queue": queue,
-                     "action": e.action, "reason": e.reason}
+                    {
+                        "time": t,
+                        "pod": str(e.pod),
+                        "podGroup": f"{key[0]}/{key[1]}",
+                        "queue": queue,
+                        "action": e.action,
+                        "reason": e.reason,
+                    }
                 )
         self._pending_now = Counter()
         for st in result.podgroups:
