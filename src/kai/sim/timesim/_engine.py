@@ -110,9 +110,11 @@ class TimeSimulation:
             out.events = [*cluster.take_events(), *result.events]
             if self._progress is not None:
                 self._progress(t)
-            decided = bool(result.binds or result.evictions or result.pipelines)
+            # terminating pods (evicted, drained) are gone at the next advance: that changes what can run
+            releasing = bool(result.evictions) or any(task.status == TaskStatus.RELEASING for task in snap.tasks)
+            decided = releasing or bool(result.binds or result.pipelines)
             pending = sum(1 for task in snap.tasks if task.status == TaskStatus.PENDING) > len(result.binds)
-            nxt = self._next_cycle(t, decided, pending or bool(result.evictions))
+            nxt = self._next_cycle(t, decided, pending or releasing)
             if nxt is None:
                 if pending and p.until is None:
                     out.stalled = sorted(f"{ns}/{n}" for ns, n in self._pending_jobs(result))
