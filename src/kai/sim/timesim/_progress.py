@@ -16,6 +16,8 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from kai.api.duration import format_duration
 
+REFRESH_S = 0.1
+
 
 class SimProgress:
     """``with SimProgress(horizon) as update: ... update(simulated_seconds)``."""
@@ -36,6 +38,7 @@ class SimProgress:
         self._progress: Progress | None = None
         self._task: TaskID | None = None
         self._started = 0.0
+        self._refreshed = float("-inf")
 
     def __enter__(self) -> Callable[[float], None]:
         self._started = self.clock()
@@ -52,6 +55,7 @@ class SimProgress:
                 TimeElapsedColumn(),
                 console=self.console,
                 transient=True,
+                auto_refresh=False,  # refreshed from update(), at most every REFRESH_S of wall time: no thread
             )
             self._progress.start()
             self._task = self._progress.add_task("", total=self.horizon)
@@ -61,6 +65,10 @@ class SimProgress:
         self._progress.update(
             self._task, completed=simulated, description=f"simulated {format_duration(round(simulated))}{total}"
         )
+        now = self.clock()
+        if now - self._refreshed >= REFRESH_S:
+            self._refreshed = now
+            self._progress.refresh()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
