@@ -228,3 +228,13 @@ def test_a_seed_fixes_the_whole_run() -> None:
     queues = {j["queue"] for j in first["jobs"]}
     assert queues == {"team-a", "team-b"}
     assert all(j["podGroup"].startswith(("team-a/a-train-", "team-b/b-")) for j in first["jobs"])
+
+
+def test_a_pod_given_running_counts_as_started_and_finishes_its_duration_from_the_start() -> None:
+    running = (
+        pod("r", "team-a", 4, duration="30m").replace("spec:\n", "spec:\n  nodeName: n1\n", 1)
+        + "status: {phase: Running}\n"
+    )
+    out = run(queue("team-a", 8), node("n1", 8), running, PERIOD)
+    (rec,) = out.metrics["jobs"]
+    assert (rec["started"], rec["finished"], rec["waitSeconds"]) == (0.0, 1800.0, 0.0)

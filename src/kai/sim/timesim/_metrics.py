@@ -191,6 +191,8 @@ class Recorder:
             rec.pods = len(members)
             rec.gpus = float(sum(p.requests.get(C.RESOURCE_GPU, 0) for p in members))
             rec.never_fits = _never_fits(members, pg.min_member, alloc)
+            if any(p.node_name for p in members):  # given running in the manifests
+                rec.started = at
             self.jobs[key] = rec
 
     def node_event(self, at: float, node: str, action: str, pods: int, note: str = "") -> None:
@@ -215,6 +217,14 @@ class Recorder:
     def cycle(self, t: float, snap: Snapshot, result: CycleResult) -> None:
         """One cycle at *t* scheduled *snap* into *result*."""
         self.cycles += 1
+        for job in snap.jobs:  # PodGroups that appeared between arrivals (a controller's later pods)
+            key = (job.namespace, job.name)
+            if key not in self.jobs:
+                rec = self.jobs[key] = JobRecord(key, job.queue_name, max(job.creation - self.t0, 0.0))
+                rec.pods = len(job.tasks)
+                rec.gpus = sum(snap.tasks[i].qreq[0] for i in job.tasks) / MILLI
+                if any(snap.tasks[i].node >= 0 for i in job.tasks):
+                    rec.started = t
         bound_groups = {(b.pod.namespace, b.podgroup) for b in result.binds}
         for key in sorted(bound_groups):
             rec = self.jobs.get(key)
