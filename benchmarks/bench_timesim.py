@@ -5,14 +5,15 @@ Run with ``.venv/bin/python benchmarks/bench_timesim.py`` (flags: ``--jobs N``, 
 
 The workload is a Simulation document made here: four teams (quota 400 GPUs each, one department),
 jobs from four seeded generators (Poisson arrivals spread over the week, gangs of 1-4 pods of
-1/2/4/8 GPUs, log-normal durations with a 2 h median, checkpoints every 30 min). It runs through the
+1/2/4/8 GPUs, log-normal durations with a 2 h median (``--median 8h`` saturates the cluster: queues
+form, reclaim runs), checkpoints every 30 min). It runs through the
 real ``simulate`` (embedded cluster, all five actions) exactly as ``kai sim`` would.
 
 Cycles are the cost: the loop runs one only when an event happened (arrival, completion, node change)
 or when work is pending at a period boundary (backing off while nothing changes). The figure to watch
 is cycles run against the period boundaries a naive loop would visit (a week / period).
 
-Each run also checks its shape: every job submitted, most completed, the run reached the horizon. A
+Each run also checks its shape: the jobs submitted, most started, the run reached the horizon. A
 failed check prints FAIL and exits non-zero, as the other benchmarks do.
 """
 
@@ -33,7 +34,7 @@ from kai.sim.timesim import Overrides, load_input, simulate
 TEAMS = ("team-a", "team-b", "team-c", "team-d")
 
 
-def workload(jobs: int, days: float, period: float, idle_recheck: float) -> str:
+def workload(jobs: int, days: float, period: float, idle_recheck: float, median: str = "2h") -> str:
     week = days * 86400
     per_team = jobs // len(TEAMS)
     docs: list[dict] = [
@@ -87,7 +88,7 @@ def workload(jobs: int, days: float, period: float, idle_recheck: float) -> str:
                         "interArrival": {"exponential": {"mean": f"{week * 0.95 / per_team:.0f}s"}},
                         "pods": {"choices": [1, 2, 4], "weights": [6, 3, 1]},
                         "gpusPerPod": {"choices": [1, 2, 4, 8], "weights": [4, 3, 2, 1]},
-                        "duration": {"lognormal": {"median": "2h", "sigma": 1.0}, "min": "5m", "max": "48h"},
+                        "duration": {"lognormal": {"median": median, "sigma": 1.0}, "min": "5m", "max": "48h"},
                     }
                     for t in TEAMS
                 ],
@@ -103,10 +104,13 @@ def main() -> int:
     ap.add_argument("--days", type=float, default=7.0)
     ap.add_argument("--period", type=float, default=10.0)
     ap.add_argument("--idle-recheck", type=float, default=300.0)
+    ap.add_argument("--median", default="2h", help="median job duration (8h: a saturated cluster, queues form)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
-    objects, _, spec = load_input([("bench", workload(args.jobs, args.days, args.period, args.idle_recheck))])
+    objects, _, spec = load_input(
+        [("bench", workload(args.jobs, args.days, args.period, args.idle_recheck, args.median))]
+    )
     prof = cProfile.Profile() if args.profile else None
     t0, c0 = time.perf_counter(), time.process_time()
     if prof:
@@ -139,7 +143,7 @@ def main() -> int:
     }
     checks = {
         "jobs submitted (>= 95%: Poisson arrivals may pass the horizon)": s["jobs"]["submitted"] >= 0.95 * args.jobs,
-        "most jobs completed (>= 90%)": s["jobs"]["completed"] >= 0.9 * s["jobs"]["submitted"],
+        "most jobs started (>= 90%)": s["jobs"]["started"] >= 0.9 * s["jobs"]["submitted"],
         "reached the horizon": sim["end"] == sim["horizon"],
         "fewer cycles than period boundaries": sim["cycles"] < boundaries,
     }
