@@ -52,6 +52,7 @@ from kai.sim.lifetimes import Interruption, Lifetimes
 from kai.store import Key, Store, key_of
 
 SCHEDULE_PERIOD_S = 1.0  # simulated time between two cycles
+ARRIVAL_SPACING_S = 0.001  # creation-time gap between objects applied together between two cycles
 MAX_CONTROLLER_ROUNDS = 32  # owners nest a few levels deep (RayService → RayCluster → pods); this is ample
 
 SimObject = ApiObject | Workload
@@ -155,20 +156,23 @@ class EmbeddedCluster:
         self._groupings: dict[Key, Grouping] = {}  # generated PodGroup → how the pod-grouper made it
         self._events: list[Event] = []
         self._reported: set[Key] = set()
+        self._warned: set[tuple[str, str, str]] = set()  # (object, field, message) of owner warnings given
         for pc in default_priority_classes():
             pc.meta.creation_timestamp = 0.0
             self.store.put(pc)
 
     # --- loading --------------------------------------------------------------------------
 
-    def apply(self, objects: Sequence[tuple[str, SimObject]]) -> None:
+    def apply(self, objects: Sequence[tuple[str, SimObject]], *, spacing: float = 1.0) -> None:
         """Apply manifests (source, object) in order, let the controllers create their pods, group the pods,
         then check every reference; ManifestError on the first problem. Objects without a
-        creationTimestamp are aged by their position (the first is the oldest)."""
+        creationTimestamp are aged by their position (the first is the oldest), *spacing* seconds apart:
+        objects arriving between cycles use a small spacing so that they are younger than everything
+        applied before them."""
         n = len(objects)
         for i, (source, obj) in enumerate(objects):
             if obj.meta.creation_timestamp is None:
-                obj.meta.creation_timestamp = self.now - (n - i)
+                obj.meta.creation_timestamp = self.now - (n - i) * spacing
             self._put_new(obj, source)
         self._check_sim_annotations()
         self._run_controllers(strict=True)
@@ -371,10 +375,25 @@ class EmbeddedCluster:
                 self._reported.add(key)
                 message = f"{grouping.unknown_kind}: PodGroup {pg.meta.namespace}/{pg.meta.name} for {top.ref}"
                 self._events.append(Event(top.ref, "Normal", "UnknownOwnerKind", message))
+            if grouping.warning is not None:
+                self._warn_owner(grouping.warning, pg)
         pod.meta.annotations[C.ANNOTATION_POD_GROUP_NAME] = pg.meta.name
         if grouping.subgroup:
             pod.meta.labels[C.LABEL_SUBGROUP_NAME] = grouping.subgroup
         self.store.put(pod)
+
+    def _warn_owner(self, warning: ManifestError, pg: PodGroup) -> None:
+        """An owner whose spec contradicts itself: a Warning on the object the user wrote (a RayService, not
+        the RayCluster it made), naming the field, once per problem; its pods were grouped by default."""
+        err = self._relocate(warning)
+        if (err.obj, err.field, err.message) in self._warned:
+            return
+        self._warned.add((err.obj, err.field, err.message))
+        message = (
+            f"{err.field}: {err.message}; its pods are grouped by the default rule instead "
+            f"(PodGroup {pg.meta.namespace}/{pg.meta.name}, minMember {pg.min_member})"
+        )
+        self._events.append(Event(err.obj, "Warning", "PodGrouperWarning", message))
 
     def take_events(self) -> list[Event]:
         """Events the cluster itself raised (pod-grouper, controllers) since the last call, oldest first."""
@@ -509,10 +528,13 @@ class EmbeddedCluster:
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
         )
 
-    def run_cycle(self, conf: SchedulerConf) -> CycleResult:
-        """Move the cluster on one schedule period from the previous cycle (if any), then schedule once."""
+    def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
+        """Move the cluster on one schedule period from the previous cycle (if any), apply *arrivals*
+        (manifests that arrive just before this cycle, as ``kai sim --at`` gives them), then schedule once."""
         if self.cycle > 0:
             self.advance(self.now + SCHEDULE_PERIOD_S)
+        if arrivals:
+            self.apply(arrivals, spacing=ARRIVAL_SPACING_S)
         return self.schedule(conf)
 
     def schedule(self, conf: SchedulerConf) -> CycleResult:

@@ -1,7 +1,7 @@
 """``kai sim``'s time-mode flags and their handling, kept here so cli.py only wires them in.
 
 Time mode is on when a Simulation document is among the files or any of --until, --report, --metrics,
---csv, --period, --seed is given. --cycles belongs to the static mode and is refused in time mode.
+--csv, --period, --seed is given. --cycles and --at belong to the static mode and are refused in time mode.
 """
 
 from __future__ import annotations
@@ -68,6 +68,10 @@ def run_time_mode(
     try:
         if ctx.get_parameter_source("cycles") == ParameterSource.COMMANDLINE:
             raise ManifestError("counts the cycles of a static run; a time-based run goes by --until", field="--cycles")
+        if ctx.params.get("at"):
+            raise ManifestError(
+                "applies files before cycles of a static run; in time mode use kai.sim/arrival", field="--at"
+            )
         start = parse_time(now_text, "--now") if now_text else DEFAULT_START
         over = Overrides(
             until=_flag_seconds(timed.get("until"), "--until"),
