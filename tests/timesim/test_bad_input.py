@@ -117,6 +117,7 @@ def test_two_simulation_documents_are_refused(tmp_path: Path) -> None:
     [
         (["--until", "1 day"], "--until: '1 day' is not a duration"),
         (["--until", "1h", "--cycles", "3"], "--cycles: counts the cycles of a static run"),
+        (["--until", "1h", "--at", "2:x.yaml"], "--at: applies files before cycles of a static run"),
         (["--period", "0s"], "--period: '0s' must be positive"),
         (
             ["--report", "/nonexistent/dir/r.html"],
