@@ -62,14 +62,14 @@ def run_timed(
     if metrics is not None:
         with open(metrics, "w", encoding="utf-8") as fh:
             fh.write(metrics_json(outcome.metrics))
-        err.print(f"metrics: {metrics}", highlight=False)
+        err.print(f"metrics: {metrics}", highlight=False, soft_wrap=True)
     if csv_dir is not None:
         paths = write_csv(outcome.metrics, csv_dir)
-        err.print(f"csv: {', '.join(paths)}", highlight=False)
+        err.print(f"csv: {', '.join(paths)}", highlight=False, soft_wrap=True)
     if report is not None:
         with open(report, "w", encoding="utf-8") as fh:
             fh.write(render_report(outcome.metrics))
-        err.print(f"report: {report}", highlight=False)
+        err.print(f"report: {report}", highlight=False, soft_wrap=True)
     return outcome
 
 
