@@ -138,3 +138,13 @@ def test_a_pod_arriving_before_its_queue_exists_is_an_error_naming_the_time(tmp_
     assert code == 2
     text = err.replace("\n", "")
     assert "queue 'team-b' does not exist (applied at 3600s of the simulation)" in text
+
+
+def test_a_node_with_a_bad_arrival_is_an_error_in_both_modes(tmp_path: Path) -> None:
+    late = node("n2", 8).replace("name: n2", "name: n2\n  annotations: {kai.sim/arrival: tomorrow}")
+    for mode in (["--until", "1h"], []):
+        code, out, err = kai_sim(tmp_path, [*BASE, late], *mode)
+        assert code == 2 and out == ""
+        assert "in.yaml: Node/n2: metadata.annotations.kai.sim/arrival: 'tomorrow' is not a duration" in err.replace(
+            "\n", ""
+        )

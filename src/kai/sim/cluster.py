@@ -174,7 +174,7 @@ class EmbeddedCluster:
             if obj.meta.creation_timestamp is None:
                 obj.meta.creation_timestamp = self.now - (n - i) * spacing
             self._put_new(obj, source)
-        self._check_sim_annotations()
+        self._check_sim_annotations([obj for _, obj in objects])
         self._run_controllers(strict=True)
         self._group_pods(strict=True)
         self._validate()
@@ -458,10 +458,10 @@ class EmbeddedCluster:
             if pod.node_name and self.store.get("Node", ("", pod.node_name)) is None:
                 raise self._error(pod, "spec.nodeName", f"node {pod.node_name!r} does not exist")
 
-    def _check_sim_annotations(self) -> None:
-        """Every kai.sim/ duration annotation (duration, arrival, checkpoint-interval) must be valid."""
-        objs: list[SimObject] = [*self.store.list("Pod")]
-        objs += [w for k in self._workloads if (w := self.store.get(*k)) is not None]
+    def _check_sim_annotations(self, objs: Sequence[SimObject]) -> None:
+        """Every kai.sim/ duration annotation (duration, arrival, checkpoint-interval) of the objects being
+        applied must be valid, on any kind (a Node may arrive later too); pods that controllers make copy
+        templates, which are checked here as well."""
         for obj in objs:
             annotations = obj.meta.annotations
             for name in SIM_DURATION_ANNOTATIONS:
