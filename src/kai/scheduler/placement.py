@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kai.scheduler.gpusharing import GpuShare, fit_one, fit_rows
 from kai.scheduler.model import CPU, GPU, TaskInfo
 from kai.scheduler.session import Session
 
@@ -46,6 +47,7 @@ class _Candidates:
     binpack: bool
     gpu_task: bool
     static_list: list[bool]
+    share: GpuShare | None = None  # a fractional request: per-GPU fit on top of the node columns
 
 
 class Placer:
@@ -59,6 +61,7 @@ class Placer:
         self._cpu_only_list = self._cpu_only_node.tolist()
         self._alloc_cols = {c: alloc[:, c].tolist() for c in (CPU, GPU)}
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
+        self._cap = ssn.snap.gpus.cap.tolist()
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
         ssn = self.ssn
@@ -74,6 +77,22 @@ class Placer:
             placement = np.where(alloc > 0, 9.0 * (1.0 - free / ssn.score_scale[col]), 0.0)
         else:
             placement = np.where(alloc > 0, 9.0 * free / np.maximum(alloc, 1), 0.0)
+        if c.share is not None:
+            g = ssn.snap.gpus
+            now, later, shared = fit_rows(
+                c.share,
+                g.cap[rows],
+                ssn.g_idle[rows],
+                ssn.g_rel[rows],
+                ssn.g_pods[rows],
+                ssn.g_gone[rows],
+                idle[:, GPU],
+                ssn.releasing[rows, GPU],
+            )
+            c.fits_now[rows] &= now
+            c.fits_later[rows] &= later
+            if c.binpack:  # gpusharingorder: a node with a shared GPU the portion fits on comes first
+                placement = placement + 10000.0 * shared
         score = 1000.0 * c.fits_now[rows] + placement
         if not c.gpu_task:
             score = score + 10.0 * self._cpu_only_node[rows]
@@ -93,6 +112,20 @@ class Placer:
                 if idle[k] + releasing[k] < need:
                     later = False
                     break
+        shared = False
+        if later and c.share is not None:
+            g_now, g_later, shared = fit_one(
+                c.share,
+                self._cap[row],
+                ssn.g_idle[row].tolist(),
+                ssn.g_rel[row].tolist(),
+                ssn.g_pods[row].tolist(),
+                ssn.g_gone[row].tolist(),
+                idle[GPU],
+                releasing[GPU],
+            )
+            now = now and g_now
+            later = g_later
         c.fits_now[row] = now
         c.fits_later[row] = later
         if not later:
@@ -105,6 +138,8 @@ class Placer:
             placement = 9.0 * (1.0 - free / self._scale[col]) if c.binpack else 9.0 * free / max(alloc, 1)
         else:
             placement = 0.0
+        if shared and c.binpack:
+            placement += 10000.0
         score = 1000.0 * now + placement
         if not c.gpu_task:
             score = score + 10.0 * self._cpu_only_list[row]
@@ -112,27 +147,29 @@ class Placer:
 
     def _candidates(self, task: TaskInfo) -> _Candidates:
         ssn = self.ssn
-        key = (task.signature, task.request.tobytes())
+        key = (task.signature, task.request.tobytes())  # the signature includes any GPU share
         c = self._cache.get(key)
         log = ssn.node_log
         if c is None:
             n = ssn.snap.nodes.n
             static = ssn.static_fit(task).mask
             gpu_task = bool(task.request[GPU] > 0)
-            cols = np.flatnonzero(task.request)
+            request = ssn.node_request(task)
+            cols = np.flatnonzero(request)
             c = _Candidates(
-                request=task.request,
+                request=request,
                 cols=cols,
                 static=static,
                 fits_now=np.zeros(n, dtype=bool),
                 fits_later=np.zeros(n, dtype=bool),
                 score=np.full(n, -np.inf),
                 synced=len(log),
-                req_cols=[(int(k), int(task.request[k])) for k in cols],
+                req_cols=[(int(k), int(request[k])) for k in cols],
                 col=GPU if gpu_task else CPU,
                 binpack=(ssn.conf.placement_gpu if gpu_task else ssn.conf.placement_cpu) == "binpack",
                 gpu_task=gpu_task,
                 static_list=static.tolist(),
+                share=task.share,
             )
             self._score_rows(c, slice(None))
             self._cache[key] = c

@@ -19,6 +19,7 @@ import numpy as np
 
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.fairshare import QueueShareInput, compute_fair_share
+from kai.scheduler.gpusharing import LATER, NOW, Pick, choose, default_group_name, shared_free_milli
 from kai.scheduler.model import (
     ACTIVE_ALLOCATED,
     ALIVE,
@@ -40,12 +41,24 @@ _ALIVE_UNGATED = ALIVE - {TaskStatus.GATED}
 
 @dataclass(slots=True)
 class _Op:
-    kind: str  # allocate | pipeline | evict | status
+    kind: str  # allocate | pipeline | evict | status | shared (any change to a shared-GPU pod)
     task: int
     node: int
     prev_status: TaskStatus
     prev_node: int
     from_releasing: np.ndarray | None = None  # pipeline: the part taken from releasing
+    saved: _SavedGpus | None = None  # shared: everything the operation changes, to put back as it was
+
+
+@dataclass(slots=True)
+class _SavedGpus:
+    """A shared-GPU operation's before-image: the node's rows and the slots it touched."""
+
+    idle: np.ndarray  # (n_res,) the node's idle row
+    releasing: np.ndarray  # (n_res,)
+    slots: list[int]
+    values: list[tuple[int, int, int, int]]  # per slot: idle, rel, pods, gone
+    gpus: tuple[int, ...]  # the task's slots before
 
 
 @dataclass(slots=True)
@@ -66,16 +79,23 @@ class Statement:
     def checkpoint(self) -> int:
         return len(self._log)
 
-    def allocate(self, task: TaskInfo, node: int) -> None:
-        """Place *task* on *node*'s idle resources."""
+    def allocate(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> None:
+        """Place *task* on *node*'s idle resources. A shared-GPU pod goes on *gpus* (slots of the node) if
+        given, else on the GPUs ``gpusharing.choose`` picks."""
+        if task.share is not None:
+            self._place_shared(task, node, TaskStatus.ALLOCATED, gpus)
+            return
         ssn = self._ssn
         self._log.append(_Op("allocate", task.index, node, ssn.status[task.index], ssn.node[task.index]))
         ssn.idle[node] -= task.request
         ssn.node_log.append(node)
         ssn._set(task, TaskStatus.ALLOCATED, node)
 
-    def pipeline(self, task: TaskInfo, node: int) -> None:
+    def pipeline(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> None:
         """Place *task* on *node* using resources still being released (then idle for the rest)."""
+        if task.share is not None:
+            self._place_shared(task, node, TaskStatus.PIPELINED, gpus)
+            return
         ssn = self._ssn
         take = np.minimum(task.request, np.maximum(ssn.releasing[node], 0))
         self._log.append(_Op("pipeline", task.index, node, ssn.status[task.index], ssn.node[task.index], take))
@@ -88,8 +108,84 @@ class Statement:
         """Mark an active task releasing: its resources become releasing on its node."""
         ssn = self._ssn
         node = ssn.node[task.index]
+        if task.share is not None:
+            self._evict_shared(task, node)
+            return
         self._log.append(_Op("evict", task.index, node, ssn.status[task.index], node))
         ssn.releasing[node] += task.request
+        ssn.node_log.append(node)
+        ssn._set(task, TaskStatus.RELEASING, node)
+
+    # --- shared GPUs (see gpusharing's module docstring for the state and its rules) ---------------------
+
+    def _save(self, task: TaskInfo, node: int, slots: list[int]) -> _SavedGpus:
+        ssn = self._ssn
+        return _SavedGpus(
+            ssn.idle[node].copy(),
+            ssn.releasing[node].copy(),
+            slots,
+            [
+                (int(ssn.g_idle[node, s]), int(ssn.g_rel[node, s]), int(ssn.g_pods[node, s]), int(ssn.g_gone[node, s]))
+                for s in slots
+            ],
+            ssn.gpus[task.index],
+        )
+
+    def _place_shared(self, task: TaskInfo, node: int, status: TaskStatus, gpus: tuple[int, ...] | None) -> None:
+        ssn = self._ssn
+        share = task.share
+        assert share is not None
+        picks = ssn.pick_gpus(task, node, allow_releasing=status == TaskStatus.PIPELINED, gpus=gpus)
+        if picks is None:
+            node_name = ssn.snap.nodes.names[node]
+            raise AssertionError(f"{task.namespace}/{task.name} does not fit the GPUs of node {node_name}")
+        slots = [p.slot for p in picks]
+        saved = self._save(task, node, slots)
+        self._log.append(_Op("shared", task.index, node, ssn.status[task.index], ssn.node[task.index], saved=saved))
+        req = ssn.node_request(task)
+        if status == TaskStatus.PIPELINED:
+            take = np.minimum(req, np.maximum(ssn.releasing[node], 0))
+            ssn.releasing[node] -= take
+            ssn.idle[node] -= req - take
+        else:
+            ssn.idle[node] -= req
+        need = share.units(int(ssn.snap.gpus.cap[node]))
+        g_idle, g_rel, g_pods = ssn.g_idle, ssn.g_rel, ssn.g_pods
+        for p in picks:
+            s = p.slot
+            if p.kind == "fresh":
+                ssn.idle[node, GPU] -= MILLI
+            elif p.kind == "released":
+                ssn.releasing[node, GPU] -= MILLI
+                if g_pods[node, s] == 0:  # a whole-GPU pod's releasing GPU: all of it is free only later
+                    g_rel[node, s] += g_idle[node, s]
+                    g_idle[node, s] = 0
+            if status == TaskStatus.PIPELINED:
+                take_g = min(need, max(int(g_rel[node, s]), 0))
+                g_rel[node, s] -= take_g
+                g_idle[node, s] -= need - take_g
+            else:
+                g_idle[node, s] -= need
+            g_pods[node, s] += 1
+        ssn.gpus[task.index] = tuple(slots)
+        ssn.node_log.append(node)
+        ssn._set(task, status, node)
+
+    def _evict_shared(self, task: TaskInfo, node: int) -> None:
+        ssn = self._ssn
+        share = task.share
+        assert share is not None
+        slots = list(ssn.gpus[task.index])
+        self._log.append(
+            _Op("shared", task.index, node, ssn.status[task.index], node, saved=self._save(task, node, slots))
+        )
+        ssn.releasing[node] += ssn.node_request(task)
+        need = share.units(int(ssn.snap.gpus.cap[node]))
+        for s in slots:
+            ssn.g_rel[node, s] += need
+            ssn.g_gone[node, s] += 1
+            if ssn.g_gone[node, s] == ssn.g_pods[node, s]:  # all its pods are going: one releasing GPU
+                ssn.releasing[node, GPU] += MILLI
         ssn.node_log.append(node)
         ssn._set(task, TaskStatus.RELEASING, node)
 
@@ -113,6 +209,17 @@ class Statement:
                 ssn.idle[op.node] += task.request - op.from_releasing
             elif op.kind == "evict":
                 ssn.releasing[op.node] -= task.request
+            elif op.kind == "shared":
+                saved = op.saved
+                assert saved is not None
+                ssn.idle[op.node] = saved.idle
+                ssn.releasing[op.node] = saved.releasing
+                for s, (gi, gr, gp, gg) in zip(saved.slots, saved.values):
+                    ssn.g_idle[op.node, s] = gi
+                    ssn.g_rel[op.node, s] = gr
+                    ssn.g_pods[op.node, s] = gp
+                    ssn.g_gone[op.node, s] = gg
+                ssn.gpus[op.task] = saved.gpus
             if op.kind != "status":
                 ssn.node_log.append(op.node)
             ssn._set(task, op.prev_status, op.prev_node)
@@ -173,6 +280,13 @@ class Session:
         self.releasing = nodes.releasing.copy()
         self.status: list[TaskStatus] = [t.status for t in snap.tasks]
         self.node: list[int] = [t.node for t in snap.tasks]
+        gpus = snap.gpus  # per-GPU state of shared GPUs (gpusharing), copied like the node rows
+        self.g_idle = gpus.idle.copy()
+        self.g_rel = gpus.rel.copy()
+        self.g_pods = gpus.pods.copy()
+        self.g_gone = gpus.gone.copy()
+        self.gpus: list[tuple[int, ...]] = [t.gpu_slots for t in snap.tasks]  # slots a shared pod holds
+        self.invalid = {t.index for t in snap.tasks if t.share_error}  # bad GPU-sharing annotations: never placed
         self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
         self.labels = NodeLabels(nodes)
         self._static: dict[int, StaticFit] = {}
@@ -228,7 +342,7 @@ class Session:
                     ac += c
                     am += m
                     count += 1
-                elif ready and t.status == TaskStatus.PENDING:
+                elif ready and t.status == TaskStatus.PENDING and not t.share_error:
                     g, c, m = t.qreq
                     pg += g
                     pc += c
@@ -325,9 +439,11 @@ class Session:
     def static_fit(self, task: TaskInfo) -> StaticFit:
         sf = self._static.get(task.signature)
         if sf is None:
-            sf = self._static[task.signature] = static_fit(
-                self.snap.nodes, self.labels, self.snap.signature_pods[task.signature]
-            )
+            sf = static_fit(self.snap.nodes, self.labels, self.snap.signature_pods[task.signature])
+            if task.share is not None:  # the share is part of the signature
+                no = ~self.snap.gpus.sharing_nodes
+                sf = StaticFit(sf.mask & ~no, (*sf.failures, ("have no GPUs to share (no GPUs, or MIG)", no)))
+            self._static[task.signature] = sf
         return sf
 
     def job_ready(self, job: JobInfo) -> bool:
@@ -336,7 +452,7 @@ class Session:
 
     def _job_ready_at_snapshot(self, job: JobInfo) -> bool:
         tasks = self.snap.tasks
-        alive = sum(1 for t in job.tasks if tasks[t].status in _ALIVE_UNGATED)
+        alive = sum(1 for t in job.tasks if tasks[t].status in _ALIVE_UNGATED and not tasks[t].share_error)
         return alive >= job.min_available
 
     def evictable_tasks(self, job: JobInfo) -> list[int]:
@@ -347,6 +463,13 @@ class Session:
         return [t for t in job.tasks if status[t] in ACTIVE_ALLOCATED and tasks[t].status == status[t]]
 
     def pending_tasks(self, job: JobInfo) -> list[TaskInfo]:
+        """Pending tasks that may be placed (a pod with invalid GPU-sharing annotations never is)."""
+        if self.invalid:
+            return [
+                self.snap.tasks[t]
+                for t in job.tasks
+                if self.status[t] == TaskStatus.PENDING and t not in self.invalid
+            ]
         return [self.snap.tasks[t] for t in job.tasks if self.status[t] == TaskStatus.PENDING]
 
     def tasks_to_allocate(self, job: JobInfo) -> list[TaskInfo]:
@@ -406,3 +529,98 @@ class Session:
 
     def gpu_request(self, task: TaskInfo) -> float:
         return float(task.request[GPU]) / MILLI
+
+    # --- shared GPUs ------------------------------------------------------------------------------------
+
+    def node_request(self, task: TaskInfo) -> np.ndarray:
+        """What *task* takes from its node's resource columns: a shared pod's GPU column is its GPU
+        groups' business, not the node's whole-GPU pool."""
+        if task.share is None:
+            return task.request
+        req = task.request.copy()
+        req[GPU] = 0
+        return req
+
+    def pick_gpus(
+        self, task: TaskInfo, node: int, *, allow_releasing: bool, gpus: tuple[int, ...] | None = None
+    ) -> list[Pick] | None:
+        """The GPUs of *node* a shared pod would take (``gpusharing.choose``), or, with *gpus*, whether
+        exactly those slots can take it; None if they cannot."""
+        share = task.share
+        assert share is not None
+        g = self.snap.gpus
+        if not g.sharing_nodes[node]:
+            return None
+        cap = int(g.cap[node])
+        idle, rel = self.g_idle[node].tolist(), self.g_rel[node].tolist()
+        pods, gone = self.g_pods[node].tolist(), self.g_gone[node].tolist()
+        whole_idle = max(int(self.idle[node, GPU]), 0) // MILLI
+        whole_rel = max(int(self.releasing[node, GPU]), 0) // MILLI
+        if gpus is None:
+            return choose(
+                share=share,
+                cap=cap,
+                idle=idle,
+                rel=rel,
+                pods=pods,
+                gone=gone,
+                whole_idle=whole_idle,
+                whole_releasing=whole_rel,
+                pack=self.conf.placement_gpu == "binpack",
+                allow_releasing=allow_releasing,
+            )
+        need = share.units(cap)
+        picks = []
+        for s in gpus:
+            if pods[s] > gone[s]:
+                ok = need <= idle[s] or (allow_releasing and need <= idle[s] + rel[s])
+                kind = "group"
+            elif pods[s] > 0:  # all its pods are releasing: it is one of the releasing whole GPUs
+                ok = allow_releasing and whole_rel > 0 and need <= idle[s] + rel[s]
+                whole_rel -= 1
+                kind = "released"
+            elif whole_idle > 0:
+                ok = need <= cap
+                whole_idle -= 1
+                kind = "fresh"
+            else:  # a GPU a releasing whole-GPU pod still holds
+                ok = allow_releasing and whole_rel > 0 and need <= cap
+                whole_rel -= 1
+                kind = "released"
+            if not ok:
+                return None
+            picks.append(Pick(s, kind))
+        return picks
+
+    def fit_on(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> int:
+        """NOW if *task* fits on *node*'s idle resources, LATER if only with what is being released,
+        0 if not at all (static predicates are the caller's business)."""
+        req = self.node_request(task)
+        cols = np.flatnonzero(req)
+        idle = self.idle[node, cols]
+        now = bool((idle >= req[cols]).all())
+        later = now or bool((idle + self.releasing[node, cols] >= req[cols]).all())
+        if task.share is None:
+            return NOW if now else LATER if later else 0
+        if now and self.pick_gpus(task, node, allow_releasing=False, gpus=gpus) is not None:
+            return NOW
+        if later and self.pick_gpus(task, node, allow_releasing=True, gpus=gpus) is not None:
+            return LATER
+        return 0
+
+    def free_gpu_milli(self) -> np.ndarray:
+        """(n_nodes,) milli-GPU idle or releasing per node: whole GPUs plus what GPU groups have left."""
+        g = self.snap.gpus
+        whole = np.maximum(self.idle[:, GPU] + self.releasing[:, GPU], 0)
+        if self.g_pods.size == 0:
+            return whole
+        return whole + shared_free_milli(g.cap, self.g_idle, self.g_rel, self.g_pods)
+
+    def gpu_group_names(self, task: TaskInfo) -> tuple[str, ...]:
+        """The names of the GPU groups a placed shared pod holds (its slots' names, or kai's for new ones)."""
+        node = self.node[task.index]
+        if task.share is None or node < 0:
+            return ()
+        names = self.snap.gpus.names[node]
+        node_name = self.snap.nodes.names[node]
+        return tuple(names[s] or default_group_name(node_name, s) for s in self.gpus[task.index])

@@ -18,6 +18,7 @@ from __future__ import annotations
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.capacity import check_capacity
 from kai.scheduler.explain import explain_no_node, gang_message
+from kai.scheduler.gpusharing import NOW
 from kai.scheduler.model import JobInfo, TaskInfo, TaskStatus
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session, Statement
@@ -89,9 +90,8 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
             continue
         stmt = ssn.statement()
         for task in todo:
-            cols = task.request.nonzero()[0]
             node = task.nominated
-            if not (ssn.static_fit(task).mask[node] and (ssn.idle[node, cols] >= task.request[cols]).all()):
+            if not (ssn.static_fit(task).mask[node] and ssn.fit_on(task, node) == NOW):
                 stmt.rollback()
                 break
             stmt.allocate(task, node)

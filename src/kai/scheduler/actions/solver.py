@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
-from kai.scheduler.model import JobInfo, TaskInfo
+from kai.scheduler.gpusharing import LATER, NOW
+from kai.scheduler.model import GPU, JobInfo, TaskInfo
 from kai.scheduler.session import Session, Statement
 from kai.scheduler.victims import VictimUnit
 
@@ -82,6 +83,7 @@ class Solver:
         self.validator = validator
         self.all_must_move = all_must_move
         self.budget = budget
+        self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
 
     # --- search ---------------------------------------------------------------------------------------
 
@@ -96,6 +98,8 @@ class Solver:
         if not static.any():
             return result
         free = ssn.idle + ssn.releasing  # per node, before any victim
+        if ssn.g_pods.any():  # what GPU groups have left counts too: a bound, the simulation decides
+            free[:, GPU] = ssn.free_gpu_milli()
         cols = np.flatnonzero(request)
         seen: list[VictimUnit] = []
         # a unit a PodDisruptionBudget fully protects can never be part of an accepted set: skip it early,
@@ -197,7 +201,7 @@ class Solver:
         ssn = self.ssn
         snap = ssn.snap
         placer = ssn.placer
-        home = {t: ssn.node[t] for u in units for t in u.tasks}
+        home = {t: (ssn.node[t], ssn.gpus[t]) for u in units for t in u.tasks}  # node, and GPU groups if shared
         for u in units:
             for t in u.tasks:
                 stmt.evict(snap.tasks[t])
@@ -224,7 +228,12 @@ class Solver:
         return placements, back_home, moved
 
     def _put_back(
-        self, stmt: Statement, units: list[VictimUnit], home: dict[int, int], *, home_first: bool
+        self,
+        stmt: Statement,
+        units: list[VictimUnit],
+        home: dict[int, tuple[int, tuple[int, ...]]],
+        *,
+        home_first: bool,
     ) -> tuple[set[int], dict[int, int]]:
         """Re-place victim units (pipeline only); returns (tasks back on their own node, moved task -> node)."""
         ssn = self.ssn
@@ -239,13 +248,13 @@ class Solver:
                 mark = stmt.checkpoint()
                 for t in u.tasks:
                     task = snap.tasks[t]
-                    node = home[t]
-                    cols = task.request.nonzero()[0]
-                    if not (ssn.idle[node, cols] + ssn.releasing[node, cols] >= task.request[cols]).all():
+                    node, gpus = home[t]
+                    shared_gpus = gpus if task.share is not None else None
+                    if not ssn.fit_on(task, node, shared_gpus):
                         stmt.rollback(mark)
                         homeless.append(u)
                         break
-                    stmt.pipeline(task, node)
+                    stmt.pipeline(task, node, shared_gpus)
                 else:
                     back_home.update(u.tasks)
         for u in homeless:
@@ -259,10 +268,11 @@ class Solver:
                 spots.append((t, node))
             else:
                 for t, node in spots:
-                    if node == home[t]:
+                    if (node, ssn.gpus[t]) == home[t]:  # a shared pod on other GPUs of its node has moved
                         back_home.add(t)
                     else:
                         moved[t] = node
+                        self._moved_gpus[t] = ssn.gpus[t]
                 continue
             stmt.rollback(mark)
         return back_home, moved
@@ -282,19 +292,19 @@ class Solver:
         for t in evicted:
             stmt.evict(snap.tasks[t])
         for task, node in zip(tasks, placements):
-            cols = np.flatnonzero(task.request)
-            if (ssn.idle[node, cols] >= task.request[cols]).all():
+            fit = ssn.fit_on(task, node)
+            if fit == NOW:
                 stmt.allocate(task, node)
-            elif (ssn.idle[node, cols] + ssn.releasing[node, cols] >= task.request[cols]).all():
+            elif fit == LATER:
                 stmt.pipeline(task, node)
             else:
                 return False
         for t, node in sorted(moved.items()):
             task = snap.tasks[t]
-            cols = np.flatnonzero(task.request)
-            if not (ssn.idle[node, cols] + ssn.releasing[node, cols] >= task.request[cols]).all():
+            gpus = self._moved_gpus.get(t) if task.share is not None else None  # the GPUs the simulation chose
+            if not ssn.fit_on(task, node, gpus):
                 return False
-            stmt.pipeline(task, node)
+            stmt.pipeline(task, node, gpus)
         pipeline_whole_gang_if_needed(ssn, stmt, job)
         return True
 
