@@ -114,7 +114,8 @@ def render_table(doc: dict[str, Any], console: Console) -> None:
     """Pods with status and node, queues with fair share vs allocated, and why pods wait."""
     pods = Table(title=f"Pods after {doc['cycles']} cycle(s)", title_justify="left")
     shared = any(p["gpuGroups"] for p in doc["pods"])  # the GPU GROUPS column only when GPUs are shared
-    for col in ("NAMESPACE", "NAME", "STATUS", "NODE", "QUEUE", "PODGROUP", "GPUS", *(("GPU GROUPS",) if shared else ())):
+    columns = ("NAMESPACE", "NAME", "STATUS", "NODE", "QUEUE", "PODGROUP", "GPUS")
+    for col in (*columns, "GPU GROUPS") if shared else columns:
         pods.add_column(col)
     style = {"Binding": "green", "Running": "green", "Pipelined": "cyan", "Releasing": "yellow", "Pending": "red"}
     for p in doc["pods"]:
