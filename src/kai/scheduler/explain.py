@@ -92,7 +92,7 @@ def explain_no_node(ssn, task: TaskInfo) -> str:
             _, later, _ = fit_rows(task.share, g.cap, ssn.g_idle, ssn.g_rel, ssn.g_pods, ssn.g_gone, *node_gpu)
             short = left & ~later
             if short.any():
-                parts.append(_count(int(short.sum()), f"have no room for {task.share.describe()} on their GPUs"))
+                parts.append(_count(int(short.sum()), f"have no GPUs with room for {task.share.describe()}"))
                 left &= ~short
             continue
         short = left & (free[:, col] < need)
