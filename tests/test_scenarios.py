@@ -60,7 +60,7 @@ def test_scenario(case: Path) -> None:
                 if field in want and got[field] != want[field]:
                     problems.append(f"pod {got['name']}: {field} is {got[field]!r}, expected {want[field]!r}")
             if "gpuGroups" in want and len(got["gpuGroups"]) != want["gpuGroups"]:
-                problems.append(f"pod {got['name']}: gpuGroups {got['gpuGroups']}, expected {want['gpuGroups']} of them")
+                problems.append(f"pod {got['name']}: gpuGroups {got['gpuGroups']}, expected {want['gpuGroups']}")
     if "pod_count" in expect and len(doc["pods"]) != expect["pod_count"]:
         problems.append(f"{len(doc['pods'])} pods, expected {expect['pod_count']}: {sorted(pods)}")
     pgs = {pg["name"]: pg for pg in doc["podGroups"]}
