@@ -210,32 +210,32 @@ def choose(
     need = share.units(cap)
     if need > cap:
         return None
-    ranked: list[tuple[int, float, int, Pick]] = []
-    free_slots = [s for s in range(len(pods)) if pods[s] == 0]
-    for s in range(len(pods)):
-        if pods[s] == 0 or pods[s] == gone[s]:
-            continue
-        later = need > idle[s]
-        if later and (not allow_releasing or need > idle[s] + rel[s]):
-            continue
-        used = (cap - idle[s]) / cap
-        ranked.append((int(later), -used if pack else used, s, Pick(s, "group")))
+    d = share.devices
+    ranked: list[tuple[int, float, int, str]] = []  # (later, score, slot, kind): smallest first
+    free_slots: list[int] = []
+    releasing_slots: list[int] = []
+    for s, n in enumerate(pods):
+        if n == 0:
+            free_slots.append(s)
+        elif n == gone[s]:
+            releasing_slots.append(s)
+        elif need <= idle[s]:
+            ranked.append((0, (idle[s] - cap if pack else cap - idle[s]) / cap, s, "group"))
+        elif allow_releasing and need <= idle[s] + rel[s]:
+            ranked.append((1, (idle[s] - cap if pack else cap - idle[s]) / cap, s, "group"))
     fresh_score = 0.0 if pack else -1.0
-    k = 0
-    for _ in range(max(whole_idle, 0)):
-        if k >= len(free_slots):
-            break
-        ranked.append((0, fresh_score, free_slots[k], Pick(free_slots[k], "fresh")))
-        k += 1
+    k = min(max(whole_idle, 0), len(free_slots), d)
+    ranked += [(0, fresh_score, free_slots[j], "fresh") for j in range(k)]
     if allow_releasing and whole_releasing > 0:
-        releasing_slots = [s for s in range(len(pods)) if pods[s] > 0 and pods[s] == gone[s]]
         spare = releasing_slots + free_slots[k:]
-        for j in range(min(whole_releasing, len(spare))):
-            ranked.append((1, fresh_score, spare[j], Pick(spare[j], "released")))
-    if len(ranked) < share.devices:
+        ranked += [(1, fresh_score, spare[j], "released") for j in range(min(whole_releasing, len(spare), d))]
+    if len(ranked) < d:
         return None
-    ranked.sort(key=lambda r: r[:3])
-    return [r[3] for r in ranked[: share.devices]]
+    if d == 1:
+        best = min(ranked)
+        return [Pick(best[2], best[3])]
+    ranked.sort()
+    return [Pick(r[2], r[3]) for r in ranked[:d]]
 
 
 def fit_rows(
@@ -265,29 +265,44 @@ def fit_rows(
 def fit_one(
     share: GpuShare,
     cap: int,
-    idle: list[int],
-    rel: list[int],
-    pods: list[int],
-    gone: list[int],
+    free_now: list[int],
+    free_later: list[int],
     whole_idle: int,
     whole_releasing: int,
 ) -> tuple[bool, bool, bool]:
     """``fit_rows`` for one node in Python scalars (a placement changes one row; NumPy's per-call
-    overhead would dominate)."""
+    overhead would dominate). *free_now* / *free_later*: what the node's groups have free, largest first."""
     need = share.units(cap)
     if need > cap:
         return False, False, False
-    now = later = 0
-    for s in range(len(pods)):
-        if pods[s] > gone[s]:
-            if idle[s] >= need:
-                now += 1
-                later += 1
-            elif idle[s] + rel[s] >= need:
-                later += 1
+    d = share.devices
     whole_idle = max(whole_idle, 0) // MILLI
     whole_later = whole_idle + max(whole_releasing, 0) // MILLI
-    return now + whole_idle >= share.devices, later + whole_later >= share.devices, later > 0
+    shared = bool(free_later) and free_later[0] >= need
+    if d == 1:
+        now = whole_idle >= 1 or (bool(free_now) and free_now[0] >= need)
+        return now, shared or whole_later >= 1, shared
+    now_n = sum(1 for f in free_now if f >= need)
+    later_n = sum(1 for f in free_later if f >= need)
+    return now_n + whole_idle >= d, later_n + whole_later >= d, shared
+
+
+def fit_rows_single(
+    share: GpuShare,
+    cap: np.ndarray,
+    max_now: np.ndarray,
+    max_later: np.ndarray,
+    node_idle_gpu: np.ndarray,
+    node_rel_gpu: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``fit_rows`` for a one-device portion, from each node's largest free group (-1 if none): the
+    Placer's batch path, a few vector operations instead of one pass over every GPU slot."""
+    need = share.units_array(cap)
+    room = need <= cap
+    shared = room & (max_later >= need)
+    fits_now = room & ((node_idle_gpu >= MILLI) | (max_now >= need))
+    fits_later = shared | (room & (np.maximum(node_idle_gpu, 0) + np.maximum(node_rel_gpu, 0) >= MILLI))
+    return fits_now, fits_later, shared
 
 
 def shared_free_milli(cap: np.ndarray, idle: np.ndarray, rel: np.ndarray, pods: np.ndarray) -> np.ndarray:

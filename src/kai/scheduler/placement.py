@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kai.scheduler.gpusharing import GpuShare, fit_one, fit_rows
+from kai.scheduler.gpusharing import GpuShare, fit_one, fit_rows, fit_rows_single
 from kai.scheduler.model import CPU, GPU, TaskInfo
 from kai.scheduler.session import Session
 
@@ -79,16 +79,22 @@ class Placer:
             placement = np.where(alloc > 0, 9.0 * free / np.maximum(alloc, 1), 0.0)
         if c.share is not None:
             g = ssn.snap.gpus
-            now, later, shared = fit_rows(
-                c.share,
-                g.cap[rows],
-                ssn.g_idle[rows],
-                ssn.g_rel[rows],
-                ssn.g_pods[rows],
-                ssn.g_gone[rows],
-                idle[:, GPU],
-                ssn.releasing[rows, GPU],
-            )
+            if c.share.devices == 1:
+                now, later, shared = fit_rows_single(
+                    c.share, g.cap[rows], ssn.group_max_now[rows], ssn.group_max_later[rows], idle[:, GPU],
+                    ssn.releasing[rows, GPU],
+                )
+            else:
+                now, later, shared = fit_rows(
+                    c.share,
+                    g.cap[rows],
+                    ssn.g_idle[rows],
+                    ssn.g_rel[rows],
+                    ssn.g_pods[rows],
+                    ssn.g_gone[rows],
+                    idle[:, GPU],
+                    ssn.releasing[rows, GPU],
+                )
             c.fits_now[rows] &= now
             c.fits_later[rows] &= later
             if c.binpack:  # gpusharingorder: a node with a shared GPU the portion fits on comes first
@@ -114,16 +120,8 @@ class Placer:
                     break
         shared = False
         if later and c.share is not None:
-            g_now, g_later, shared = fit_one(
-                c.share,
-                self._cap[row],
-                ssn.g_idle[row].tolist(),
-                ssn.g_rel[row].tolist(),
-                ssn.g_pods[row].tolist(),
-                ssn.g_gone[row].tolist(),
-                idle[GPU],
-                releasing[GPU],
-            )
+            free_now, free_later = ssn.group_free[row]
+            g_now, g_later, shared = fit_one(c.share, self._cap[row], free_now, free_later, idle[GPU], releasing[GPU])
             now = now and g_now
             later = g_later
         c.fits_now[row] = now

@@ -11,7 +11,7 @@ state into Decisions. Nothing here does I/O or reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -56,8 +56,7 @@ class _SavedGpus:
 
     idle: np.ndarray  # (n_res,) the node's idle row
     releasing: np.ndarray  # (n_res,)
-    slots: list[int]
-    values: list[tuple[int, int, int, int]]  # per slot: idle, rel, pods, gone
+    rows: tuple[list[int], list[int], list[int], list[int]]  # the node's GPU slots: idle, rel, pods, gone
     gpus: tuple[int, ...]  # the task's slots before
 
 
@@ -118,56 +117,45 @@ class Statement:
 
     # --- shared GPUs (see gpusharing's module docstring for the state and its rules) ---------------------
 
-    def _save(self, task: TaskInfo, node: int, slots: list[int]) -> _SavedGpus:
-        ssn = self._ssn
-        return _SavedGpus(
-            ssn.idle[node].copy(),
-            ssn.releasing[node].copy(),
-            slots,
-            [
-                (int(ssn.g_idle[node, s]), int(ssn.g_rel[node, s]), int(ssn.g_pods[node, s]), int(ssn.g_gone[node, s]))
-                for s in slots
-            ],
-            ssn.gpus[task.index],
-        )
-
     def _place_shared(self, task: TaskInfo, node: int, status: TaskStatus, gpus: tuple[int, ...] | None) -> None:
         ssn = self._ssn
         share = task.share
         assert share is not None
-        picks = ssn.pick_gpus(task, node, allow_releasing=status == TaskStatus.PIPELINED, gpus=gpus)
+        rows = ssn.gpu_rows(node)
+        pipelined = status == TaskStatus.PIPELINED
+        picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, gpus=gpus, rows=rows)
         if picks is None:
             node_name = ssn.snap.nodes.names[node]
             raise AssertionError(f"{task.namespace}/{task.name} does not fit the GPUs of node {node_name}")
-        slots = [p.slot for p in picks]
-        saved = self._save(task, node, slots)
+        saved = _SavedGpus(ssn.idle[node].copy(), ssn.releasing[node].copy(), rows, ssn.gpus[task.index])
         self._log.append(_Op("shared", task.index, node, ssn.status[task.index], ssn.node[task.index], saved=saved))
         req = ssn.node_request(task)
-        if status == TaskStatus.PIPELINED:
+        if pipelined:
             take = np.minimum(req, np.maximum(ssn.releasing[node], 0))
             ssn.releasing[node] -= take
             ssn.idle[node] -= req - take
         else:
             ssn.idle[node] -= req
         need = share.units(int(ssn.snap.gpus.cap[node]))
-        g_idle, g_rel, g_pods = ssn.g_idle, ssn.g_rel, ssn.g_pods
+        idle, rel, pods, gone = (list(r) for r in rows)
         for p in picks:
             s = p.slot
             if p.kind == "fresh":
                 ssn.idle[node, GPU] -= MILLI
             elif p.kind == "released":
                 ssn.releasing[node, GPU] -= MILLI
-                if g_pods[node, s] == 0:  # a whole-GPU pod's releasing GPU: all of it is free only later
-                    g_rel[node, s] += g_idle[node, s]
-                    g_idle[node, s] = 0
-            if status == TaskStatus.PIPELINED:
-                take_g = min(need, max(int(g_rel[node, s]), 0))
-                g_rel[node, s] -= take_g
-                g_idle[node, s] -= need - take_g
+                if pods[s] == 0:  # a whole-GPU pod's releasing GPU: all of it is free only later
+                    rel[s] += idle[s]
+                    idle[s] = 0
+            if pipelined:
+                take_g = min(need, max(rel[s], 0))
+                rel[s] -= take_g
+                idle[s] -= need - take_g
             else:
-                g_idle[node, s] -= need
-            g_pods[node, s] += 1
-        ssn.gpus[task.index] = tuple(slots)
+                idle[s] -= need
+            pods[s] += 1
+        ssn.set_gpu_rows(node, (idle, rel, pods, gone), [p.slot for p in picks])
+        ssn.gpus[task.index] = tuple(p.slot for p in picks)
         ssn.node_log.append(node)
         ssn._set(task, status, node)
 
@@ -175,17 +163,18 @@ class Statement:
         ssn = self._ssn
         share = task.share
         assert share is not None
-        slots = list(ssn.gpus[task.index])
-        self._log.append(
-            _Op("shared", task.index, node, ssn.status[task.index], node, saved=self._save(task, node, slots))
-        )
+        rows = ssn.gpu_rows(node)
+        saved = _SavedGpus(ssn.idle[node].copy(), ssn.releasing[node].copy(), rows, ssn.gpus[task.index])
+        self._log.append(_Op("shared", task.index, node, ssn.status[task.index], node, saved=saved))
         ssn.releasing[node] += ssn.node_request(task)
         need = share.units(int(ssn.snap.gpus.cap[node]))
-        for s in slots:
-            ssn.g_rel[node, s] += need
-            ssn.g_gone[node, s] += 1
-            if ssn.g_gone[node, s] == ssn.g_pods[node, s]:  # all its pods are going: one releasing GPU
+        idle, rel, pods, gone = (list(r) for r in rows)
+        for s in ssn.gpus[task.index]:
+            rel[s] += need
+            gone[s] += 1
+            if gone[s] == pods[s]:  # all its pods are going: one releasing GPU
                 ssn.releasing[node, GPU] += MILLI
+        ssn.set_gpu_rows(node, (idle, rel, pods, gone), ssn.gpus[task.index])
         ssn.node_log.append(node)
         ssn._set(task, TaskStatus.RELEASING, node)
 
@@ -214,11 +203,7 @@ class Statement:
                 assert saved is not None
                 ssn.idle[op.node] = saved.idle
                 ssn.releasing[op.node] = saved.releasing
-                for s, (gi, gr, gp, gg) in zip(saved.slots, saved.values):
-                    ssn.g_idle[op.node, s] = gi
-                    ssn.g_rel[op.node, s] = gr
-                    ssn.g_pods[op.node, s] = gp
-                    ssn.g_gone[op.node, s] = gg
+                ssn.set_gpu_rows(op.node, saved.rows)
                 ssn.gpus[op.task] = saved.gpus
             if op.kind != "status":
                 ssn.node_log.append(op.node)
@@ -286,7 +271,14 @@ class Session:
         self.g_pods = gpus.pods.copy()
         self.g_gone = gpus.gone.copy()
         self.gpus: list[tuple[int, ...]] = [t.gpu_slots for t in snap.tasks]  # slots a shared pod holds
+        # per node, what its GPU groups have free (units, largest first): now, and with releasing pods gone
+        self.group_free: list[tuple[list[int], list[int]]] = [([], [])] * nodes.n
+        self.group_max_now = np.full(nodes.n, -1, dtype=np.int64)  # (n_nodes,) group_free[n][0][0], -1 if none
+        self.group_max_later = np.full(nodes.n, -1, dtype=np.int64)
+        for row in np.flatnonzero((self.g_pods > 0).any(axis=1)).tolist() if self.g_pods.size else ():
+            self.summarize_groups(row)
         self.invalid = {t.index for t in snap.tasks if t.share_error}  # bad GPU-sharing annotations: never placed
+        self._node_requests: dict[int, np.ndarray] = {}  # shared pods: their request without the GPU column
         self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
         self.labels = NodeLabels(nodes)
         self._static: dict[int, StaticFit] = {}
@@ -537,23 +529,72 @@ class Session:
         groups' business, not the node's whole-GPU pool."""
         if task.share is None:
             return task.request
-        req = task.request.copy()
-        req[GPU] = 0
+        req = self._node_requests.get(task.index)
+        if req is None:
+            req = self._node_requests[task.index] = task.request.copy()
+            req[GPU] = 0
+            req.flags.writeable = False
         return req
 
+    def gpu_rows(self, node: int) -> tuple[list[int], list[int], list[int], list[int]]:
+        """The node's GPU slots as Python lists (idle, rel, pods, gone): one read per array."""
+        return (
+            self.g_idle[node].tolist(),
+            self.g_rel[node].tolist(),
+            self.g_pods[node].tolist(),
+            self.g_gone[node].tolist(),
+        )
+
+    def set_gpu_rows(
+        self, node: int, rows: tuple[list[int], list[int], list[int], list[int]], slots: Iterable[int] | None = None
+    ) -> None:
+        """Write the node's GPU slots back (only *slots*, if given) and refresh ``group_free[node]``."""
+        idle, rel, pods, gone = rows
+        if slots is None:
+            self.g_idle[node] = idle
+            self.g_rel[node] = rel
+            self.g_pods[node] = pods
+            self.g_gone[node] = gone
+        else:
+            g_idle, g_rel, g_pods, g_gone = self.g_idle, self.g_rel, self.g_pods, self.g_gone
+            for s in slots:
+                g_idle[node, s] = idle[s]
+                g_rel[node, s] = rel[s]
+                g_pods[node, s] = pods[s]
+                g_gone[node, s] = gone[s]
+        self._summarize(node, rows)
+
+    def summarize_groups(self, node: int) -> None:
+        """Refresh ``group_free[node]`` from the arrays (the Placer's per-node fit reads it)."""
+        self._summarize(node, self.gpu_rows(node))
+
+    def _summarize(self, node: int, rows: tuple[list[int], list[int], list[int], list[int]]) -> None:
+        idle, rel, pods, gone = rows
+        groups = [s for s in range(len(pods)) if pods[s] > gone[s]]
+        now = sorted((idle[s] for s in groups), reverse=True)
+        later = sorted((idle[s] + rel[s] for s in groups), reverse=True)
+        self.group_free[node] = (now, later)
+        self.group_max_now[node] = now[0] if now else -1
+        self.group_max_later[node] = later[0] if later else -1
+
     def pick_gpus(
-        self, task: TaskInfo, node: int, *, allow_releasing: bool, gpus: tuple[int, ...] | None = None
+        self,
+        task: TaskInfo,
+        node: int,
+        *,
+        allow_releasing: bool,
+        gpus: tuple[int, ...] | None = None,
+        rows: tuple[list[int], list[int], list[int], list[int]] | None = None,
     ) -> list[Pick] | None:
         """The GPUs of *node* a shared pod would take (``gpusharing.choose``), or, with *gpus*, whether
-        exactly those slots can take it; None if they cannot."""
+        exactly those slots can take it; None if they cannot. *rows*: ``gpu_rows(node)`` if at hand."""
         share = task.share
         assert share is not None
         g = self.snap.gpus
         if not g.sharing_nodes[node]:
             return None
         cap = int(g.cap[node])
-        idle, rel = self.g_idle[node].tolist(), self.g_rel[node].tolist()
-        pods, gone = self.g_pods[node].tolist(), self.g_gone[node].tolist()
+        idle, rel, pods, gone = rows if rows is not None else self.gpu_rows(node)
         whole_idle = max(int(self.idle[node, GPU]), 0) // MILLI
         whole_rel = max(int(self.releasing[node, GPU]), 0) // MILLI
         if gpus is None:
