@@ -168,3 +168,15 @@ def test_whole_gpu_takes_the_last_whole_gpu_only() -> None:
     slot = ssn.gpus[pending.index][0]
     assert ssn.g_pods[0, slot] == 1 and ssn.idle[0, GPU] == 0
     assert ssn.gpu_group_names(pending) == (f"node0-gpu{slot}",)
+
+
+def test_container_name_may_be_an_init_container() -> None:
+    from kai.api.objects import parse_pod
+
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "annotations": {"gpu-fraction": "0.5", "gpu-fraction-container-name": "setup"}},
+        "spec": {"initContainers": [{"name": "setup"}], "containers": [{"name": "main"}]},
+    }
+    assert parse_share(parse_pod(doc)) == (GpuShare(500, 0, 1, "setup"), "")

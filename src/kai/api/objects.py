@@ -302,7 +302,7 @@ class Pod:
     phase: str = "Pending"
     scheduling_gated: bool = False
     nominated_node_name: str = ""
-    container_names: tuple[str, ...] = ()
+    container_names: tuple[str, ...] = ()  # containers, then init containers
     start_time: float | None = None  # status.startTime: when the pod last started (min runtime counts from it)
 
     kind = "Pod"
@@ -368,6 +368,7 @@ def effective_requests(spec: dict[str, Any], prefix: str = "spec") -> tuple[Reso
     for i, c in enumerate(_list(spec.get("initContainers"), f"{prefix}.initContainers")):
         p = f"{prefix}.initContainers[{i}]"
         c = _map(c, p)
+        names.append(_str(c.get("name"), f"{p}.name"))  # gpu-fraction-container-name may name one
         req = _container_requests(c, p)
         if c.get("restartPolicy") == "Always":  # a sidecar runs for the pod's whole life
             _add(sidecars, req)
