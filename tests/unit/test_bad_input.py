@@ -339,3 +339,62 @@ def test_bad_document_beside_valid_ones(sim: SimFn, tmp_path: Path, name: str, t
     """Exit 2; the error names the file, the object and the field (and the bad value where there is one)."""
     bad = write(tmp_path, name, text)
     assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], *needles)
+
+
+PDB_BAD = [
+    ("selector: {matchLabels: {app: 1}}\n  minAvailable: 1", "spec.selector.matchLabels"),
+    ("selector: {matchLabels: [app]}\n  minAvailable: 1", "spec.selector.matchLabels"),
+    ("selector: {matchExpressions: [{key: app, operator: Equals, values: [x]}]}\n  minAvailable: 1",
+     "spec.selector.matchExpressions[0].operator"),
+    ("selector: {matchExpressions: [{key: app, operator: In}]}\n  minAvailable: 1",
+     "spec.selector.matchExpressions[0].values"),
+    ("selector: {matchExpressions: [{key: app, operator: Exists, values: [x]}]}\n  minAvailable: 1",
+     "spec.selector.matchExpressions[0].values"),
+    ("selector: {matchExpressions: [{operator: Exists}]}\n  minAvailable: 1",
+     "spec.selector.matchExpressions[0].key"),
+    ("selector: {matchLabels: {app: web}}\n  minAvailable: -1", "spec.minAvailable"),
+    ("selector: {matchLabels: {app: web}}\n  maxUnavailable: 'ten%'", "spec.maxUnavailable"),
+    ("selector: {matchLabels: {app: web}}", "spec.minAvailable"),
+    ("selector: {matchLabels: {app: web}}\n  minAvailable: 1\n  maxUnavailable: 1", "spec.minAvailable"),
+]
+
+
+@pytest.mark.parametrize(("spec", "field"), PDB_BAD, ids=[f for _, f in PDB_BAD])
+def test_bad_pod_disruption_budget(sim: SimFn, tmp_path: Path, spec: str, field: str) -> None:
+    """A PDB with a bad selector or budget is rejected naming the object and the field."""
+    bad = write(
+        tmp_path,
+        "pdb.yaml",
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web, namespace: ml}\nspec:\n  "
+        + spec
+        + "\n",
+    )
+    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "pdb.yaml", "PodDisruptionBudget/ml/web", field)
+
+
+DURATION_BAD = [
+    ("Queue", "preemptMinRuntime: -5m", "spec.preemptMinRuntime"),
+    ("Queue", "reclaimMinRuntime: 5 minutes", "spec.reclaimMinRuntime"),
+    ("PodGroup", "stalenessGracePeriod: 1h30", "spec.stalenessGracePeriod"),
+    ("PodGroup", "preemptionDelay: '60'", "spec.preemptionDelay"),
+]
+
+
+@pytest.mark.parametrize(("kind", "line", "field"), DURATION_BAD, ids=[f for _, _, f in DURATION_BAD])
+def test_bad_eviction_durations(sim: SimFn, tmp_path: Path, kind: str, line: str, field: str) -> None:
+    """Malformed or negative min-runtime, staleness and preemption-delay durations name their field."""
+    if kind == "Queue":
+        text = (
+            "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: team-b}\nspec:\n  parentQueue: dept\n  "
+            + line
+            + "\n  resources:\n    gpu: {quota: 1, limit: -1, overQuotaWeight: 1}\n"
+        )
+        name = "Queue/team-b"
+    else:
+        text = (
+            "apiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\nmetadata: {name: pg, namespace: ml}\n"
+            "spec:\n  queue: team-a\n  minMember: 1\n  " + line + "\n"
+        )
+        name = "PodGroup/ml/pg"
+    bad = write(tmp_path, "obj.yaml", text)
+    assert_bad(sim, [write(tmp_path, "base.yaml", BASE), bad], "obj.yaml", name, field)

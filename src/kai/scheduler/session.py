@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -184,6 +184,7 @@ class Statement:
         self._log.append(_Op("status", task.index, ssn.node[task.index], ssn.status[task.index], ssn.node[task.index]))
         ssn.status[task.index] = TaskStatus.PIPELINED
         ssn.changed.add(task.index)
+        ssn._evictable.pop(task.job, None)
 
     def rollback(self, to: int = 0) -> None:
         ssn = self._ssn
@@ -289,6 +290,8 @@ class Session:
         self.changed: set[int] = set()  # tasks whose status or node changed (close_session reports only these)
         self._ready = [self._job_ready_at_snapshot(job) for job in snap.jobs]
         self.notes: dict[int, list[str]] = {}  # job -> why eviction actions could not make room for it
+        self.cache: dict[str, Any] = {}  # values derived from the snapshot alone, computed once per session
+        self._evictable: dict[int, list[int]] = {}  # job -> evictable_tasks, dropped when a task changes
         self.evicted_count = 0  # pods evicted (incl. moved) and committed this cycle
         self.nominations: set[int] = set()  # tasks placed on room an eviction made for them
         self.pdb_used = [0] * len(snap.pdbs)  # disruptions committed this cycle, per PodDisruptionBudget
@@ -394,6 +397,7 @@ class Session:
         self.status[task.index] = status
         self.node[task.index] = node
         self.changed.add(task.index)
+        self._evictable.pop(task.job, None)
         if was == now:
             return
         job = self.snap.jobs[task.job]
@@ -449,10 +453,17 @@ class Session:
 
     def evictable_tasks(self, job: JobInfo) -> list[int]:
         """Tasks that were placed before this cycle and still are: only those can be victims. A task
-        placed earlier in this same cycle was never bound, so "evicting" it would free nothing real."""
-        tasks = self.snap.tasks
-        status = self.status
-        return [t for t in job.tasks if status[t] in ACTIVE_ALLOCATED and tasks[t].status == status[t]]
+        placed earlier in this same cycle was never bound, so "evicting" it would free nothing real.
+        Cached per job (every victim search asks for every job); ``_set`` drops a job's entry. The list is
+        shared: copy it before changing it."""
+        got = self._evictable.get(job.index)
+        if got is None:
+            tasks = self.snap.tasks
+            status = self.status
+            got = self._evictable[job.index] = [
+                t for t in job.tasks if status[t] in ACTIVE_ALLOCATED and tasks[t].status == status[t]
+            ]
+        return got
 
     def pending_tasks(self, job: JobInfo) -> list[TaskInfo]:
         """Pending tasks that may be placed (a pod with invalid GPU-sharing annotations never is)."""

@@ -52,23 +52,34 @@ class VictimOrder:
         self._deserved = deserved_shares(ssn)
         self._allocatable = allocatable_shares(ssn)
         self._total = snap.total.tolist()
-        ranked = sorted(jobs, key=lambda j: (-j.priority, j.creation, j.uid))
-        self._rank = {j.index: r for r, j in enumerate(ranked)}
-        for job in ranked:
+        rank = _victim_rank(ssn)
+        self._rank = rank
+        for job in jobs:
             active = ssn.evictable_tasks(job)
             if not active or job.queue < 0:
                 continue
-            self._active[job.index] = active
-            self._push(job)
+            self._active[job.index] = list(active)
+            entry = self._entry(job)
+            if entry is not None:
+                self._heaps.setdefault(job.queue, []).append(entry)
+                for a in ssn.queues.ancestors[job.queue]:
+                    self._count[a] += 1
+        for heap in self._heaps.values():
+            heapq.heapify(heap)
 
-    def _push(self, job: JobInfo) -> None:
+    def _entry(self, job: JobInfo) -> tuple[tuple, int] | None:
         active = self._active[job.index]
         surplus = len(active) > job.min_available
         if not surplus and not self._core_allowed(job):
-            return
+            return None
         elastic = 2 if surplus else 1 if len(active) == job.min_available else 0
-        key = (job.priority, -elastic, -self._rank[job.index])
-        heapq.heappush(self._heaps.setdefault(job.queue, []), (key, job.index))
+        return ((job.priority, -elastic, -self._rank[job.index]), job.index)
+
+    def _push(self, job: JobInfo) -> None:
+        entry = self._entry(job)
+        if entry is None:
+            return
+        heapq.heappush(self._heaps.setdefault(job.queue, []), entry)
         for a in self.ssn.queues.ancestors[job.queue]:
             self._count[a] += 1
 
@@ -98,34 +109,49 @@ class VictimOrder:
     def __iter__(self) -> Iterator[VictimUnit]:
         ssn = self.ssn
         queues = ssn.snap.queues
+        tasks = ssn.snap.tasks
+        count, keys, popped = self._count, self._keys, self._popped
         roots = [q.index for q in queues if q.parent < 0]
         while True:
-            live = [r for r in roots if self._count[r] > 0]
+            live = [r for r in roots if count[r] > 0]
             if not live:
                 return
             qi = self._choose(live)
             while not queues[qi].is_leaf:
-                qi = self._choose([c for c in queues[qi].children if self._count[c] > 0])
+                qi = self._choose([c for c in queues[qi].children if count[c] > 0])
             _, ji = heapq.heappop(self._heaps[qi])
-            for a in ssn.queues.ancestors[qi]:
-                self._count[a] -= 1
             job = ssn.snap.jobs[ji]
             active = self._active[ji]
             if len(active) > job.min_available:
                 unit = VictimUnit(ji, (active.pop(),), core=False)
-                requeue = True
             else:
                 unit = VictimUnit(ji, tuple(active), core=True)
-                requeue = False
-            for a in ssn.queues.ancestors[qi]:
-                self._keys.pop(a, None)
+            g = c = m = 0
             for t in unit.tasks:
-                g, c, m = ssn.snap.tasks[t].qreq
-                for a in ssn.queues.ancestors[qi]:
-                    row = self._popped[a]
-                    row[0] += g
-                    row[1] += c
-                    row[2] += m
-            if requeue:
+                tg, tc, tm = tasks[t].qreq
+                g += tg
+                c += tc
+                m += tm
+            for a in ssn.queues.ancestors[qi]:  # one pass up the tree: counts, cached keys, what was taken
+                count[a] -= 1
+                keys.pop(a, None)
+                row = popped[a]
+                row[0] += g
+                row[1] += c
+                row[2] += m
+            if not unit.core:
                 self._push(job)
             yield unit
+
+def _victim_rank(ssn: Session) -> list[int]:
+    """Every job's place in job order (highest priority, oldest first), computed once per session: the
+    newest, lowest job of a queue gives first, and the order of a subset is the order of the whole."""
+    rank = ssn.cache.get("victim_rank")
+    if rank is None:
+        jobs = ssn.snap.jobs
+        ranked = sorted(range(len(jobs)), key=lambda j: (-jobs[j].priority, jobs[j].creation, jobs[j].uid))
+        rank = [0] * len(jobs)
+        for r, j in enumerate(ranked):
+            rank[j] = r
+        ssn.cache["victim_rank"] = rank
+    return rank

@@ -48,6 +48,7 @@ from kai.sim.controllers import ADMISSION, Created, controller_for
 from kai.store import Key, Store, key_of
 
 SCHEDULE_PERIOD_S = 1.0  # simulated time between two cycles
+ARRIVAL_SPACING_S = 0.001  # creation-time gap between objects applied together between two cycles
 MAX_CONTROLLER_ROUNDS = 32  # owners nest a few levels deep (RayService → RayCluster → pods); this is ample
 
 SimObject = ApiObject | Workload
@@ -136,6 +137,7 @@ class EmbeddedCluster:
         self._groupings: dict[Key, Grouping] = {}  # generated PodGroup → how the pod-grouper made it
         self._events: list[Event] = []
         self._reported: set[Key] = set()
+        self._warned: set[tuple[str, str, str]] = set()  # (object, field, message) of owner warnings given
         self._durations = False  # whether any kai.sim/duration was applied (else the pass is skipped)
         for pc in default_priority_classes():
             pc.meta.creation_timestamp = 0.0
@@ -143,14 +145,16 @@ class EmbeddedCluster:
 
     # --- loading --------------------------------------------------------------------------
 
-    def apply(self, objects: Sequence[tuple[str, SimObject]]) -> None:
+    def apply(self, objects: Sequence[tuple[str, SimObject]], *, spacing: float = 1.0) -> None:
         """Apply manifests (source, object) in order, let the controllers create their pods, group the pods,
         then check every reference; ManifestError on the first problem. Objects without a
-        creationTimestamp are aged by their position (the first is the oldest)."""
+        creationTimestamp are aged by their position (the first is the oldest), *spacing* seconds apart:
+        objects arriving between cycles use a small spacing so that they are younger than everything
+        applied before them."""
         n = len(objects)
         for i, (source, obj) in enumerate(objects):
             if obj.meta.creation_timestamp is None:
-                obj.meta.creation_timestamp = self.now - (n - i)
+                obj.meta.creation_timestamp = self.now - (n - i) * spacing
             self._put_new(obj, source)
             if isinstance(obj, Pod) and obj.node_name and obj.phase == "Running":
                 self._started[self._pod_id(obj)] = obj.start_time if obj.start_time is not None else self.now
@@ -352,10 +356,25 @@ class EmbeddedCluster:
                 self._reported.add(key)
                 message = f"{grouping.unknown_kind}: PodGroup {pg.meta.namespace}/{pg.meta.name} for {top.ref}"
                 self._events.append(Event(top.ref, "Normal", "UnknownOwnerKind", message))
+            if grouping.warning is not None:
+                self._warn_owner(grouping.warning, pg)
         pod.meta.annotations[C.ANNOTATION_POD_GROUP_NAME] = pg.meta.name
         if grouping.subgroup:
             pod.meta.labels[C.LABEL_SUBGROUP_NAME] = grouping.subgroup
         self.store.put(pod)
+
+    def _warn_owner(self, warning: ManifestError, pg: PodGroup) -> None:
+        """An owner whose spec contradicts itself: a Warning on the object the user wrote (a RayService, not
+        the RayCluster it made), naming the field, once per problem; its pods were grouped by default."""
+        err = self._relocate(warning)
+        if (err.obj, err.field, err.message) in self._warned:
+            return
+        self._warned.add((err.obj, err.field, err.message))
+        message = (
+            f"{err.field}: {err.message}; its pods are grouped by the default rule instead "
+            f"(PodGroup {pg.meta.namespace}/{pg.meta.name}, minMember {pg.min_member})"
+        )
+        self._events.append(Event(err.obj, "Warning", "PodGrouperWarning", message))
 
     def take_events(self) -> list[Event]:
         """Events the cluster itself raised (pod-grouper, controllers) since the last call, oldest first."""
@@ -488,14 +507,17 @@ class EmbeddedCluster:
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
         )
 
-    def run_cycle(self, conf: SchedulerConf) -> CycleResult:
-        """Move the cluster on from the previous cycle (if any), then schedule once and apply the result."""
+    def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
+        """Move the cluster on from the previous cycle (if any), apply *arrivals* (manifests that arrive just
+        before this cycle, as ``kai sim --at`` gives them), then schedule once and apply the result."""
         if self.cycle == 0:
             shard = self.shard()
             if shard is not None and shard.usage_window is not None:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
         if self.cycle > 0:
             self._advance()
+        if arrivals:
+            self.apply(arrivals, spacing=ARRIVAL_SPACING_S)
         snap = self.snapshot()
         result = run_cycle(snap, conf)
         self._record_gpu_groups(snap)

@@ -105,45 +105,52 @@ class Solver:
         # a unit a PodDisruptionBudget fully protects can never be part of an accepted set: skip it early,
         # so the search moves on to the next victims instead of retrying sets that contain it
         it = (u for u in victims if not ssn.disruption_blocked(u.tasks))
+        tasks_req = [snap_task.request for snap_task in ssn.snap.tasks]
 
         if len(tasks) == 1:  # node-local greedy
             per_node: dict[int, list[VictimUnit]] = {}
-            freed: dict[int, np.ndarray] = {}
-            need = tasks[0].request
+            freed: dict[int, list[int]] = {}
+            col_list = cols.tolist()
+            need = tasks[0].request[cols].tolist()
+            node_of = ssn.node
+            static_list = static.tolist()
             for unit in it:
                 seen.append(unit)
-                nodes = {ssn.node[t] for t in unit.tasks}
-                if len(nodes) != 1:
-                    continue
-                n = nodes.pop()
-                if not static[n]:
+                n = node_of[unit.tasks[0]]
+                if any(node_of[t] != n for t in unit.tasks[1:]) or not static_list[n]:
                     continue
                 per_node.setdefault(n, []).append(unit)
-                freed[n] = freed.get(n, 0) + np.sum([ssn.snap.tasks[t].request for t in unit.tasks], axis=0)
-                if (free[n, cols] + freed[n][cols] >= need[cols]).all():
+                got = freed.get(n)
+                if got is None:
+                    got = freed[n] = free[n, cols].tolist()
+                for t in unit.tasks:
+                    r = tasks_req[t]
+                    for i, c in enumerate(col_list):
+                        got[i] += int(r[c])
+                if all(g >= q for g, q in zip(got, need)):
                     if self._try(job, tasks, per_node[n], result):
                         return result
                     if result.out_of_budget:
                         return result
 
-        # multi-node: everything seen so far, then more, in victim order
-        total_free = free[static].sum(axis=0)
-        freed_total = np.zeros_like(total_free)
+        # multi-node: everything seen so far, then more, in victim order. A set is simulated only when the
+        # freed room could hold every pod (_Room, a necessary condition), and after a failure only once it
+        # has grown by _GROWTH, so a 2,000-pod gang costs a handful of simulations, not thousands.
+        room = _Room(free, static, tasks, cols)
         chosen: list[VictimUnit] = []
         next_try = tried_len = 0
         for unit in itertools.chain(seen, it):
             chosen.append(unit)
-            for t in unit.tasks:
-                if static[ssn.node[t]]:
-                    freed_total += ssn.snap.tasks[t].request
-            if len(chosen) < next_try or not (total_free[cols] + freed_total[cols] >= request[cols]).all():
+            room.free_unit(ssn.node, unit.tasks, tasks_req)
+            if len(chosen) < next_try or not room.enough():
                 continue
-            if self._try(job, tasks, list(chosen), result) or result.out_of_budget:
+            if self._try(job, tasks, room.useful(chosen, ssn.node), result) or result.out_of_budget:
                 return result
             tried_len = len(chosen)
             next_try = max(len(chosen) + 1, int(len(chosen) * _GROWTH))
-        if len(chosen) > tried_len and (total_free[cols] + freed_total[cols] >= request[cols]).all():
-            self._try(job, tasks, chosen, result)  # every candidate victim: the largest set there is
+        if len(chosen) > tried_len and room.enough():
+            # every candidate victim: the largest set there is
+            self._try(job, tasks, room.useful(chosen, ssn.node), result)
         return result
 
     # --- one scenario ---------------------------------------------------------------------------------
@@ -307,6 +314,63 @@ class Solver:
             stmt.pipeline(task, node, gpus)
         pipeline_whole_gang_if_needed(ssn, stmt, job)
         return True
+
+
+class _Room:
+    """How many of the job's pods the freed room could hold at most, kept per node as victims accumulate.
+
+    Every pod needs at least ``smallest`` (the element-wise minimum request over the job's pods), so a node
+    with ``free`` room holds at most ``min over columns of free // smallest`` of them. When the sum over the
+    nodes the job may use is below the number of pods, placing them must fail, and the simulation is
+    skipped. That is a necessary condition only: a set that passes is still simulated.
+
+    When all the job's pods ask for the same amounts, the count is exact per node, so a victim on a node
+    whose count did not grow cannot help the job in: ``useful`` leaves such victims out of the simulated
+    set. Evicting them would only churn (they would be put back, perhaps elsewhere: a needless move).
+    """
+
+    def __init__(self, free: np.ndarray, static: np.ndarray, tasks: list[TaskInfo], cols: np.ndarray) -> None:
+        smallest = np.min([t.request for t in tasks], axis=0)
+        self._cols = [int(c) for c in cols if smallest[c] > 0]
+        self._smallest = [int(smallest[c]) for c in self._cols]
+        self._pods = len(tasks)
+        self._uniform = all((t.request == tasks[0].request).all() for t in tasks[1:])
+        self._static = static.tolist()
+        self._free: dict[int, list[int]] = {}
+        self._base = free
+        if self._cols:
+            sub = np.maximum(free[:, self._cols], 0) // np.array(self._smallest)
+            self._cap = sub.min(axis=1) * static
+            self._base_cap = self._cap.copy()
+            self._total = int(self._cap.sum())
+        else:
+            self._total = self._pods  # pods that request nothing fit anywhere: never skip
+
+    def free_unit(self, node_of: list[int], unit_tasks: tuple[int, ...], request: list[np.ndarray]) -> None:
+        if not self._cols:
+            return
+        for t in unit_tasks:
+            n = node_of[t]
+            if not self._static[n]:
+                continue
+            got = self._free.get(n)
+            if got is None:
+                got = self._free[n] = [int(self._base[n, c]) for c in self._cols]
+            r = request[t]
+            for i, c in enumerate(self._cols):
+                got[i] += int(r[c])
+            cap = min(max(g, 0) // q for g, q in zip(got, self._smallest))
+            self._total += cap - int(self._cap[n])
+            self._cap[n] = cap
+
+    def enough(self) -> bool:
+        return self._total >= self._pods
+
+    def useful(self, units: list[VictimUnit], node_of: list[int]) -> list[VictimUnit]:
+        if not self._uniform or not self._cols:
+            return list(units)
+        grown = {n for n in self._free if self._cap[n] > self._base_cap[n]}
+        return [u for u in units if any(node_of[t] in grown for t in u.tasks)]
 
 
 def _job_order(job: JobInfo) -> tuple:
