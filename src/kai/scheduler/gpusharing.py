@@ -211,6 +211,16 @@ def choose(
     if need > cap:
         return None
     d = share.devices
+    if d == 1 and not allow_releasing:  # the common case, without building the ranking
+        best = -1  # pack: the fullest group (least idle) that fits; spread: the emptiest; ties: the lower slot
+        for s, n in enumerate(pods):
+            fits = n > gone[s] and idle[s] >= need
+            if fits and (best < 0 or (idle[s] < idle[best] if pack else idle[s] > idle[best])):
+                best = s
+        fresh = whole_idle > 0 and 0 in pods
+        if best >= 0 and (pack or not fresh):
+            return [Pick(best, "group")]
+        return [Pick(pods.index(0), "fresh")] if fresh else None
     ranked: list[tuple[int, float, int, str]] = []  # (later, score, slot, kind): smallest first
     free_slots: list[int] = []
     releasing_slots: list[int] = []
@@ -271,16 +281,16 @@ def fit_one(
     whole_releasing: int,
 ) -> tuple[bool, bool, bool]:
     """``fit_rows`` for one node in Python scalars (a placement changes one row; NumPy's per-call
-    overhead would dominate). *free_now* / *free_later*: what the node's groups have free, largest first."""
+    overhead would dominate). *free_now* / *free_later*: what each of the node's groups has free."""
     need = share.units(cap)
     if need > cap:
         return False, False, False
     d = share.devices
     whole_idle = max(whole_idle, 0) // MILLI
     whole_later = whole_idle + max(whole_releasing, 0) // MILLI
-    shared = bool(free_later) and free_later[0] >= need
+    shared = bool(free_later) and max(free_later) >= need
     if d == 1:
-        now = whole_idle >= 1 or (bool(free_now) and free_now[0] >= need)
+        now = whole_idle >= 1 or (bool(free_now) and max(free_now) >= need)
         return now, shared or whole_later >= 1, shared
     now_n = sum(1 for f in free_now if f >= need)
     later_n = sum(1 for f in free_later if f >= need)

@@ -80,9 +80,13 @@ class Placer:
         if c.share is not None:
             g = ssn.snap.gpus
             if c.share.devices == 1:
+                if isinstance(rows, slice):
+                    max_now, max_later = np.array(ssn.group_max_now), np.array(ssn.group_max_later)
+                else:
+                    max_now = np.array([ssn.group_max_now[r] for r in rows.tolist()], dtype=np.int64)
+                    max_later = np.array([ssn.group_max_later[r] for r in rows.tolist()], dtype=np.int64)
                 now, later, shared = fit_rows_single(
-                    c.share, g.cap[rows], ssn.group_max_now[rows], ssn.group_max_later[rows], idle[:, GPU],
-                    ssn.releasing[rows, GPU],
+                    c.share, g.cap[rows], max_now, max_later, idle[:, GPU], ssn.releasing[rows, GPU]
                 )
             else:
                 now, later, shared = fit_rows(

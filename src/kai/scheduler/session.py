@@ -129,20 +129,20 @@ class Statement:
             raise AssertionError(f"{task.namespace}/{task.name} does not fit the GPUs of node {node_name}")
         saved = _SavedGpus(ssn.idle[node].copy(), ssn.releasing[node].copy(), rows, ssn.gpus[task.index])
         self._log.append(_Op("shared", task.index, node, ssn.status[task.index], ssn.node[task.index], saved=saved))
-        req = ssn.node_request(task)
+        fresh = sum(1 for p in picks if p.kind == "fresh")
+        req = ssn.node_request(task, fresh)  # the whole GPUs it takes from the node's pool, in the GPU column
         if pipelined:
             take = np.minimum(req, np.maximum(ssn.releasing[node], 0))
+            take[GPU] = 0  # fresh GPUs come from idle; releasing ones are counted below
             ssn.releasing[node] -= take
             ssn.idle[node] -= req - take
         else:
             ssn.idle[node] -= req
-        need = share.units(int(ssn.snap.gpus.cap[node]))
+        need = share.units(ssn.gpu_cap[node])
         idle, rel, pods, gone = (list(r) for r in rows)
         for p in picks:
             s = p.slot
-            if p.kind == "fresh":
-                ssn.idle[node, GPU] -= MILLI
-            elif p.kind == "released":
+            if p.kind == "released":
                 ssn.releasing[node, GPU] -= MILLI
                 if pods[s] == 0:  # a whole-GPU pod's releasing GPU: all of it is free only later
                     rel[s] += idle[s]
@@ -167,7 +167,7 @@ class Statement:
         saved = _SavedGpus(ssn.idle[node].copy(), ssn.releasing[node].copy(), rows, ssn.gpus[task.index])
         self._log.append(_Op("shared", task.index, node, ssn.status[task.index], node, saved=saved))
         ssn.releasing[node] += ssn.node_request(task)
-        need = share.units(int(ssn.snap.gpus.cap[node]))
+        need = share.units(ssn.gpu_cap[node])
         idle, rel, pods, gone = (list(r) for r in rows)
         for s in ssn.gpus[task.index]:
             rel[s] += need
@@ -274,12 +274,13 @@ class Session:
         self.gpus: list[tuple[int, ...]] = [t.gpu_slots for t in snap.tasks]  # slots a shared pod holds
         # per node, what its GPU groups have free (units, largest first): now, and with releasing pods gone
         self.group_free: list[tuple[list[int], list[int]]] = [([], [])] * nodes.n
-        self.group_max_now = np.full(nodes.n, -1, dtype=np.int64)  # (n_nodes,) group_free[n][0][0], -1 if none
-        self.group_max_later = np.full(nodes.n, -1, dtype=np.int64)
+        self.group_max_now = [-1] * nodes.n  # per node, max(group_free[n][0]), -1 if it has no group
+        self.group_max_later = [-1] * nodes.n
         for row in np.flatnonzero((self.g_pods > 0).any(axis=1)).tolist() if self.g_pods.size else ():
             self.summarize_groups(row)
         self.invalid = {t.index for t in snap.tasks if t.share_error}  # bad GPU-sharing annotations: never placed
-        self._node_requests: dict[int, np.ndarray] = {}  # shared pods: their request without the GPU column
+        self._node_requests: dict[tuple[int, int], np.ndarray] = {}  # shared pods' node-column requests
+        self.gpu_cap: list[int] = snap.gpus.cap.tolist()  # units per GPU, per node
         self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
         self.labels = NodeLabels(nodes)
         self._static: dict[int, StaticFit] = {}
@@ -535,15 +536,16 @@ class Session:
 
     # --- shared GPUs ------------------------------------------------------------------------------------
 
-    def node_request(self, task: TaskInfo) -> np.ndarray:
+    def node_request(self, task: TaskInfo, fresh_gpus: int = 0) -> np.ndarray:
         """What *task* takes from its node's resource columns: a shared pod's GPU column is its GPU
-        groups' business, not the node's whole-GPU pool."""
+        groups' business, except for the *fresh_gpus* whole GPUs it takes out of the node's pool."""
         if task.share is None:
             return task.request
-        req = self._node_requests.get(task.index)
+        key = (task.index, fresh_gpus)
+        req = self._node_requests.get(key)
         if req is None:
-            req = self._node_requests[task.index] = task.request.copy()
-            req[GPU] = 0
+            req = self._node_requests[key] = task.request.copy()
+            req[GPU] = fresh_gpus * MILLI
             req.flags.writeable = False
         return req
 
@@ -567,12 +569,13 @@ class Session:
             self.g_pods[node] = pods
             self.g_gone[node] = gone
         else:
-            g_idle, g_rel, g_pods, g_gone = self.g_idle, self.g_rel, self.g_pods, self.g_gone
-            for s in slots:
-                g_idle[node, s] = idle[s]
-                g_rel[node, s] = rel[s]
-                g_pods[node, s] = pods[s]
-                g_gone[node, s] = gone[s]
+            for s in slots:  # NumPy scalar writes cost: only the values that changed
+                self.g_idle[node, s] = idle[s]
+                self.g_pods[node, s] = pods[s]
+                if rel[s] != self.g_rel[node, s]:
+                    self.g_rel[node, s] = rel[s]
+                if gone[s] != self.g_gone[node, s]:
+                    self.g_gone[node, s] = gone[s]
         self._summarize(node, rows)
 
     def summarize_groups(self, node: int) -> None:
@@ -581,12 +584,11 @@ class Session:
 
     def _summarize(self, node: int, rows: tuple[list[int], list[int], list[int], list[int]]) -> None:
         idle, rel, pods, gone = rows
-        groups = [s for s in range(len(pods)) if pods[s] > gone[s]]
-        now = sorted((idle[s] for s in groups), reverse=True)
-        later = sorted((idle[s] + rel[s] for s in groups), reverse=True)
+        now = [idle[s] for s in range(len(pods)) if pods[s] > gone[s]]
+        later = [idle[s] + rel[s] for s in range(len(pods)) if pods[s] > gone[s]] if any(rel) else now
         self.group_free[node] = (now, later)
-        self.group_max_now[node] = now[0] if now else -1
-        self.group_max_later[node] = later[0] if later else -1
+        self.group_max_now[node] = max(now, default=-1)
+        self.group_max_later[node] = max(later, default=-1)
 
     def pick_gpus(
         self,
