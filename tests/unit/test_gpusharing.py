@@ -180,3 +180,33 @@ def test_container_name_may_be_an_init_container() -> None:
         "spec": {"initContainers": [{"name": "setup"}], "containers": [{"name": "main"}]},
     }
     assert parse_share(parse_pod(doc)) == (GpuShare(500, 0, 1, "setup"), "")
+
+
+def test_example_two_inference_pods_share_one_gpu_across_cycles() -> None:
+    """examples/gpu-sharing (shown in docs/gpu-sharing.md): both 0.5 pods on one GPU, and they stay there."""
+    from pathlib import Path
+
+    from tests.conftest import run_sim
+
+    example = Path(__file__).parents[2] / "examples" / "gpu-sharing" / "cluster.yaml"
+    for cycles, status in (("1", "Binding"), ("3", "Running")):
+        code, doc, err = run_sim([str(example), "--cycles", cycles])
+        assert code == 0, err
+        assert doc is not None
+        pods = {p["name"]: p for p in doc["pods"]}
+        for name in ("chat-small", "embedder"):
+            assert pods[name]["status"] == status
+            assert pods[name]["node"] == "gpu-node"
+            assert pods[name]["gpus"] == 0.5
+            assert pods[name]["gpuGroups"] == ["gpu-node-gpu0"]
+
+
+def test_embedded_cluster_labels_unlabeled_running_shared_pods() -> None:
+    cluster = _cluster()
+    cluster.run_cycle(SchedulerConf(actions=("allocate",)))
+    pods = {p.meta.name: p for p in cluster.store.list("Pod")}
+    assert pods["named"].meta.labels["runai-gpu-group"] == "X"
+    # the unlabeled pod was placed on X by the snapshot and is now labelled so the next cycle agrees
+    assert pods["unnamed"].meta.labels["runai-gpu-group"] == "X"
+    assert pods["pending"].node_name == "node0"
+    assert pods["pending"].meta.labels["runai-gpu-group"].startswith("node0-gpu")
