@@ -141,7 +141,7 @@ def test_statement_rollback_restores_every_gpu_array() -> None:
     snap = _cluster().snapshot()
     ssn = Session(snap, SchedulerConf())
     by_name = {t.name: t for t in snap.tasks}
-    arrays = lambda: [a.copy() for a in (ssn.idle, ssn.releasing, ssn.g_idle, ssn.g_rel, ssn.g_pods, ssn.g_gone)]  # noqa: E731
+    arrays = lambda: [ssn.idle.copy(), ssn.releasing.copy(), *ssn.gpu_arrays()]  # noqa: E731
     before = arrays()
     gpus_before = list(ssn.gpus)
     stmt = ssn.statement()
@@ -166,7 +166,7 @@ def test_whole_gpu_takes_the_last_whole_gpu_only() -> None:
     stmt = ssn.statement()
     stmt.allocate(pending, 0)
     slot = ssn.gpus[pending.index][0]
-    assert ssn.g_pods[0, slot] == 1 and ssn.idle[0, GPU] == 0
+    assert ssn.gpu_rows(0)[2][slot] == 1 and ssn.idle[0, GPU] == 0
     assert ssn.gpu_group_names(pending) == (f"node0-gpu{slot}",)
 
 

@@ -89,7 +89,7 @@ def explain_no_node(ssn, task: TaskInfo) -> str:
         if col == GPU and task.share is not None:  # a fraction: per-GPU room, not the whole-GPU pool
             g = ssn.snap.gpus
             node_gpu = (ssn.idle[:, GPU], ssn.releasing[:, GPU])
-            _, later, _ = fit_rows(task.share, g.cap, ssn.g_idle, ssn.g_rel, ssn.g_pods, ssn.g_gone, *node_gpu)
+            _, later, _ = fit_rows(task.share, g.cap, *ssn.gpu_arrays(), *node_gpu)
             short = left & ~later
             if short.any():
                 parts.append(_count(int(short.sum()), f"have no GPUs with room for {task.share.describe()}"))

@@ -89,16 +89,8 @@ class Placer:
                     c.share, g.cap[rows], max_now, max_later, idle[:, GPU], ssn.releasing[rows, GPU]
                 )
             else:
-                now, later, shared = fit_rows(
-                    c.share,
-                    g.cap[rows],
-                    ssn.g_idle[rows],
-                    ssn.g_rel[rows],
-                    ssn.g_pods[rows],
-                    ssn.g_gone[rows],
-                    idle[:, GPU],
-                    ssn.releasing[rows, GPU],
-                )
+                slots = ssn.gpu_arrays(None if isinstance(rows, slice) else rows.tolist())
+                now, later, shared = fit_rows(c.share, g.cap[rows], *slots, idle[:, GPU], ssn.releasing[rows, GPU])
             c.fits_now[rows] &= now
             c.fits_later[rows] &= later
             if c.binpack:  # gpusharingorder: a node with a shared GPU the portion fits on comes first
@@ -176,13 +168,13 @@ class Placer:
             self._score_rows(c, slice(None))
             self._cache[key] = c
         elif c.synced < len(log):
-            changed = log[c.synced :]
+            changed = set(log[c.synced :])  # binpack keeps changing the same few nodes
             c.synced = len(log)
             if len(changed) <= _SCALAR_ROWS:
-                for row in set(changed):
+                for row in changed:
                     self._score_row(c, row)
             else:
-                self._score_rows(c, np.array(sorted(set(changed)), dtype=np.intp))
+                self._score_rows(c, np.array(sorted(changed), dtype=np.intp))
         return c
 
     def best_node(self, task: TaskInfo) -> tuple[int, bool]:

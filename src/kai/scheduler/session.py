@@ -11,7 +11,7 @@ state into Decisions. Nothing here does I/O or reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,10 @@ class JobFailure:
 
     reason: str  # Unschedulable | OverLimit | NonPreemptibleOverQuota | QueueDoesNotExist | NotReady | ...
     message: str
+
+
+def _copy(rows: tuple[list[int], list[int], list[int], list[int]]) -> tuple[list[int], list[int], list[int], list[int]]:
+    return (rows[0][:], rows[1][:], rows[2][:], rows[3][:])
 
 
 class Statement:
@@ -127,7 +131,7 @@ class Statement:
         if picks is None:
             node_name = ssn.snap.nodes.names[node]
             raise AssertionError(f"{task.namespace}/{task.name} does not fit the GPUs of node {node_name}")
-        saved = _SavedGpus(ssn.idle[node].copy(), ssn.releasing[node].copy(), rows, ssn.gpus[task.index])
+        saved = _SavedGpus(ssn.idle[node].copy(), ssn.releasing[node].copy(), _copy(rows), ssn.gpus[task.index])
         self._log.append(_Op("shared", task.index, node, ssn.status[task.index], ssn.node[task.index], saved=saved))
         fresh = sum(1 for p in picks if p.kind == "fresh")
         req = ssn.node_request(task, fresh)  # the whole GPUs it takes from the node's pool, in the GPU column
@@ -139,7 +143,7 @@ class Statement:
         else:
             ssn.idle[node] -= req
         need = share.units(ssn.gpu_cap[node])
-        idle, rel, pods, gone = (list(r) for r in rows)
+        idle, rel, pods, _ = rows  # changed in place (the before-image is in the log)
         for p in picks:
             s = p.slot
             if p.kind == "released":
@@ -147,6 +151,7 @@ class Statement:
                 if pods[s] == 0:  # a whole-GPU pod's releasing GPU: all of it is free only later
                     rel[s] += idle[s]
                     idle[s] = 0
+            ssn.any_groups = True
             if pipelined:
                 take_g = min(need, max(rel[s], 0))
                 rel[s] -= take_g
@@ -154,7 +159,7 @@ class Statement:
             else:
                 idle[s] -= need
             pods[s] += 1
-        ssn.set_gpu_rows(node, (idle, rel, pods, gone), [p.slot for p in picks])
+        ssn.summarize_groups(node)
         ssn.gpus[task.index] = tuple(p.slot for p in picks)
         ssn.node_log.append(node)
         ssn._set(task, status, node)
@@ -164,17 +169,17 @@ class Statement:
         share = task.share
         assert share is not None
         rows = ssn.gpu_rows(node)
-        saved = _SavedGpus(ssn.idle[node].copy(), ssn.releasing[node].copy(), rows, ssn.gpus[task.index])
+        saved = _SavedGpus(ssn.idle[node].copy(), ssn.releasing[node].copy(), _copy(rows), ssn.gpus[task.index])
         self._log.append(_Op("shared", task.index, node, ssn.status[task.index], node, saved=saved))
         ssn.releasing[node] += ssn.node_request(task)
         need = share.units(ssn.gpu_cap[node])
-        idle, rel, pods, gone = (list(r) for r in rows)
+        _, rel, pods, gone = rows
         for s in ssn.gpus[task.index]:
             rel[s] += need
             gone[s] += 1
             if gone[s] == pods[s]:  # all its pods are going: one releasing GPU
                 ssn.releasing[node, GPU] += MILLI
-        ssn.set_gpu_rows(node, (idle, rel, pods, gone), ssn.gpus[task.index])
+        ssn.summarize_groups(node)
         ssn.node_log.append(node)
         ssn._set(task, TaskStatus.RELEASING, node)
 
@@ -204,7 +209,8 @@ class Statement:
                 assert saved is not None
                 ssn.idle[op.node] = saved.idle
                 ssn.releasing[op.node] = saved.releasing
-                ssn.set_gpu_rows(op.node, saved.rows)
+                ssn.gpu_slots[op.node] = saved.rows
+                ssn.summarize_groups(op.node)
                 ssn.gpus[op.task] = saved.gpus
             if op.kind != "status":
                 ssn.node_log.append(op.node)
@@ -267,16 +273,18 @@ class Session:
         self.status: list[TaskStatus] = [t.status for t in snap.tasks]
         self.node: list[int] = [t.node for t in snap.tasks]
         gpus = snap.gpus  # per-GPU state of shared GPUs (gpusharing), copied like the node rows
-        self.g_idle = gpus.idle.copy()
-        self.g_rel = gpus.rel.copy()
-        self.g_pods = gpus.pods.copy()
-        self.g_gone = gpus.gone.copy()
+        # per node, its GPU slots as Python lists (idle, rel, pods, gone): a placement changes a few slots
+        # of one node, which NumPy's per-call overhead would make slow; ``gpu_arrays`` builds arrays on demand
+        self.gpu_slots: list[tuple[list[int], list[int], list[int], list[int]]] = list(
+            zip(gpus.idle.tolist(), gpus.rel.tolist(), gpus.pods.tolist(), gpus.gone.tolist(), strict=True)
+        )
+        self.any_groups = bool((gpus.pods > 0).any())  # set once a group exists; only guards a precheck
         self.gpus: list[tuple[int, ...]] = [t.gpu_slots for t in snap.tasks]  # slots a shared pod holds
         # per node, what its GPU groups have free (units, largest first): now, and with releasing pods gone
         self.group_free: list[tuple[list[int], list[int]]] = [([], [])] * nodes.n
         self.group_max_now = [-1] * nodes.n  # per node, max(group_free[n][0]), -1 if it has no group
         self.group_max_later = [-1] * nodes.n
-        for row in np.flatnonzero((self.g_pods > 0).any(axis=1)).tolist() if self.g_pods.size else ():
+        for row in np.flatnonzero((gpus.pods > 0).any(axis=1)).tolist() if gpus.pods.size else ():
             self.summarize_groups(row)
         self.invalid = {t.index for t in snap.tasks if t.share_error}  # bad GPU-sharing annotations: never placed
         self._node_requests: dict[tuple[int, int], np.ndarray] = {}  # shared pods' node-column requests
@@ -550,37 +558,20 @@ class Session:
         return req
 
     def gpu_rows(self, node: int) -> tuple[list[int], list[int], list[int], list[int]]:
-        """The node's GPU slots as Python lists (idle, rel, pods, gone): one read per array."""
-        return (
-            self.g_idle[node].tolist(),
-            self.g_rel[node].tolist(),
-            self.g_pods[node].tolist(),
-            self.g_gone[node].tolist(),
+        """The node's GPU slots (idle, rel, pods, gone): the live lists; change them only in a Statement."""
+        return self.gpu_slots[node]
+
+    def gpu_arrays(self, rows: list[int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(idle, rel, pods, gone) as (nodes, slots) int64 arrays, for all nodes or the given *rows*."""
+        picked = self.gpu_slots if rows is None else [self.gpu_slots[r] for r in rows]
+        width = self.snap.gpus.pods.shape[1]
+        return tuple(  # type: ignore[return-value]
+            np.array([r[k] for r in picked], dtype=np.int64).reshape(len(picked), width) for k in range(4)
         )
 
-    def set_gpu_rows(
-        self, node: int, rows: tuple[list[int], list[int], list[int], list[int]], slots: Iterable[int] | None = None
-    ) -> None:
-        """Write the node's GPU slots back (only *slots*, if given) and refresh ``group_free[node]``."""
-        idle, rel, pods, gone = rows
-        if slots is None:
-            self.g_idle[node] = idle
-            self.g_rel[node] = rel
-            self.g_pods[node] = pods
-            self.g_gone[node] = gone
-        else:
-            for s in slots:  # NumPy scalar writes cost: only the values that changed
-                self.g_idle[node, s] = idle[s]
-                self.g_pods[node, s] = pods[s]
-                if rel[s] != self.g_rel[node, s]:
-                    self.g_rel[node, s] = rel[s]
-                if gone[s] != self.g_gone[node, s]:
-                    self.g_gone[node, s] = gone[s]
-        self._summarize(node, rows)
-
     def summarize_groups(self, node: int) -> None:
-        """Refresh ``group_free[node]`` from the arrays (the Placer's per-node fit reads it)."""
-        self._summarize(node, self.gpu_rows(node))
+        """Refresh ``group_free[node]`` after its GPU slots changed (the Placer's per-node fit reads it)."""
+        self._summarize(node, self.gpu_slots[node])
 
     def _summarize(self, node: int, rows: tuple[list[int], list[int], list[int], list[int]]) -> None:
         idle, rel, pods, gone = rows
@@ -666,9 +657,10 @@ class Session:
         """(n_nodes,) milli-GPU idle or releasing per node: whole GPUs plus what GPU groups have left."""
         g = self.snap.gpus
         whole = np.maximum(self.idle[:, GPU] + self.releasing[:, GPU], 0)
-        if self.g_pods.size == 0:
+        if not self.any_groups:
             return whole
-        return whole + shared_free_milli(g.cap, self.g_idle, self.g_rel, self.g_pods)
+        idle, rel, pods, _ = self.gpu_arrays()
+        return whole + shared_free_milli(g.cap, idle, rel, pods)
 
     def gpu_group_names(self, task: TaskInfo) -> tuple[str, ...]:
         """The names of the GPU groups a placed shared pod holds (its slots' names, or kai's for new ones)."""

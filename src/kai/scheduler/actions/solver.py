@@ -98,7 +98,7 @@ class Solver:
         if not static.any():
             return result
         free = ssn.idle + ssn.releasing  # per node, before any victim
-        if ssn.g_pods.any():  # what GPU groups have left counts too: a bound, the simulation decides
+        if ssn.any_groups:  # what GPU groups have left counts too: a bound, the simulation decides
             free[:, GPU] = ssn.free_gpu_milli()
         cols = np.flatnonzero(request)
         seen: list[VictimUnit] = []
