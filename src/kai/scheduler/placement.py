@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kai.scheduler.gpusharing import GpuShare, fit_one, fit_rows, fit_rows_single
-from kai.scheduler.model import CPU, GPU, TaskInfo
+from kai.scheduler.model import CPU, GPU, MILLI, TaskInfo
 from kai.scheduler.session import Session
 
 _SCALAR_ROWS = 24  # below this many changed rows, rescoring row by row in Python is cheaper
@@ -48,6 +48,7 @@ class _Candidates:
     gpu_task: bool
     static_list: list[bool]
     share: GpuShare | None = None  # a fractional request: per-GPU fit on top of the node columns
+    need: list[int] | None = None  # one-device share: the units it takes on each node's GPUs
 
 
 class Placer:
@@ -116,10 +117,19 @@ class Placer:
                     break
         shared = False
         if later and c.share is not None:
-            free_now, free_later = ssn.group_free[row]
-            g_now, g_later, shared = fit_one(c.share, self._cap[row], free_now, free_later, idle[GPU], releasing[GPU])
-            now = now and g_now
-            later = g_later
+            if c.need is not None:  # one device: the node's largest free group decides (fit_one, inlined)
+                need = c.need[row]
+                whole_idle = idle[GPU] >= MILLI
+                shared = need <= self._cap[row] and ssn.group_max_later[row] >= need
+                now = now and (whole_idle or (need <= self._cap[row] and ssn.group_max_now[row] >= need))
+                later = shared or (need <= self._cap[row] and max(idle[GPU], 0) + max(releasing[GPU], 0) >= MILLI)
+            else:
+                free_now, free_later = ssn.group_free[row]
+                g_now, g_later, shared = fit_one(
+                    c.share, self._cap[row], free_now, free_later, idle[GPU], releasing[GPU]
+                )
+                now = now and g_now
+                later = g_later
         c.fits_now[row] = now
         c.fits_later[row] = later
         if not later:
@@ -150,6 +160,7 @@ class Placer:
             gpu_task = bool(task.request[GPU] > 0)
             request = ssn.node_request(task)
             cols = np.flatnonzero(request)
+            share = task.share
             c = _Candidates(
                 request=request,
                 cols=cols,
@@ -163,7 +174,8 @@ class Placer:
                 binpack=(ssn.conf.placement_gpu if gpu_task else ssn.conf.placement_cpu) == "binpack",
                 gpu_task=gpu_task,
                 static_list=static.tolist(),
-                share=task.share,
+                share=share,
+                need=share.units_array(ssn.snap.gpus.cap).tolist() if share and share.devices == 1 else None,
             )
             self._score_rows(c, slice(None))
             self._cache[key] = c
