@@ -289,6 +289,7 @@ class Session:
         self.invalid = {t.index for t in snap.tasks if t.share_error}  # bad GPU-sharing annotations: never placed
         self._node_requests: dict[tuple[int, int], np.ndarray] = {}  # shared pods' node-column requests
         self.gpu_cap: list[int] = snap.gpus.cap.tolist()  # units per GPU, per node
+        self._sharing_nodes: list[bool] = snap.gpus.sharing_nodes.tolist()
         self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
         self.labels = NodeLabels(nodes)
         self._static: dict[int, StaticFit] = {}
@@ -594,11 +595,10 @@ class Session:
         exactly those slots can take it; None if they cannot. *rows*: ``gpu_rows(node)`` if at hand."""
         share = task.share
         assert share is not None
-        g = self.snap.gpus
-        if not g.sharing_nodes[node]:
+        if not self._sharing_nodes[node]:
             return None
-        cap = int(g.cap[node])
-        idle, rel, pods, gone = rows if rows is not None else self.gpu_rows(node)
+        cap = self.gpu_cap[node]
+        idle, rel, pods, gone = rows if rows is not None else self.gpu_slots[node]
         whole_idle = max(int(self.idle[node, GPU]), 0) // MILLI
         whole_rel = max(int(self.releasing[node, GPU]), 0) // MILLI
         if gpus is None:
