@@ -290,6 +290,7 @@ class Session:
         self._node_requests: dict[tuple[int, int], np.ndarray] = {}  # shared pods' node-column requests
         self.gpu_cap: list[int] = snap.gpus.cap.tolist()  # units per GPU, per node
         self._sharing_nodes: list[bool] = snap.gpus.sharing_nodes.tolist()
+        self._shared_free: tuple[int, np.ndarray] | None = None  # (node_log length, free_gpu_milli's shared part)
         self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
         self.labels = NodeLabels(nodes)
         self._static: dict[int, StaticFit] = {}
@@ -659,8 +660,10 @@ class Session:
         whole = np.maximum(self.idle[:, GPU] + self.releasing[:, GPU], 0)
         if not self.any_groups:
             return whole
-        idle, rel, pods, _ = self.gpu_arrays()
-        return whole + shared_free_milli(g.cap, idle, rel, pods)
+        if self._shared_free is None or self._shared_free[0] != len(self.node_log):  # any change appends there
+            idle, rel, pods, _ = self.gpu_arrays()
+            self._shared_free = (len(self.node_log), shared_free_milli(g.cap, idle, rel, pods))
+        return whole + self._shared_free[1]
 
     def gpu_group_names(self, task: TaskInfo) -> tuple[str, ...]:
         """The names of the GPU groups a placed shared pod holds (its slots' names, or kai's for new ones)."""
