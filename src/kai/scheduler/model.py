@@ -22,6 +22,7 @@ from kai.api.objects import Pod, PodGroup
 
 if TYPE_CHECKING:
     from kai.scheduler.gpusharing import GpuShare
+    from kai.scheduler.subgroups import Gang
 
 CPU, MEMORY, GPU, PODS = 0, 1, 2, 3  # fixed node resource columns; extended resources follow
 BASE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
@@ -92,6 +93,7 @@ class JobInfo:
     tasks: list[int] = field(default_factory=list)  # task indices, in task order
     unschedulable_reason: str = ""  # set when the job can never be scheduled as is (missing queue, ...)
     last_start: float | None = None  # latest start of its active pods (KAI's LastStartTimestamp); min runtime
+    gang: Gang | None = None  # its subgroup tree (kai.scheduler.subgroups), set by the snapshot
 
     @property
     def namespace(self) -> str:

@@ -189,12 +189,22 @@ class Placer:
                 self._score_rows(c, np.array(sorted(changed), dtype=np.intp))
         return c
 
-    def best_node(self, task: TaskInfo) -> tuple[int, bool]:
-        """(node row, fits on idle now) of the best node, or (-1, False) if none can take the task."""
+    def best_node(
+        self, task: TaskInfo, allowed: np.ndarray | None = None, bonus: np.ndarray | None = None
+    ) -> tuple[int, bool]:
+        """(node row, fits on idle now) of the best node, or (-1, False) if none can take the task.
+
+        *allowed* (n_nodes,) bool restricts the choice to a set of nodes (a topology domain); *bonus*
+        (n_nodes,) float is added to the scores (topology's node preference). Neither changes the cache."""
         c = self._candidates(task)
-        if c.score.size == 0:
+        score = c.score
+        if score.size == 0:
             return -1, False
-        row = int(c.score.argmax())
-        if c.score[row] == -np.inf:
+        if bonus is not None:
+            score = score + bonus
+        if allowed is not None:
+            score = np.where(allowed, score, -np.inf)
+        row = int(score.argmax())
+        if score[row] == -np.inf:
             return -1, False
         return row, bool(c.fits_now[row])

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kai.api import constants as C
-from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue
+from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology
 from kai.api.pdb import PodDisruptionBudget
 from kai.scheduler.gpusharing import (
     UNITS_PER_MIB,
@@ -37,6 +37,7 @@ from kai.scheduler.model import (
     TaskInfo,
     TaskStatus,
 )
+from kai.scheduler.subgroups import attach_gang
 
 MB = 1_000_000  # the Queue CRD's memory unit (KAI: "mebibytes" holding 10^6)
 
@@ -55,6 +56,7 @@ class Snapshot:
     gpus: GpuTable  # per-GPU state of shared GPUs (gpusharing)
     pdbs: tuple[PdbInfo, ...] = ()
     queue_usage: dict[str, tuple[float, float, float]] | None = None  # time-based fair share; None = off
+    topologies: tuple[Topology, ...] = ()  # Topology CRs; domains are built per session (kai.scheduler.topology)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +263,7 @@ def build_snapshot(
     scheduler_name: str = C.SCHEDULER_NAME,
     pdbs: Iterable[PodDisruptionBudget] = (),
     queue_usage: dict[str, tuple[float, float, float]] | None = None,
+    topologies: Iterable[Topology] = (),
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
     scheduler belong to the PodGroup named by their ``pod-group-name`` annotation."""
@@ -369,6 +372,7 @@ def build_snapshot(
                 job.last_start = pod.start_time
     for job in jobs:
         job.tasks.sort(key=lambda t: tasks[t].order_key)
+        attach_gang(job, tasks)
     gpus = build_gpu_table(
         tuple(n.meta.name for n in nodes), allocatable[:, GPU], _ro(gpu_mem * UNITS_PER_MIB), _ro(sharing_nodes), placed
     )
@@ -405,4 +409,5 @@ def build_snapshot(
         gpus=gpus,
         pdbs=_pdb_infos(pdbs, pods, tasks),
         queue_usage=queue_usage,
+        topologies=tuple(sorted(topologies, key=lambda t: t.meta.name)),
     )

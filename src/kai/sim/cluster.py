@@ -505,6 +505,7 @@ class EmbeddedCluster:
             now=self.now,
             pdbs=self.store.list("PodDisruptionBudget"),
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
+            topologies=self.topologies(),
         )
 
     def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
