@@ -1,7 +1,9 @@
 """Benchmark of one allocate cycle with GPU sharing: 1,000 nodes x 8 GPUs, 20,000 pending fractional pods.
 
-Run with ``.venv/bin/python benchmarks/bench_sharing.py [--runs N] [--json] [--profile]``. The target is
-one allocate cycle (open session + allocate + close session, ``run_cycle``) in at most 1 s.
+Run with ``.venv/bin/python benchmarks/bench_sharing.py [--runs N] [--replicas K] [--json] [--profile]``. The
+target is one allocate cycle (open session + allocate + close session, ``run_cycle``) in at most 1 s. By default
+the 20,000 pods are 20,000 single-pod jobs (the per-job machinery alone then costs about 0.9 s); ``--replicas 4``
+makes them 5,000 gangs of 4 (figures for both in RESULTS.md).
 
 The cluster: ``synth.generate`` makes the nodes (64 cores, 512Gi, 8 GPUs each) and eight team queues
 under one department; 20,000 single-pod jobs are added, each asking for ``gpu-fraction`` 0.1-0.9
