@@ -160,3 +160,45 @@ def test_no_gpu_is_over_committed(scenario: tuple) -> None:
             cluster.apply(_load(new))
         cluster.run_cycle(conf)
         _check_gpus(cluster)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=scenarios(), data=st.data())
+def test_rollback_restores_every_gpu_slot(scenario: tuple, data: st.DataObject) -> None:
+    """Random evictions and placements of shared and whole-GPU pods inside one Statement, then a rollback: the
+    node rows, every GPU slot, each pod's GPU groups and statuses are exactly as before."""
+    import numpy as np
+
+    from kai.scheduler.model import ACTIVE_ALLOCATED, TaskStatus
+    from kai.scheduler.session import Session
+
+    docs, arrivals, _ = scenario
+    now = parse_time(NOW, "now")
+    assert now is not None
+    cluster = EmbeddedCluster(now=now)
+    cluster.apply(_load(docs))
+    cluster.run_cycle(SchedulerConf())  # some pods bound, some shared GPUs in use
+    if arrivals and arrivals[0]:
+        cluster.apply(_load(arrivals[0]))
+    snap = cluster.snapshot()
+    ssn = Session(snap, SchedulerConf())
+
+    def state() -> list:
+        return [ssn.idle.copy(), ssn.releasing.copy(), *ssn.gpu_arrays(), list(ssn.gpus), list(ssn.status)]
+
+    before = state()
+    stmt = ssn.statement()
+    for _ in range(data.draw(st.integers(1, 8))):
+        t = snap.tasks[data.draw(st.integers(0, len(snap.tasks) - 1))] if snap.tasks else None
+        if t is None:
+            break
+        if ssn.status[t.index] in ACTIVE_ALLOCATED and t.status == ssn.status[t.index]:
+            stmt.evict(t)
+        elif ssn.status[t.index] == TaskStatus.PENDING and t.index not in ssn.invalid:
+            node, now_fit = ssn.placer.best_node(t)
+            if node >= 0:
+                (stmt.allocate if now_fit else stmt.pipeline)(t, node)
+    stmt.rollback()
+    after = state()
+    for a, b in zip(after, before):
+        assert (np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b)
