@@ -302,7 +302,8 @@ class Pod:
     phase: str = "Pending"
     scheduling_gated: bool = False
     nominated_node_name: str = ""
-    container_names: tuple[str, ...] = ()  # containers, then init containers
+    container_names: tuple[str, ...] = ()
+    init_container_names: tuple[str, ...] = ()  # gpu-fraction-container-name may name one of these too
     start_time: float | None = None  # status.startTime: when the pod last started (min runtime counts from it)
 
     kind = "Pod"
@@ -368,7 +369,6 @@ def effective_requests(spec: dict[str, Any], prefix: str = "spec") -> tuple[Reso
     for i, c in enumerate(_list(spec.get("initContainers"), f"{prefix}.initContainers")):
         p = f"{prefix}.initContainers[{i}]"
         c = _map(c, p)
-        names.append(_str(c.get("name"), f"{p}.name"))  # gpu-fraction-container-name may name one
         req = _container_requests(c, p)
         if c.get("restartPolicy") == "Always":  # a sidecar runs for the pod's whole life
             _add(sidecars, req)
@@ -438,6 +438,10 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
         nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
         start_time=parse_time(status.get("startTime"), "status.startTime"),
         container_names=names,
+        init_container_names=tuple(
+            _str(_map(c, f"spec.initContainers[{i}]").get("name"), f"spec.initContainers[{i}].name")
+            for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers"))
+        ),
     )
 
 

@@ -115,10 +115,11 @@ def parse_share(pod: Pod) -> tuple[GpuShare | None, str]:
         if n is None or n < 1:
             return None, f"{_field(C.ANNOTATION_GPU_FRACTION_NUM_DEVICES)}: {num!r} must be an integer >= 1"
         devices = n
-    if container and pod.container_names and container not in pod.container_names:
+    names = (*pod.container_names, *pod.init_container_names)
+    if container and names and container not in names:
         return None, (
             f"{_field(C.ANNOTATION_GPU_FRACTION_CONTAINER_NAME)}: {container!r} is not a container of the pod "
-            f"({', '.join(pod.container_names)})"
+            f"({', '.join(names)})"
         )
     if frac is not None:
         try:
