@@ -36,7 +36,9 @@ def pod(
         ann["kai.sim/duration"] = duration
     if arrival is not None:
         ann["kai.sim/arrival"] = arrival
-    resources = {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}}
+    resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    if gpus:  # a pod without GPUs (or a shared one, by annotation) asks for none
+        resources = {"requests": {**resources["requests"], "nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}}
     return _doc(
         {
             "apiVersion": "v1",

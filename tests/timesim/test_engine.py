@@ -238,3 +238,25 @@ def test_a_pod_given_running_counts_as_started_and_finishes_its_duration_from_th
     out = run(queue("team-a", 8), node("n1", 8), running, PERIOD)
     (rec,) = out.metrics["jobs"]
     assert (rec["started"], rec["finished"], rec["waitSeconds"]) == (0.0, 1800.0, 0.0)
+
+
+def _shared(name: str, fraction: str, duration: str) -> str:
+    return pod(name, "team-a", 0, duration=duration, gpu_fraction=fraction)
+
+
+def test_shared_gpu_pods_count_their_fraction_and_share_one_cell_of_the_map() -> None:
+    out = run(
+        queue("team-a", 8),
+        node("n1", 2),
+        _shared("s1", "0.5", "1h"),
+        _shared("s2", "0.5", "2h"),
+        simulation(schedulePeriod="10s", duration="3h", occupancyAt=["30m"]),
+    )
+    by = jobs(out)
+    assert (by["default/pg-s1"]["gpus"], by["default/pg-s1"]["finished"]) == (0.5, 3600.0)
+    assert by["default/pg-s2"]["finished"] == 7200.0
+    (snapshot,) = out.metrics["occupancy"]
+    assert snapshot["nodes"][0]["cells"] == ["team-a", None]  # both halves on one GPU (gpupack-like binpack)
+    ts = out.metrics["timeseries"]
+    assert ts["allocatedGpu"][0] == 1.0
+    assert out.metrics["summary"]["fragmentation"]["shapes"][0]["gpus"] == 0.5

@@ -45,6 +45,7 @@ from kai.podgrouper import Grouping, Origin, group_pod
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
+from kai.scheduler.gpusharing import default_group_name, gpu_group_labels, group_labels, parse_share
 from kai.scheduler.snapshot import Snapshot, build_snapshot
 from kai.scheduler.usage import UsageLedger, UsageParams
 from kai.sim.controllers import ADMISSION, Created, controller_for
@@ -127,6 +128,7 @@ class PodView:
     pod: Pod
     status: str  # Pending | Binding | Pipelined | Running | Releasing | Succeeded | Failed
     node: str
+    gpu_groups: tuple[str, ...] = ()  # the shared GPUs it holds (or, pipelined, is promised)
 
 
 class EmbeddedCluster:
@@ -138,6 +140,7 @@ class EmbeddedCluster:
         self.cycle = 0
         self._bound_last: set[tuple[str, str]] = set()
         self._pipelined_last: dict[tuple[str, str], str] = {}
+        self._pipelined_gpus: dict[tuple[str, str], tuple[str, ...]] = {}
         self._evicted_last: set[tuple[str, str]] = set()
         self._sources: dict[ObjKey, str] = {}
         self._generation = 0
@@ -526,6 +529,7 @@ class EmbeddedCluster:
             now=self.now,
             pdbs=self.store.list("PodDisruptionBudget"),
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
+            topologies=self.topologies(),
         )
 
     def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
@@ -546,6 +550,7 @@ class EmbeddedCluster:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
         snap = self.snapshot()
         result = run_cycle(snap, conf)
+        self._record_gpu_groups(snap)
         self._apply(result)
         self.last_snapshot = snap
         if self._usage is not None:  # what each queue holds until the next cycle, for time-based fair share
@@ -557,18 +562,40 @@ class EmbeddedCluster:
         self.cycle += 1
         return result
 
+    def _record_gpu_groups(self, snap: Snapshot) -> None:
+        """Label every running shared pod with the GPU groups it holds, as KAI's binder does: a pod given
+        without (or with too few) group labels gets the ones the snapshot assigned it, so the next cycle
+        rebuilds exactly the same per-GPU state."""
+        for t in snap.tasks:
+            if not t.gpu_slots or t.node < 0:
+                continue
+            names = snap.gpus.names[t.node]
+            groups = tuple(names[s] or default_group_name(snap.nodes.names[t.node], s) for s in t.gpu_slots)
+            if set(group_labels(t.pod)) != set(groups):
+                self._set_gpu_groups(t.pod, groups)
+
+    def _set_gpu_groups(self, pod: Pod, groups: tuple[str, ...]) -> None:
+        labels = {k: v for k, v in pod.meta.labels.items() if not _is_gpu_group_label(k)}
+        labels.update(gpu_group_labels(groups) if groups else {})
+        pod.meta.labels = labels
+        self.store.put(pod)
+
     def _apply(self, result: CycleResult) -> None:
         self._bound_last = set()
         self._pipelined_last = {}
+        self._pipelined_gpus = {}
         self._evicted_last = set()
         for b in result.binds:
             pod = self.store.get("Pod", (b.pod.namespace, b.pod.name))
             pod.node_name = b.node
             self._start(pod, self.now)  # kai.sim/duration counts from the bind
+            if b.gpu_groups:
+                self._set_gpu_groups(pod, b.gpu_groups)  # the binder's runai-gpu-group label(s)
             self.store.put(pod)
             self._bound_last.add((b.pod.namespace, b.pod.name))
         for p in result.pipelines:
             self._pipelined_last[(p.pod.namespace, p.pod.name)] = p.node
+            self._pipelined_gpus[(p.pod.namespace, p.pod.name)] = p.gpu_groups
         # status.nominatedNodeName: where a pipelined pod waits for room (an eviction made it); cleared
         # once the pod is placed or no longer pipelined, as kube-scheduler does
         held = {(p.pod.namespace, p.pod.name): p.node for p in result.pipelines if p.nominated}
@@ -604,8 +631,19 @@ class EmbeddedCluster:
             when,
             self._sim_duration(pod),
             checkpoint if checkpoint is not None else self.default_checkpoint,
-            float(pod.requests.get(C.RESOURCE_GPU, 0)),
+            self._pod_gpus(pod),
         )
+
+    def _pod_gpus(self, pod: Pod) -> float:
+        """What the pod holds in GPUs: whole GPUs, or its share (a fraction, or gpu-memory as the share of
+        its node's GPUs) summed over devices, as queues are charged."""
+        share, _ = parse_share(pod)
+        if share is None:
+            return float(pod.requests.get(C.RESOURCE_GPU, 0))
+        node = self.store.get("Node", ("", pod.node_name)) if pod.node_name else None
+        label = node.meta.labels.get(C.LABEL_GPU_MEMORY, "") if node is not None else ""
+        memory = int(label) if label.isdigit() and int(label) > 0 else C.DEFAULT_GPU_MEMORY_MIB
+        return share.accounted_milli(memory) / 1000
 
     def _has_controller(self, pod: Pod) -> bool:
         """Whether a simulated controller owns *pod* and will create it again once it is gone."""
@@ -630,7 +668,7 @@ class EmbeddedCluster:
                 uid=f"{pod.meta.uid}~{self._generation}",
                 deletion_timestamp=None,
                 creation_timestamp=self.now,
-                labels=dict(pod.meta.labels),
+                labels={k: v for k, v in pod.meta.labels.items() if not _is_gpu_group_label(k)},
                 annotations=dict(pod.meta.annotations),
             ),
             node_name="",
@@ -795,10 +833,12 @@ class EmbeddedCluster:
         for pod in self.store.list("Pod"):
             key = (pod.meta.namespace or "", pod.meta.name)
             node = pod.node_name
+            groups = tuple(group_labels(pod)) if node else ()
             if pod.phase in ("Succeeded", "Failed"):
                 status = pod.phase
             elif key in self._pipelined_last:  # includes a pod moved by consolidation: evicted, waiting on its new node
                 status, node = "Pipelined", self._pipelined_last[key]
+                groups = self._pipelined_gpus.get(key, ())
             elif key in self._evicted_last or pod.meta.deletion_timestamp is not None:
                 status = "Releasing"
             elif key in self._bound_last:
@@ -807,7 +847,7 @@ class EmbeddedCluster:
                 status = "Running"
             else:
                 status = "Pending"
-            views.append(PodView(pod, status, node))
+            views.append(PodView(pod, status, node, groups))
         return views
 
     def nodes(self) -> list[Node]:
@@ -815,6 +855,12 @@ class EmbeddedCluster:
 
 
 SIM_DURATION_ANNOTATIONS = (C.ANNOTATION_SIM_DURATION, C.ANNOTATION_SIM_ARRIVAL, C.ANNOTATION_SIM_CHECKPOINT)
+
+
+def _is_gpu_group_label(key: str) -> bool:
+    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")
+
+
 _SPEC_FIELDS = (
     "min_member",
     "queue",

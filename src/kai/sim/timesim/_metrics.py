@@ -30,10 +30,12 @@ import numpy as np
 from kai.api import constants as C
 from kai.api.objects import Node, Pod, PodGroup
 from kai.scheduler.decisions import CycleResult
+from kai.scheduler.gpusharing import group_labels
 from kai.scheduler.model import MILLI
 from kai.scheduler.snapshot import Snapshot
 from kai.sim.cluster import EmbeddedCluster, FinishedJob
 from kai.sim.lifetimes import Interruption
+from kai.sim.output import pod_gpus
 
 GIB = 1024**3
 MAX_EVICTION_RECORDS = 2000  # the document keeps the first ones; counts are always complete
@@ -71,8 +73,9 @@ class _QueueSeries:
 
 
 def _pod_shape(pod: Pod) -> Shape:
+    """GPUs (a shared pod's fraction; gpu-memory as a share of a default GPU), millicores, bytes."""
     r = pod.requests
-    return (float(r.get(C.RESOURCE_GPU, 0)), float(r.get("cpu", 0)), float(r.get("memory", 0)))
+    return (pod_gpus(pod, ""), float(r.get("cpu", 0)), float(r.get("memory", 0)))
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float | int | None]:
@@ -182,14 +185,15 @@ class Recorder:
                 continue
             pg = p.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")
             by_group.setdefault((p.meta.namespace or "", pg), []).append(p)
-            if p.requests.get(C.RESOURCE_GPU, 0) > 0:
-                self.shapes[_pod_shape(p)] += 1
+            shape = _pod_shape(p)
+            if shape[0] > 0:
+                self.shapes[shape] += 1
         for at, pg in podgroups:
             key = (pg.meta.namespace or "", pg.meta.name)
             rec = JobRecord(key, pg.queue, at)
             members = by_group.get(key, [])
             rec.pods = len(members)
-            rec.gpus = float(sum(p.requests.get(C.RESOURCE_GPU, 0) for p in members))
+            rec.gpus = float(sum(_pod_shape(p)[0] for p in members))
             rec.never_fits = _never_fits(members, pg.min_member, alloc)
             if any(p.node_name for p in members):  # given running in the manifests
                 rec.started = at
@@ -325,11 +329,13 @@ class Recorder:
         return round(fragmentation(free, [s for s, _ in top], [c / n for _, c in top]) if n else 0.0, 4)
 
     def _occupancy(self, at: float, state: NodeState, pods: list[Pod]) -> dict:
-        """The node x GPU map: each node's GPUs filled, in bind order, by the pods holding them."""
+        """The node x GPU map: each node's GPUs filled, in bind order, by the pods holding them (a shared GPU
+        by the first pod on it)."""
         names, alloc, _, ok = state
         row = {n: i for i, n in enumerate(names)}
         cells: list[list[str | None]] = [[None] * int(alloc[i, 0]) for i in range(len(names))]
         fill = [0] * len(names)
+        shared: set[tuple[int, str]] = set()
         queue_of = {k: r.queue for k, r in self.jobs.items()}
         for p in pods:
             i = row.get(p.node_name, -1) if p.node_name else -1
@@ -337,9 +343,14 @@ class Recorder:
                 continue
             key = (p.meta.namespace or "", p.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, ""))
             q = queue_of.get(key) or p.meta.labels.get(C.LABEL_QUEUE, "?")
-            for _ in range(int(p.requests.get(C.RESOURCE_GPU, 0))):
+            whole = int(p.requests.get(C.RESOURCE_GPU, 0))
+            # a shared pod takes one cell per GPU group it sits on, the first pod on a group colours it
+            slots = [None] * whole if whole else [g for g in group_labels(p) if (i, g) not in shared]
+            for group in slots:
                 if fill[i] < len(cells[i]):
                     cells[i][fill[i]] = q
+                    if group is not None:
+                        shared.add((i, group))
                     fill[i] += 1
         return {
             "time": at,
