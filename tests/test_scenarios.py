@@ -11,6 +11,9 @@ expect.yaml keys (all optional but ``pods``):
               priorityClassName:, schedulable: true} | "schedulable"}
   queues: {<name>: {fairShare|allocated|requested: {gpu|cpu|memory: <number>}}}
   same_node: [[<pod>, <pod>, ...], ...]        # pods that must share one node
+  same_gpu: [[<pod>, <pod>, ...], ...]         # shared-GPU pods that must sit on one GPU group of one node
+  different_gpu: [[<pod>, <pod>, ...], ...]    # shared-GPU pods that must not share any GPU
+  pods.<name>.gpuGroups: <n>                    # how many GPU groups the pod holds (0 for a whole-GPU pod)
   events_contain: [<text>, ...]                 # each must appear in some event message
   at_cycle: {<n>: {pods: {...as above...}, evicted: [<pod or glob>, ...], waiting: [<podGroup>, ...]}}
         with ``--at N:FILE`` in args (FILE relative to the scenario's folder): what held after cycle n;
@@ -65,6 +68,9 @@ def _check_pods(pods: list[dict[str, Any]], expected: dict[str, Any], where: str
             for field in ("status", "node", "podGroup", "queue"):
                 if field in want and (value := got.get(field)) != want[field]:
                     problems.append(f"{where}pod {got['name']}: {field} is {value!r}, expected {want[field]!r}")
+            groups = got.get("gpuGroups") or []
+            if "gpuGroups" in want and len(groups) != want["gpuGroups"]:
+                problems.append(f"{where}pod {got['name']}: gpuGroups {groups}, expected {want['gpuGroups']} of them")
     return problems
 
 
@@ -132,6 +138,16 @@ def test_scenario(case: Path) -> None:
         nodes = {(pods.get(p) or by_name[p])["node"] for p in group}
         if len(nodes) != 1 or None in nodes:
             problems.append(f"pods {group} should share one node, got {nodes}")
+    for group in expect.get("same_gpu", []):
+        found = [pods.get(p) or by_name[p] for p in group]
+        common = set.intersection(*({(p["node"], g) for g in p["gpuGroups"]} for p in found))
+        if not common:
+            problems.append(f"pods {group} should share a GPU, got {[(p['node'], p['gpuGroups']) for p in found]}")
+    for group in expect.get("different_gpu", []):
+        found = [pods.get(p) or by_name[p] for p in group]
+        held = [(p["node"], g) for p in found for g in p["gpuGroups"]]
+        if len(held) != len(set(held)) or not held:
+            problems.append(f"pods {group} should not share a GPU, got {[(p['node'], p['gpuGroups']) for p in found]}")
     messages = [e["message"] for e in doc["events"]]
     for text in expect.get("events_contain", []):
         if not any(text in m for m in messages):

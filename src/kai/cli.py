@@ -17,6 +17,8 @@ from kai.sim.cluster import EmbeddedCluster
 from kai.sim.output import build_document, render_json, render_table, render_yaml
 from kai.sim.timeline import AT_FORM, check_arrivals, parse_steps, play, record_document
 from kai.sim.timeline_view import render_timeline
+from kai.sim.timesim import load_input
+from kai.sim.timesim.cli import run_time_mode, time_mode, time_options
 
 EXIT_BAD_INPUT = 2
 
@@ -66,17 +68,33 @@ def _read(files: tuple[str, ...]) -> list[tuple[str, str]]:
     help="Apply FILEs just before cycle N (repeatable); prints every cycle. FILES are applied before cycle 1.",
 )
 @click.option("-o", "--output", "fmt", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
-def sim(files: tuple[str, ...], cycles: int, actions: str, now_text: str | None, at: tuple[str, ...], fmt: str) -> None:
-    """Run the real scheduling cycle on an embedded cluster built from manifests (FILES, or - for stdin)."""
+@time_options
+@click.pass_context
+def sim(
+    ctx: click.Context,
+    files: tuple[str, ...],
+    cycles: int,
+    actions: str,
+    now_text: str | None,
+    at: tuple[str, ...],
+    fmt: str,
+    **timed: str,
+) -> None:
+    """Run the real scheduling cycle on an embedded cluster built from manifests (FILES, or - for stdin).
+
+    With --until, --report, --metrics or --csv, or a Simulation document among FILES, time passes instead:
+    jobs arrive, run and finish over simulated time (docs/simulation.md)."""
     err = Console(stderr=True)
     try:
-        now = parse_time(now_text, "--now") if now_text else _dt.datetime.now(_dt.UTC).timestamp()
         chosen = tuple(a.strip() for a in actions.split(",") if a.strip())
+        objects, _ignored, simulation = load_input(_read(files))
+        if time_mode(simulation, timed):
+            sys.exit(run_time_mode(ctx, objects, simulation, timed, chosen, now_text, fmt, err))
+        now = parse_time(now_text, "--now") if now_text else _dt.datetime.now(_dt.UTC).timestamp()
         steps = parse_steps(at, cycles)
         arrivals = {s.cycle: load_manifests(_read(s.files))[0] for s in steps}
         for s in steps:
             check_arrivals(s, arrivals[s.cycle])
-        objects, _ignored = load_manifests(_read(files))
         cluster = EmbeddedCluster(now=now)  # type: ignore[arg-type]
         cluster.apply(objects)
         conf = SchedulerConf.from_shard(cluster.shard(), actions=chosen if actions else None)

@@ -29,6 +29,7 @@ from kai.scheduler.session import Session
 from kai.scheduler.snapshot import Snapshot
 
 UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
+INVALID_GPU_REQUEST = "InvalidGpuRequest"  # Warning event on a pod whose GPU-sharing annotations are bad
 
 
 def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
@@ -67,14 +68,14 @@ def close_session(ssn: Session) -> CycleResult:
     for ti in sorted(ssn.changed):
         t = snap.tasks[ti]
         new, old = ssn.status[t.index], t.status
-        if new == old and ssn.node[t.index] == t.node:
+        if new == old and ssn.node[t.index] == t.node and ssn.gpus[t.index] == t.gpu_slots:
             continue
         job = snap.jobs[t.job]
         ref = PodRef(t.namespace, t.name)
         pod_obj = f"Pod/{ref}"
         if new == TaskStatus.ALLOCATED:
             node = names[ssn.node[t.index]]
-            res.binds.append(Bind(ref, node, job.name))
+            res.binds.append(Bind(ref, node, job.name, ssn.gpu_group_names(t)))
             res.events.append(Event(pod_obj, "Normal", "Scheduled", f"Successfully assigned pod {ref} to node {node}"))
         elif new == TaskStatus.PIPELINED:
             node = names[ssn.node[t.index]]
@@ -82,19 +83,34 @@ def close_session(ssn: Session) -> CycleResult:
                 action, message = ssn.eviction_reasons[t.index]
                 res.evictions.append(Evict(ref, job.name, action, message))
                 res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "Evict", message))
-            res.pipelines.append(Pipeline(ref, node, job.name, nominated=t.index in ssn.nominations))
+            res.pipelines.append(
+                Pipeline(ref, node, job.name, ssn.gpu_group_names(t), nominated=t.index in ssn.nominations)
+            )
             res.events.append(Event(pod_obj, "Normal", "Pipelined", f"Pod {ref} was pipelined to node {node}"))
         elif new == TaskStatus.RELEASING and old in ACTIVE_ALLOCATED:
             action, message = ssn.eviction_reasons.get(t.index, ("unknown", "evicted"))
             res.evictions.append(Evict(ref, job.name, action, message))
             res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "Evict", message))
 
+    for ti in sorted(ssn.invalid):  # bad GPU-sharing annotations: the pod says why it is never placed
+        t = snap.tasks[ti]
+        if ssn.status[ti] == TaskStatus.PENDING:
+            res.events.append(Event(f"Pod/{t.namespace}/{t.name}", "Warning", INVALID_GPU_REQUEST, t.share_error))
+
     for job in snap.jobs:
         pg_obj = f"PodGroup/{job.ref}"
         conditions: tuple[Condition, ...] = ()
         failure = ssn.failures.get(job.index)
         pending = any(ssn.status[ti] == TaskStatus.PENDING for ti in job.tasks)
-        if job.unschedulable_reason and pending:
+        invalid = [ti for ti in job.tasks if ti in ssn.invalid and ssn.status[ti] == TaskStatus.PENDING]
+        if invalid and not ssn.job_ready(job):
+            bad = snap.tasks[invalid[0]]
+            message = f"Pod {bad.namespace}/{bad.name} has an invalid GPU request: {bad.share_error}"
+            if len(invalid) > 1:
+                message += f" (and {len(invalid) - 1} more pods)"
+            conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", "Unschedulable", message),)
+            res.events.append(Event(pg_obj, "Warning", "Unschedulable", message))
+        elif job.unschedulable_reason and pending:
             reason = "QueueDoesNotExist"
             conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", reason, job.unschedulable_reason),)
             res.events.append(Event(pg_obj, "Warning", "Unschedulable", job.unschedulable_reason))

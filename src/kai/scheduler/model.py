@@ -21,6 +21,7 @@ import numpy as np
 from kai.api.objects import Pod, PodGroup
 
 if TYPE_CHECKING:
+    from kai.scheduler.gpusharing import GpuShare
     from kai.scheduler.subgroups import Gang
 
 CPU, MEMORY, GPU, PODS = 0, 1, 2, 3  # fixed node resource columns; extended resources follow
@@ -64,6 +65,9 @@ class TaskInfo:
     order_key: tuple  # task order inside the job (smaller first)
     qreq: tuple[int, int, int] = (0, 0, 0)  # request in QRES base units, as Python ints for per-job arithmetic
     nominated: int = -1  # node row of status.nominatedNodeName (room an eviction made for it), -1 if none
+    share: GpuShare | None = None  # a fractional GPU request (gpu-fraction / gpu-memory annotations)
+    gpu_slots: tuple[int, ...] = ()  # the GPU groups (slots of its node) a placed shared pod holds
+    share_error: str = ""  # why its GPU-sharing annotations are invalid ("" = they are fine); it stays pending
 
     @property
     def namespace(self) -> str:

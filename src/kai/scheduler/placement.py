@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kai.scheduler.model import CPU, GPU, TaskInfo
+from kai.scheduler.gpusharing import GpuShare, fit_one, fit_rows, fit_rows_single
+from kai.scheduler.model import CPU, GPU, MILLI, TaskInfo
 from kai.scheduler.session import Session
 
 _SCALAR_ROWS = 24  # below this many changed rows, rescoring row by row in Python is cheaper
@@ -46,6 +47,8 @@ class _Candidates:
     binpack: bool
     gpu_task: bool
     static_list: list[bool]
+    share: GpuShare | None = None  # a fractional request: per-GPU fit on top of the node columns
+    need: list[int] | None = None  # one-device share: the units it takes on each node's GPUs
 
 
 class Placer:
@@ -59,6 +62,7 @@ class Placer:
         self._cpu_only_list = self._cpu_only_node.tolist()
         self._alloc_cols = {c: alloc[:, c].tolist() for c in (CPU, GPU)}
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
+        self._cap = ssn.snap.gpus.cap.tolist()
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
         ssn = self.ssn
@@ -74,6 +78,24 @@ class Placer:
             placement = np.where(alloc > 0, 9.0 * (1.0 - free / ssn.score_scale[col]), 0.0)
         else:
             placement = np.where(alloc > 0, 9.0 * free / np.maximum(alloc, 1), 0.0)
+        if c.share is not None:
+            g = ssn.snap.gpus
+            if c.share.devices == 1:
+                if isinstance(rows, slice):
+                    max_now, max_later = np.array(ssn.group_max_now), np.array(ssn.group_max_later)
+                else:
+                    max_now = np.array([ssn.group_max_now[r] for r in rows.tolist()], dtype=np.int64)
+                    max_later = np.array([ssn.group_max_later[r] for r in rows.tolist()], dtype=np.int64)
+                now, later, shared = fit_rows_single(
+                    c.share, g.cap[rows], max_now, max_later, idle[:, GPU], ssn.releasing[rows, GPU]
+                )
+            else:
+                slots = ssn.gpu_arrays(None if isinstance(rows, slice) else rows.tolist())
+                now, later, shared = fit_rows(c.share, g.cap[rows], *slots, idle[:, GPU], ssn.releasing[rows, GPU])
+            c.fits_now[rows] &= now
+            c.fits_later[rows] &= later
+            if c.binpack:  # gpusharingorder: a node with a shared GPU the portion fits on comes first
+                placement = placement + 10000.0 * shared
         score = 1000.0 * c.fits_now[rows] + placement
         if not c.gpu_task:
             score = score + 10.0 * self._cpu_only_node[rows]
@@ -93,6 +115,21 @@ class Placer:
                 if idle[k] + releasing[k] < need:
                     later = False
                     break
+        shared = False
+        if later and c.share is not None:
+            if c.need is not None:  # one device: the node's largest free group decides (fit_one, inlined)
+                need = c.need[row]
+                whole_idle = idle[GPU] >= MILLI
+                shared = need <= self._cap[row] and ssn.group_max_later[row] >= need
+                now = now and (whole_idle or (need <= self._cap[row] and ssn.group_max_now[row] >= need))
+                later = shared or (need <= self._cap[row] and max(idle[GPU], 0) + max(releasing[GPU], 0) >= MILLI)
+            else:
+                free_now, free_later = ssn.group_free[row]
+                g_now, g_later, shared = fit_one(
+                    c.share, self._cap[row], free_now, free_later, idle[GPU], releasing[GPU]
+                )
+                now = now and g_now
+                later = g_later
         c.fits_now[row] = now
         c.fits_later[row] = later
         if not later:
@@ -105,6 +142,8 @@ class Placer:
             placement = 9.0 * (1.0 - free / self._scale[col]) if c.binpack else 9.0 * free / max(alloc, 1)
         else:
             placement = 0.0
+        if shared and c.binpack:
+            placement += 10000.0
         score = 1000.0 * now + placement
         if not c.gpu_task:
             score = score + 10.0 * self._cpu_only_list[row]
@@ -112,38 +151,42 @@ class Placer:
 
     def _candidates(self, task: TaskInfo) -> _Candidates:
         ssn = self.ssn
-        key = (task.signature, task.request.tobytes())
+        key = (task.signature, task.request.tobytes())  # the signature includes any GPU share
         c = self._cache.get(key)
         log = ssn.node_log
         if c is None:
             n = ssn.snap.nodes.n
             static = ssn.static_fit(task).mask
             gpu_task = bool(task.request[GPU] > 0)
-            cols = np.flatnonzero(task.request)
+            request = ssn.node_request(task)
+            cols = np.flatnonzero(request)
+            share = task.share
             c = _Candidates(
-                request=task.request,
+                request=request,
                 cols=cols,
                 static=static,
                 fits_now=np.zeros(n, dtype=bool),
                 fits_later=np.zeros(n, dtype=bool),
                 score=np.full(n, -np.inf),
                 synced=len(log),
-                req_cols=[(int(k), int(task.request[k])) for k in cols],
+                req_cols=[(int(k), int(request[k])) for k in cols],
                 col=GPU if gpu_task else CPU,
                 binpack=(ssn.conf.placement_gpu if gpu_task else ssn.conf.placement_cpu) == "binpack",
                 gpu_task=gpu_task,
                 static_list=static.tolist(),
+                share=share,
+                need=share.units_array(ssn.snap.gpus.cap).tolist() if share and share.devices == 1 else None,
             )
             self._score_rows(c, slice(None))
             self._cache[key] = c
         elif c.synced < len(log):
-            changed = log[c.synced :]
+            changed = set(log[c.synced :])  # binpack keeps changing the same few nodes
             c.synced = len(log)
             if len(changed) <= _SCALAR_ROWS:
-                for row in set(changed):
+                for row in changed:
                     self._score_row(c, row)
             else:
-                self._score_rows(c, np.array(sorted(set(changed)), dtype=np.intp))
+                self._score_rows(c, np.array(sorted(changed), dtype=np.intp))
         return c
 
     def best_node(

@@ -95,6 +95,7 @@ class PodState:
     pod_group: str | None
     created: float  # creationTimestamp, for an age
     containers: int  # for kubectl's READY column
+    gpu_groups: tuple[str, ...] = ()  # the shared GPUs it holds (or is promised)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +196,7 @@ def _record(cluster: EmbeddedCluster, cycle: int, applied: tuple[str, ...], resu
             pod_group=v.pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME) or None,
             created=v.pod.meta.creation_timestamp or cluster.now,
             containers=max(1, len(v.pod.container_names)),
+            gpu_groups=v.gpu_groups,
         )
         for v in cluster.pod_views()
     )
@@ -222,7 +224,14 @@ def record_document(record: CycleRecord) -> dict[str, Any]:
             for d in record.decisions
         ],
         "pods": [
-            {"namespace": p.namespace, "name": p.name, "status": p.status, "node": p.node, "podGroup": p.pod_group}
+            {
+                "namespace": p.namespace,
+                "name": p.name,
+                "status": p.status,
+                "node": p.node,
+                "podGroup": p.pod_group,
+                "gpuGroups": list(p.gpu_groups),
+            }
             for p in record.pods
         ],
         "waiting": [{"podGroup": w.pod_group, "reason": w.reason, "message": w.message} for w in record.waiting],

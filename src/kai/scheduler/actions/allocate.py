@@ -25,6 +25,7 @@ from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.actions.gang import JobPlacement, is_simple, job_constraints, plan_for
 from kai.scheduler.capacity import check_capacity
 from kai.scheduler.explain import explain_no_node, gang_message
+from kai.scheduler.gpusharing import NOW
 from kai.scheduler.model import JobInfo, TaskInfo, TaskStatus
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session, Statement
@@ -131,9 +132,8 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
             continue
         stmt = ssn.statement()
         for task in todo:
-            cols = task.request.nonzero()[0]
             node = task.nominated
-            if not (ssn.static_fit(task).mask[node] and (ssn.idle[node, cols] >= task.request[cols]).all()):
+            if not (ssn.static_fit(task).mask[node] and ssn.fit_on(task, node) == NOW):
                 stmt.rollback()
                 break
             stmt.allocate(task, node)

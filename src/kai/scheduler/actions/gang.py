@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kai.scheduler.explain import explain_no_node
-from kai.scheduler.model import ACTIVE_ALLOCATED, JobInfo, TaskInfo, TaskStatus
+from kai.scheduler.model import ACTIVE_ALLOCATED, GPU, JobInfo, TaskInfo, TaskStatus
 from kai.scheduler.session import Session, Statement
 from kai.scheduler.subgroups import (
     Gang,
@@ -243,10 +243,13 @@ class JobPlacement:
             pinned = np.zeros(n, dtype=bool)
             nodes = [ssn.node[t] for t in self._subtree_tasks(node) if ssn.status[t] in ACTIVE_ALLOCATED]
             pinned[[x for x in nodes if x >= 0]] = True
+        free = ssn.idle + ssn.releasing
+        if ssn.any_groups:  # room left on shared GPUs counts for fractional pods (a bound; placement decides)
+            free[:, GPU] = ssn.free_gpu_milli()
         cands = candidates(
             con,
             mask,
-            ssn.idle + ssn.releasing,
+            free,
             requests.max(axis=0),
             requests.sum(axis=0),
             len(demand),

@@ -31,7 +31,8 @@ import numpy as np
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.actions.gang import is_simple, job_constraints, place_fixed
-from kai.scheduler.model import JobInfo, TaskInfo
+from kai.scheduler.gpusharing import LATER, NOW
+from kai.scheduler.model import GPU, JobInfo, TaskInfo
 from kai.scheduler.session import Session, Statement
 from kai.scheduler.topology import TopologyError
 from kai.scheduler.victims import VictimUnit
@@ -84,6 +85,7 @@ class Solver:
         self.validator = validator
         self.all_must_move = all_must_move
         self.budget = budget
+        self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
 
     # --- search ---------------------------------------------------------------------------------------
 
@@ -98,6 +100,8 @@ class Solver:
         if not static.any():
             return result
         free = ssn.idle + ssn.releasing  # per node, before any victim
+        if ssn.any_groups:  # what GPU groups have left counts too: a bound, the simulation decides
+            free[:, GPU] = ssn.free_gpu_milli()
         cols = np.flatnonzero(request)
         seen: list[VictimUnit] = []
         # a unit a PodDisruptionBudget fully protects can never be part of an accepted set: skip it early,
@@ -135,6 +139,10 @@ class Solver:
         # freed room could hold every pod (_Room, a necessary condition), and after a failure only once it
         # has grown by _GROWTH, so a 2,000-pod gang costs a handful of simulations, not thousands.
         room = _Room(free, static, tasks, cols, _required_domains(ssn, job))
+        if ssn.any_groups:
+            # GPU groups make the per-node count a bound only (free share may be split over several GPUs, and
+            # a victim that does not raise the count can still empty a GPU): never drop victims as useless
+            room.exact = False
         chosen: list[VictimUnit] = []
         next_try = tried_len = 0
         for unit in itertools.chain(seen, it):
@@ -206,7 +214,7 @@ class Solver:
         ssn = self.ssn
         snap = ssn.snap
         placer = ssn.placer
-        home = {t: ssn.node[t] for u in units for t in u.tasks}
+        home = {t: (ssn.node[t], ssn.gpus[t]) for u in units for t in u.tasks}  # node, and GPU groups if shared
         for u in units:
             for t in u.tasks:
                 stmt.evict(snap.tasks[t])
@@ -239,7 +247,12 @@ class Solver:
         return placements, back_home, moved
 
     def _put_back(
-        self, stmt: Statement, units: list[VictimUnit], home: dict[int, int], *, home_first: bool
+        self,
+        stmt: Statement,
+        units: list[VictimUnit],
+        home: dict[int, tuple[int, tuple[int, ...]]],
+        *,
+        home_first: bool,
     ) -> tuple[set[int], dict[int, int]]:
         """Re-place victim units (pipeline only); returns (tasks back on their own node, moved task -> node)."""
         ssn = self.ssn
@@ -254,13 +267,13 @@ class Solver:
                 mark = stmt.checkpoint()
                 for t in u.tasks:
                     task = snap.tasks[t]
-                    node = home[t]
-                    cols = task.request.nonzero()[0]
-                    if not (ssn.idle[node, cols] + ssn.releasing[node, cols] >= task.request[cols]).all():
+                    node, gpus = home[t]
+                    shared_gpus = gpus if task.share is not None else None
+                    if not ssn.fit_on(task, node, shared_gpus):
                         stmt.rollback(mark)
                         homeless.append(u)
                         break
-                    stmt.pipeline(task, node)
+                    stmt.pipeline(task, node, shared_gpus)
                 else:
                     back_home.update(u.tasks)
         for u in homeless:
@@ -274,10 +287,11 @@ class Solver:
                 spots.append((t, node))
             else:
                 for t, node in spots:
-                    if node == home[t]:
+                    if (node, ssn.gpus[t]) == home[t]:  # a shared pod on other GPUs of its node has moved
                         back_home.add(t)
                     else:
                         moved[t] = node
+                        self._moved_gpus[t] = ssn.gpus[t]
                 continue
             stmt.rollback(mark)
         return back_home, moved
@@ -297,19 +311,19 @@ class Solver:
         for t in evicted:
             stmt.evict(snap.tasks[t])
         for task, node in zip(tasks, placements):
-            cols = np.flatnonzero(task.request)
-            if (ssn.idle[node, cols] >= task.request[cols]).all():
+            fit = ssn.fit_on(task, node)
+            if fit == NOW:
                 stmt.allocate(task, node)
-            elif (ssn.idle[node, cols] + ssn.releasing[node, cols] >= task.request[cols]).all():
+            elif fit == LATER:
                 stmt.pipeline(task, node)
             else:
                 return False
         for t, node in sorted(moved.items()):
             task = snap.tasks[t]
-            cols = np.flatnonzero(task.request)
-            if not (ssn.idle[node, cols] + ssn.releasing[node, cols] >= task.request[cols]).all():
+            gpus = self._moved_gpus.get(t) if task.share is not None else None  # the GPUs the simulation chose
+            if not ssn.fit_on(task, node, gpus):
                 return False
-            stmt.pipeline(task, node)
+            stmt.pipeline(task, node, gpus)
         pipeline_whole_gang_if_needed(ssn, stmt, job)
         return True
 
@@ -343,6 +357,7 @@ class _Room:
         self._smallest = [int(smallest[c]) for c in self._cols]
         self._pods = len(tasks)
         self._uniform = all((t.request == tasks[0].request).all() for t in tasks[1:])
+        self.exact = True  # the per-node count is exact for uniform pods (False when GPUs are shared)
         self._static = static.tolist()
         self._free: dict[int, list[int]] = {}
         self._base = free
@@ -390,7 +405,7 @@ class _Room:
         return self._total >= self._pods
 
     def useful(self, units: list[VictimUnit], node_of: list[int]) -> list[VictimUnit]:
-        if not self._uniform or not self._cols:
+        if not self._uniform or not self.exact or not self._cols:
             return list(units)
         grown = {n for n in self._free if self._cap[n] > self._base_cap[n]}
         return [u for u in units if any(node_of[t] in grown for t in u.tasks)]
