@@ -38,6 +38,7 @@ from kai.k8s._events import EventRecorder
 from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
 from kai.scheduler.decisions import Bind, CycleResult, Event, Evict, PodGroupStatus, QueueStatus
+from kai.scheduler.gpusharing import gpu_group_labels, group_labels
 from kai.store import Key, Store
 
 log = logging.getLogger("kai.k8s.apply")
@@ -62,12 +63,14 @@ class ApplyStats:
 class Assumed:
     """What this process did that the watch has not shown yet."""
 
-    binds: dict[Key, tuple[str, str, float]] = field(default_factory=dict)  # pod → (uid, node, when)
+    binds: dict[Key, tuple[str, str, float, tuple[str, ...]]] = field(
+        default_factory=dict
+    )  # pod → (uid, node, when, GPU groups)
     evictions: dict[Key, tuple[str, float]] = field(default_factory=dict)  # pod → (uid, when)
 
     def expire(self, pods: Store, ttl_s: float, now: float) -> None:
         """Forget assumptions the Store now shows (or that are too old)."""
-        for key, (uid, _node, t) in list(self.binds.items()):
+        for key, (uid, _node, t, _groups) in list(self.binds.items()):
             pod = pods.get("Pod", key)
             if pod is None or pod.meta.uid != uid or pod.node_name or now - t > ttl_s:
                 del self.binds[key]
@@ -87,6 +90,10 @@ class Assumed:
             b = self.binds.get(key)
             if b is not None and b[0] == pod.meta.uid and not pod.node_name:
                 pod = dataclasses.replace(pod, node_name=b[1])
+                if b[3] and set(group_labels(pod)) != set(b[3]):
+                    labels = {k: v for k, v in pod.meta.labels.items() if not _is_group_label(k)}
+                    labels.update(gpu_group_labels(b[3]))
+                    pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, labels=labels))
             ev = self.evictions.get(key)
             if ev is not None and ev[0] == pod.meta.uid and pod.meta.deletion_timestamp is None:
                 pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, deletion_timestamp=now))
@@ -193,6 +200,15 @@ class Applier:
         }
         t0 = time.perf_counter()
         try:
+            if b.gpu_groups:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
+                labels: dict[str, str | None] = {k: None for k in pod.meta.labels if _is_group_label(k)}
+                labels.update(gpu_group_labels(b.gpu_groups))
+                await self.api.request(
+                    "PATCH",
+                    f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}",
+                    body={"metadata": {"labels": labels, "uid": pod.meta.uid}},
+                    content_type=MERGE,
+                )
             await self.api.request("POST", f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}/binding", body=body)
         except ApiError as e:
             if e.code == 409:  # already bound (or the uid no longer matches): the watch has the truth
@@ -218,7 +234,7 @@ class Applier:
         self.metrics.bind_latency.observe((time.perf_counter() - t0) * 1000)
         self.metrics.binds.labels("bound").inc()
         self.metrics.scheduled.labels("allocate").inc()
-        self.assumed.binds[key] = (pod.meta.uid, b.node, time.monotonic())
+        self.assumed.binds[key] = (pod.meta.uid, b.node, time.monotonic(), tuple(b.gpu_groups))
         stats.bound += 1
 
     # ---- evict -----------------------------------------------------------------------------
@@ -369,6 +385,10 @@ class Applier:
             path = f"/apis/{C.QUEUE_API_VERSION}/queues/{q.name}/status"
             out.append(self._patch(path, {"status": new}, MERGE, "queue"))
         return out
+
+
+def _is_group_label(key: str) -> bool:
+    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")
 
 
 def _conditions_key(conds: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:

@@ -102,6 +102,7 @@ class KaiScheduler:
         self._stop = asyncio.Event()
         self._started_sync = False
         self._conf_error = ""
+        self._relists_counted: dict[str, int] = {}
 
     # ---- probes ----------------------------------------------------------------------------
 
@@ -149,21 +150,30 @@ class KaiScheduler:
                     return EXIT_OK
                 stopped.cancel()
                 self.metrics.leader.set(1)
-            await self._start_components(tasks)
-            loop_task = asyncio.ensure_future(self._loop())
-            tasks.append(loop_task)
-            waits: set[asyncio.Future[Any]] = {loop_task, asyncio.ensure_future(self._stop.wait())}
-            hold = None
-            if self.leader is not None:
-                hold = asyncio.ensure_future(self.leader.hold())
-                waits.add(hold)
-            done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for t in pending:
-                if t is not loop_task:
+            # Renew the Lease from the moment it is held: a long first sync must not let it lapse.
+            hold = asyncio.ensure_future(self.leader.hold()) if self.leader is not None else None
+            stopped = asyncio.ensure_future(self._stop.wait())
+            start = asyncio.ensure_future(self._start_components(tasks))
+            done, _ = await asyncio.wait(
+                {start, stopped} | ({hold} if hold is not None else set()), return_when=asyncio.FIRST_COMPLETED
+            )
+            if start not in done:
+                start.cancel()
+                await asyncio.gather(start, return_exceptions=True)
+            elif start.exception() is not None:
+                raise start.exception()  # type: ignore[misc]
+            else:
+                loop_task = asyncio.ensure_future(self._loop())
+                tasks.append(loop_task)
+                waits: set[asyncio.Future[Any]] = {loop_task, stopped}
+                if hold is not None:
+                    waits.add(hold)
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if loop_task in done and loop_task.exception() is not None:
+                    raise loop_task.exception()  # type: ignore[misc]
+            for t in (stopped, hold):
+                if t is not None and not t.done():
                     t.cancel()
-            for t in done:
-                if t is loop_task and t.exception() is not None:
-                    raise t.exception()  # type: ignore[misc]
             if hold is not None and hold in done:
                 self.metrics.leader.set(0)
                 return EXIT_LOST_LEASE
@@ -342,11 +352,11 @@ class KaiScheduler:
         t3 = time.perf_counter()
         self.last_result = result
         self.metrics.record_cycle(result, e2e_s=t3 - t0, snapshot_s=t1 - t0, apply_s=t3 - t2)
-        for kind, inf in self.informers.items():
-            gone = inf.relists - 1 - getattr(inf, "_reported_relists", 0)
+        for kind, inf in self.informers.items():  # lists after the first one: re-lists after 410 Gone
+            gone = inf.relists - 1 - self._relists_counted.get(kind, 0)
             if gone > 0:
                 self.metrics.relists.labels(kind).inc(gone)
-                inf._reported_relists = inf.relists - 1  # type: ignore[attr-defined]
+                self._relists_counted[kind] = inf.relists - 1
         rec = CycleRecord(
             index=len(self.cycles),
             pods=len(snap.tasks),
