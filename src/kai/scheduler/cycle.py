@@ -97,12 +97,16 @@ def close_session(ssn: Session) -> CycleResult:
         if ssn.status[ti] == TaskStatus.PENDING:
             res.events.append(Event(f"Pod/{t.namespace}/{t.name}", "Warning", INVALID_GPU_REQUEST, t.share_error))
 
+    status, pending_status, any_invalid = ssn.status, TaskStatus.PENDING, bool(ssn.invalid)
     for job in snap.jobs:
         pg_obj = f"PodGroup/{job.ref}"
         conditions: tuple[Condition, ...] = ()
         failure = ssn.failures.get(job.index)
-        pending = any(ssn.status[ti] == TaskStatus.PENDING for ti in job.tasks)
-        invalid = [ti for ti in job.tasks if ti in ssn.invalid and ssn.status[ti] == TaskStatus.PENDING]
+        # a list, not any() over a generator: one job's few statuses, for every job of the snapshot
+        pending = pending_status in [status[ti] for ti in job.tasks]
+        invalid = (
+            [ti for ti in job.tasks if ti in ssn.invalid and status[ti] == pending_status] if any_invalid else []
+        )
         if invalid and not ssn.job_ready(job):
             bad = snap.tasks[invalid[0]]
             message = f"Pod {bad.namespace}/{bad.name} has an invalid GPU request: {bad.share_error}"

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 from kai.scheduler.capacity import job_request
 from kai.scheduler.fairshare import queue_allocatable_share
-from kai.scheduler.model import JobInfo
+from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import Session
 
 INF = math.inf
@@ -56,7 +56,10 @@ def queue_order_key(
     total: list[float],
     neg_priority: int,
 ) -> tuple:
-    """Rules 1-6 of KAI's queue order as a sortable tuple (smaller first); plain floats, three resources."""
+    """Rules 1-6 of KAI's queue order as a sortable tuple (smaller first); plain floats, three resources.
+
+    ``_share`` is inlined for the usual finite, non-zero allocatable share: allocate computes this key once per
+    job it pops, and the two calls per resource were a sizeable part of it. Same arithmetic, same floats."""
     over_utilized = starved = True
     penalty = False
     drf_with = drf_without = 0.0
@@ -68,7 +71,10 @@ def queue_order_key(
             starved = False
         if s == 0 and x > 0:
             penalty = True
-        w, wo = _share(a + x, s, total[r]), _share(a, s, total[r])
+        if s != INF and s != 0:
+            w, wo = (a + x) / s, a / s
+        else:
+            w, wo = _share(a + x, s, total[r]), _share(a, s, total[r])
         if w > drf_with:
             drf_with = w
         if wo > drf_without:
@@ -101,7 +107,7 @@ class JobQueue:
         self._count = [0] * len(snap.queues)
         self._best: dict[int, int | None] = {}  # queue -> job index of its subtree's best job
         self._key: dict[int, tuple] = {}  # queue -> order key with its best job
-        self._request: dict[int, list[float]] = {}
+        self._request: dict[int, tuple[int, int, int]] = {}  # job -> QRES request of its tasks to allocate
         self._total = snap.total.tolist()
         self._deserved = deserved_shares(ssn)
         self._roots = [q.index for q in snap.queues if q.parent < 0]
@@ -110,6 +116,8 @@ class JobQueue:
         self._tie_break: dict[tuple[int, ...], int] = {}
         # fair share is fixed for the session, so each queue's allocatable share is too
         self._allocatable_share = allocatable_shares(ssn)
+        self._children = [q.children for q in snap.queues]
+        self._is_leaf = [q.is_leaf for q in snap.queues]
         for job in jobs:
             self.push(job)
 
@@ -121,34 +129,38 @@ class JobQueue:
             self._best.pop(a, None)
             self._key.pop(a, None)
 
-    def push(self, job: JobInfo) -> None:
+    def push(self, job: JobInfo, tasks: list[TaskInfo] | None = None) -> None:
+        """Queue *job*; *tasks*: ``ssn.tasks_to_allocate(job)`` if the caller has it at hand."""
         heapq.heappush(self._heaps.setdefault(job.queue, []), (job_order_key(self.ssn, job), job.index))
-        self._request[job.index] = list(job_request(self.ssn.tasks_to_allocate(job)))
+        if tasks is None:
+            tasks = self.ssn.tasks_to_allocate(job)
+        self._request[job.index] = job_request(tasks)
+        count = self._count
         for a in self.ssn.queues.ancestors[job.queue]:
-            self._count[a] += 1
+            count[a] += 1
         self._invalidate(job.queue)
 
     def pop(self) -> JobInfo | None:
-        children = [r for r in self._roots if self._count[r] > 0]
+        count = self._count
+        children = [r for r in self._roots if count[r] > 0]
         if not children:
             return None
         qi = self._choose(children)
-        while not self.ssn.snap.queues[qi].is_leaf:
-            qi = self._choose([c for c in self.ssn.snap.queues[qi].children if self._count[c] > 0])
+        while not self._is_leaf[qi]:
+            qi = self._choose([c for c in self._children[qi] if count[c] > 0])
         _, ji = heapq.heappop(self._heaps[qi])
         for a in self.ssn.queues.ancestors[qi]:
-            self._count[a] -= 1
+            count[a] -= 1
         self._invalidate(qi)
         return self.ssn.snap.jobs[ji]
 
     def _best_job(self, qi: int) -> int:
         best = self._best.get(qi)
         if best is None:
-            q = self.ssn.snap.queues[qi]
-            if q.is_leaf:
+            if self._is_leaf[qi]:
                 best = self._heaps[qi][0][1]
             else:
-                best = self._best_job(self._choose([c for c in q.children if self._count[c] > 0]))
+                best = self._best_job(self._choose([c for c in self._children[qi] if self._count[c] > 0]))
             self._best[qi] = best
         return best
 
@@ -158,7 +170,7 @@ class JobQueue:
             key = self._key[qi] = self.queue_key(qi, self._request[self._best_job(qi)])
         return key
 
-    def queue_key(self, qi: int, req: list[float]) -> tuple:
+    def queue_key(self, qi: int, req: list[float] | tuple[int, ...]) -> tuple:
         """Rules 1-6 of the queue order for queue *qi* with a job requesting *req* (QRES base units)."""
         return queue_order_key(
             self.ssn.queues.alloc[qi],
@@ -176,11 +188,14 @@ class JobQueue:
     def _choose(self, children: list[int]) -> int:
         if len(children) == 1:
             return children[0]
-        keys = [self._order_key(c) for c in children]
+        cached = self._key
+        # a cached key is a non-empty tuple, so ``or`` computes only the missing ones (one call per pop,
+        # not one per sibling: a pop invalidates only the queues on its job's path)
+        keys = [cached.get(c) or self._order_key(c) for c in children]
         best_key = min(keys)
+        if keys.count(best_key) == 1:
+            return children[keys.index(best_key)]
         tied = [c for c, k in zip(children, keys) if k == best_key]
-        if len(tied) == 1:
-            return tied[0]
         key = tuple(tied)
         best = self._tie_break.get(key)
         if best is None:  # rules 7-8 depend only on fixed per-queue values, so the outcome is cached

@@ -119,10 +119,10 @@ class Placer:
         if later and c.share is not None:
             if c.need is not None:  # one device: the node's largest free group decides (fit_one, inlined)
                 need = c.need[row]
-                whole_idle = idle[GPU] >= MILLI
-                shared = need <= self._cap[row] and ssn.group_max_later[row] >= need
-                now = now and (whole_idle or (need <= self._cap[row] and ssn.group_max_now[row] >= need))
-                later = shared or (need <= self._cap[row] and max(idle[GPU], 0) + max(releasing[GPU], 0) >= MILLI)
+                fits_gpu = need <= self._cap[row]
+                shared = fits_gpu and ssn.group_max_later[row] >= need
+                now = now and (idle[GPU] >= MILLI or (fits_gpu and ssn.group_max_now[row] >= need))
+                later = shared or (fits_gpu and max(idle[GPU], 0) + max(releasing[GPU], 0) >= MILLI)
             else:
                 free_now, free_later = ssn.group_free[row]
                 g_now, g_later, shared = fit_one(

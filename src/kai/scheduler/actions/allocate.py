@@ -43,8 +43,10 @@ class Allocate:
             if not ssn.job_ready(job):
                 continue
             candidates.append(job)
-        _honor_nominations(ssn, [job for job in candidates if _nominated(ssn, job)])
-        candidates = [job for job in candidates if ssn.pending_tasks(job)]
+        nominated = [job for job in candidates if _nominated(ssn, job)]
+        if nominated:
+            _honor_nominations(ssn, nominated)
+            candidates = [job for job in candidates if ssn.pending_tasks(job)]
         queue = JobQueue(ssn, candidates)
         impossible: dict[tuple[int, bytes], tuple[int, str]] = {}  # (sig, request) -> (min count that failed, why)
         while (job := queue.pop()) is not None:
