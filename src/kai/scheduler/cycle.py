@@ -65,6 +65,7 @@ def close_session(ssn: Session) -> CycleResult:
     snap = ssn.snap
     res = CycleResult()
     names = snap.nodes.names
+    allocated, pipelined, releasing = TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.RELEASING
     for ti in sorted(ssn.changed):
         t = snap.tasks[ti]
         new, old = ssn.status[t.index], t.status
@@ -73,11 +74,11 @@ def close_session(ssn: Session) -> CycleResult:
         job = snap.jobs[t.job]
         ref = PodRef(t.namespace, t.name)
         pod_obj = f"Pod/{ref}"
-        if new == TaskStatus.ALLOCATED:
+        if new == allocated:
             node = names[ssn.node[t.index]]
             res.binds.append(Bind(ref, node, job.name, ssn.gpu_group_names(t)))
             res.events.append(Event(pod_obj, "Normal", "Scheduled", f"Successfully assigned pod {ref} to node {node}"))
-        elif new == TaskStatus.PIPELINED:
+        elif new == pipelined:
             node = names[ssn.node[t.index]]
             if old in ACTIVE_ALLOCATED and t.index in ssn.eviction_reasons:  # moved: evicted here, waits there
                 action, message = ssn.eviction_reasons[t.index]
@@ -87,7 +88,7 @@ def close_session(ssn: Session) -> CycleResult:
                 Pipeline(ref, node, job.name, ssn.gpu_group_names(t), nominated=t.index in ssn.nominations)
             )
             res.events.append(Event(pod_obj, "Normal", "Pipelined", f"Pod {ref} was pipelined to node {node}"))
-        elif new == TaskStatus.RELEASING and old in ACTIVE_ALLOCATED:
+        elif new == releasing and old in ACTIVE_ALLOCATED:
             action, message = ssn.eviction_reasons.get(t.index, ("unknown", "evicted"))
             res.evictions.append(Evict(ref, job.name, action, message))
             res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "Evict", message))
@@ -99,7 +100,6 @@ def close_session(ssn: Session) -> CycleResult:
 
     status, pending_status, any_invalid = ssn.status, TaskStatus.PENDING, bool(ssn.invalid)
     for job in snap.jobs:
-        pg_obj = f"PodGroup/{job.ref}"
         conditions: tuple[Condition, ...] = ()
         failure = ssn.failures.get(job.index)
         # a list, not any() over a generator: one job's few statuses, for every job of the snapshot
@@ -113,11 +113,11 @@ def close_session(ssn: Session) -> CycleResult:
             if len(invalid) > 1:
                 message += f" (and {len(invalid) - 1} more pods)"
             conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", "Unschedulable", message),)
-            res.events.append(Event(pg_obj, "Warning", "Unschedulable", message))
+            res.events.append(Event(f"PodGroup/{job.ref}", "Warning", "Unschedulable", message))
         elif job.unschedulable_reason and pending:
             reason = "QueueDoesNotExist"
             conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", reason, job.unschedulable_reason),)
-            res.events.append(Event(pg_obj, "Warning", "Unschedulable", job.unschedulable_reason))
+            res.events.append(Event(f"PodGroup/{job.ref}", "Warning", "Unschedulable", job.unschedulable_reason))
         elif pending and not ssn.job_ready(job):
             alive = sum(
                 1
@@ -131,7 +131,7 @@ def close_session(ssn: Session) -> CycleResult:
                 f"currently {alive} exist, {gated} are gated"
             )
             conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", "NotReady", message),)
-            res.events.append(Event(pg_obj, "Normal", "NotReady", message))
+            res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "NotReady", message))
         elif failure is not None or (pending and job.index in ssn.notes):
             reason, message = (failure.reason, failure.message) if failure is not None else ("Unschedulable", "")
             notes = ssn.notes.get(job.index)
@@ -139,7 +139,7 @@ def close_session(ssn: Session) -> CycleResult:
                 message = ". ".join([message.rstrip("."), *notes]) if message else ". ".join(notes)
             if ssn.job_allocated[job.index] == 0:
                 conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", reason, message),)
-            res.events.append(Event(pg_obj, "Warning", "Unschedulable", message))
+            res.events.append(Event(f"PodGroup/{job.ref}", "Warning", "Unschedulable", message))
         stale_changed = job.index in ssn.stale_since
         res.podgroups.append(
             PodGroupStatus(

@@ -103,7 +103,9 @@ class JobQueue:
     def __init__(self, ssn: Session, jobs: Iterable[JobInfo]) -> None:
         self.ssn = ssn
         snap = ssn.snap
-        self._heaps: dict[int, list[tuple[tuple, int]]] = {}
+        # per leaf queue, a heap of (*job_order_key, job index): one flat tuple, which compares faster than a
+        # key tuple nested in a pair and orders the same
+        self._heaps: dict[int, list[tuple]] = {}
         self._count = [0] * len(snap.queues)
         self._best: dict[int, int | None] = {}  # queue -> job index of its subtree's best job
         self._key: dict[int, tuple] = {}  # queue -> order key with its best job
@@ -118,8 +120,16 @@ class JobQueue:
         self._allocatable_share = allocatable_shares(ssn)
         self._children = [q.children for q in snap.queues]
         self._is_leaf = [q.is_leaf for q in snap.queues]
+        # one heapify per queue instead of a push per job: the entries are distinct (job index last), so the
+        # pops come out in the same order either way
+        heaps, count, ancestors = self._heaps, self._count, ssn.queues.ancestors
         for job in jobs:
-            self.push(job)
+            heaps.setdefault(job.queue, []).append((*job_order_key(ssn, job), job.index))
+            self._request[job.index] = job_request(ssn.tasks_to_allocate(job))
+            for a in ancestors[job.queue]:
+                count[a] += 1
+        for heap in heaps.values():
+            heapq.heapify(heap)
 
     def __len__(self) -> int:
         return sum(self._count[r] for r in self._roots)
@@ -131,7 +141,7 @@ class JobQueue:
 
     def push(self, job: JobInfo, tasks: list[TaskInfo] | None = None) -> None:
         """Queue *job*; *tasks*: ``ssn.tasks_to_allocate(job)`` if the caller has it at hand."""
-        heapq.heappush(self._heaps.setdefault(job.queue, []), (job_order_key(self.ssn, job), job.index))
+        heapq.heappush(self._heaps.setdefault(job.queue, []), (*job_order_key(self.ssn, job), job.index))
         if tasks is None:
             tasks = self.ssn.tasks_to_allocate(job)
         self._request[job.index] = job_request(tasks)
@@ -148,7 +158,7 @@ class JobQueue:
         qi = self._choose(children)
         while not self._is_leaf[qi]:
             qi = self._choose([c for c in self._children[qi] if count[c] > 0])
-        _, ji = heapq.heappop(self._heaps[qi])
+        ji = heapq.heappop(self._heaps[qi])[-1]
         for a in self.ssn.queues.ancestors[qi]:
             count[a] -= 1
         self._invalidate(qi)
@@ -158,7 +168,7 @@ class JobQueue:
         best = self._best.get(qi)
         if best is None:
             if self._is_leaf[qi]:
-                best = self._heaps[qi][0][1]
+                best = self._heaps[qi][0][-1]
             else:
                 best = self._best_job(self._choose([c for c in self._children[qi] if self._count[c] > 0]))
             self._best[qi] = best

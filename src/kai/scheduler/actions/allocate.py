@@ -115,7 +115,8 @@ def _allocate_gang(ssn: Session, job: JobInfo) -> bool:
 
 
 def _nominated(ssn: Session, job: JobInfo) -> bool:
-    return any(ssn.snap.tasks[t].nominated >= 0 for t in job.tasks if ssn.status[t] == TaskStatus.PENDING)
+    tasks, status, pending = ssn.snap.tasks, ssn.status, TaskStatus.PENDING  # asked of every candidate job
+    return any(tasks[t].nominated >= 0 for t in job.tasks if status[t] == pending)
 
 
 def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
