@@ -73,11 +73,13 @@ def close_session(ssn: Session) -> CycleResult:
             continue
         job = snap.jobs[t.job]
         ref = PodRef(t.namespace, t.name)
-        pod_obj = f"Pod/{ref}"
+        ref_s = f"{ref.namespace}/{ref.name}"  # str(ref), formatted once per pod rather than once per message
+        pod_obj = f"Pod/{ref_s}"
         if new == allocated:
             node = names[ssn.node[t.index]]
             res.binds.append(Bind(ref, node, job.name, ssn.gpu_group_names(t)))
-            res.events.append(Event(pod_obj, "Normal", "Scheduled", f"Successfully assigned pod {ref} to node {node}"))
+            message = f"Successfully assigned pod {ref_s} to node {node}"
+            res.events.append(Event(pod_obj, "Normal", "Scheduled", message))
         elif new == pipelined:
             node = names[ssn.node[t.index]]
             if old in ACTIVE_ALLOCATED and t.index in ssn.eviction_reasons:  # moved: evicted here, waits there
@@ -87,7 +89,7 @@ def close_session(ssn: Session) -> CycleResult:
             res.pipelines.append(
                 Pipeline(ref, node, job.name, ssn.gpu_group_names(t), nominated=t.index in ssn.nominations)
             )
-            res.events.append(Event(pod_obj, "Normal", "Pipelined", f"Pod {ref} was pipelined to node {node}"))
+            res.events.append(Event(pod_obj, "Normal", "Pipelined", f"Pod {ref_s} was pipelined to node {node}"))
         elif new == releasing and old in ACTIVE_ALLOCATED:
             action, message = ssn.eviction_reasons.get(t.index, ("unknown", "evicted"))
             res.evictions.append(Evict(ref, job.name, action, message))

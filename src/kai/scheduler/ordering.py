@@ -159,9 +159,11 @@ class JobQueue:
         while not self._is_leaf[qi]:
             qi = self._choose([c for c in self._children[qi] if count[c] > 0])
         ji = heapq.heappop(self._heaps[qi])[-1]
-        for a in self.ssn.queues.ancestors[qi]:
+        best, keys = self._best, self._key
+        for a in self.ssn.queues.ancestors[qi]:  # one pass: the counts, and the path's cached choices (_invalidate)
             count[a] -= 1
-        self._invalidate(qi)
+            best.pop(a, None)
+            keys.pop(a, None)
         return self.ssn.snap.jobs[ji]
 
     def _best_job(self, qi: int) -> int:

@@ -38,7 +38,7 @@ class _Candidates:
     cols: np.ndarray  # resource columns the task requests
     static: np.ndarray  # (n,) bool
     fits_now: np.ndarray  # (n,) bool
-    fits_later: np.ndarray  # (n,) bool: fits on idle + releasing
+    fits_later: np.ndarray  # (n,) bool: fits on idle + releasing (``_score_rows``' intermediate; not kept per row)
     score: np.ndarray  # (n,) float, -inf where the task cannot go
     synced: int  # position in Session.node_log up to which the rows are current
     # the same facts as Python scalars, for the row-by-row path
@@ -130,8 +130,7 @@ class Placer:
                 )
                 now = now and g_now
                 later = g_later
-        c.fits_now[row] = now
-        c.fits_later[row] = later
+        c.fits_now[row] = now  # (fits_later is the vector path's scratch: nothing reads it for one row)
         if not later:
             c.score[row] = -np.inf
             return

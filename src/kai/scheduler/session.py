@@ -649,8 +649,8 @@ class Session:
             return None
         cap = self.gpu_cap[node]
         idle, rel, pods, gone = rows if rows is not None else self.gpu_slots[node]
-        whole_idle = max(int(self.idle[node, GPU]), 0) // MILLI
-        whole_rel = max(int(self.releasing[node, GPU]), 0) // MILLI
+        whole_idle = max(self.idle.item(node, GPU), 0) // MILLI  # item(): a Python int, no NumPy scalar
+        whole_rel = max(self.releasing.item(node, GPU), 0) // MILLI
         if gpus is None:
             return choose(
                 share=share,
@@ -721,4 +721,4 @@ class Session:
             return ()
         names = self.snap.gpus.names[node]
         node_name = self.snap.nodes.names[node]
-        return tuple(names[s] or default_group_name(node_name, s) for s in self.gpus[task.index])
+        return tuple([names[s] or default_group_name(node_name, s) for s in self.gpus[task.index]])

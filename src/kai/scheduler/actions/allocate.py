@@ -147,6 +147,8 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
 def uniform_shape(tasks: list[TaskInfo]) -> tuple[int, bytes] | None:
     first = tasks[0]
     key = (first.signature, first.request.tobytes())
+    if len(tasks) == 1:  # most jobs: no generator to run
+        return key
     if all(t.signature == key[0] and t.request.tobytes() == key[1] for t in tasks[1:]):
         return key
     return None
