@@ -107,8 +107,9 @@ class JobQueue:
         # key tuple nested in a pair and orders the same
         self._heaps: dict[int, list[tuple]] = {}
         self._count = [0] * len(snap.queues)
-        self._best: dict[int, int | None] = {}  # queue -> job index of its subtree's best job
-        self._key: dict[int, tuple] = {}  # queue -> order key with its best job
+        # per queue (lists: indexing is cheaper than a dict's get), None until asked and after a push or pop below
+        self._best: list[int | None] = [None] * len(snap.queues)  # job index of its subtree's best job
+        self._key: list[tuple | None] = [None] * len(snap.queues)  # order key with its best job
         self._request: dict[int, tuple[int, int, int]] = {}  # job -> QRES request of its tasks to allocate
         self._total = snap.total.tolist()
         self._deserved = deserved_shares(ssn)
@@ -136,8 +137,8 @@ class JobQueue:
 
     def _invalidate(self, qi: int) -> None:
         for a in self.ssn.queues.ancestors[qi]:
-            self._best.pop(a, None)
-            self._key.pop(a, None)
+            self._best[a] = None
+            self._key[a] = None
 
     def push(self, job: JobInfo, tasks: list[TaskInfo] | None = None) -> None:
         """Queue *job*; *tasks*: ``ssn.tasks_to_allocate(job)`` if the caller has it at hand."""
@@ -162,12 +163,12 @@ class JobQueue:
         best, keys = self._best, self._key
         for a in self.ssn.queues.ancestors[qi]:  # one pass: the counts, and the path's cached choices (_invalidate)
             count[a] -= 1
-            best.pop(a, None)
-            keys.pop(a, None)
+            best[a] = None
+            keys[a] = None
         return self.ssn.snap.jobs[ji]
 
     def _best_job(self, qi: int) -> int:
-        best = self._best.get(qi)
+        best = self._best[qi]
         if best is None:
             if self._is_leaf[qi]:
                 best = self._heaps[qi][0][-1]
@@ -177,7 +178,7 @@ class JobQueue:
         return best
 
     def _order_key(self, qi: int) -> tuple:
-        key = self._key.get(qi)
+        key = self._key[qi]
         if key is None:
             key = self._key[qi] = self.queue_key(qi, self._request[self._best_job(qi)])
         return key
@@ -203,7 +204,7 @@ class JobQueue:
         cached = self._key
         # a cached key is a non-empty tuple, so ``or`` computes only the missing ones (one call per pop,
         # not one per sibling: a pop invalidates only the queues on its job's path)
-        keys = [cached.get(c) or self._order_key(c) for c in children]
+        keys = [cached[c] or self._order_key(c) for c in children]
         best_key = min(keys)
         if keys.count(best_key) == 1:
             return children[keys.index(best_key)]
