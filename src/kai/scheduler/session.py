@@ -154,7 +154,7 @@ class Statement:
         req = ssn.node_request(task, fresh)  # the whole GPUs it takes from the node's pool, in the GPU column
         need = share.units(ssn.gpu_cap[node])
         idle, rel, pods, _ = rows  # changed in place (the before-image or the amounts taken are in the log)
-        slots = tuple(p.slot for p in picks)
+        slots = tuple([p.slot for p in picks])
         if not pipelined:  # picks on idle resources are groups or fresh GPUs, never releasing ones
             placed = _SharedPlacement(req, need, slots, ssn.gpus[task.index])
             self._log.append(
@@ -327,7 +327,7 @@ class Session:
         for row in np.flatnonzero((gpus.pods > 0).any(axis=1)).tolist() if gpus.pods.size else ():
             self.summarize_groups(row)
         self.invalid = {t.index for t in snap.tasks if t.share_error}  # bad GPU-sharing annotations: never placed
-        self._node_requests: dict[tuple[int, int], np.ndarray] = {}  # shared pods' node-column requests
+        self._node_requests: dict[tuple[bytes, int], np.ndarray] = {}  # shared pods' node-column requests
         self.gpu_cap: list[int] = snap.gpus.cap.tolist()  # units per GPU, per node
         self._sharing_nodes: list[bool] = snap.gpus.sharing_nodes.tolist()
         self._shared_free: tuple[int, np.ndarray] | None = None  # (node_log length, free_gpu_milli's shared part)
@@ -600,7 +600,9 @@ class Session:
         groups' business, except for the *fresh_gpus* whole GPUs it takes out of the node's pool."""
         if task.share is None:
             return task.request
-        key = (task.index, fresh_gpus)
+        # keyed by the request, not the task: the array depends on nothing else, and a cycle placing 20,000
+        # fractions of a few sizes then builds a few arrays instead of one per pod
+        key = (task.request.tobytes(), fresh_gpus)
         req = self._node_requests.get(key)
         if req is None:
             req = self._node_requests[key] = task.request.copy()
