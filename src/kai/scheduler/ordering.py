@@ -63,18 +63,17 @@ def queue_order_key(
     over_utilized = starved = True
     penalty = False
     drf_with = drf_without = 0.0
-    for r in range(3):
-        a, x, s = alloc[r], req[r], allocatable[r]
-        if not fair[r] < a:
+    for a, x, s, f, d, t in zip(alloc, req, allocatable, fair, deserved, total):  # the three resources
+        if not f < a:
             over_utilized = False
-        if a + x > deserved[r]:
+        if a + x > d:
             starved = False
         if s == 0 and x > 0:
             penalty = True
         if s != INF and s != 0:
             w, wo = (a + x) / s, a / s
         else:
-            w, wo = _share(a + x, s, total[r]), _share(a, s, total[r])
+            w, wo = _share(a + x, s, t), _share(a, s, t)
         if w > drf_with:
             drf_with = w
         if wo > drf_without:

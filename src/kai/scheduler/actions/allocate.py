@@ -65,13 +65,15 @@ class Allocate:
             if shape is not None and shape in impossible and len(tasks) >= impossible[shape][0]:
                 ssn.fail(job, "Unschedulable", impossible[shape][1])
                 continue
+            # placing *tasks* takes exactly them out of PENDING, so what is left is known before placing
+            more_pending = len(ssn.pending_tasks(job)) > len(tasks)
             stmt = ssn.statement()
             placed, why = _place(ssn, stmt, tasks)
             if placed == len(tasks):
                 pipeline_whole_gang_if_needed(ssn, stmt, job)
                 stmt.commit()
                 ssn.failures.pop(job.index, None)
-                if ssn.pending_tasks(job):
+                if more_pending:
                     queue.push(job)
                 continue
             stmt.rollback()
