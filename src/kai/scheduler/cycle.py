@@ -101,9 +101,10 @@ def close_session(ssn: Session) -> CycleResult:
             res.events.append(Event(f"Pod/{t.namespace}/{t.name}", "Warning", INVALID_GPU_REQUEST, t.share_error))
 
     status, pending_status, any_invalid = ssn.status, TaskStatus.PENDING, bool(ssn.invalid)
+    failures, stale_since = ssn.failures, ssn.stale_since
     for job in snap.jobs:
         conditions: tuple[Condition, ...] = ()
-        failure = ssn.failures.get(job.index)
+        failure = failures.get(job.index)
         # a list, not any() over a generator: one job's few statuses, for every job of the snapshot
         pending = pending_status in [status[ti] for ti in job.tasks]
         invalid = (
@@ -142,13 +143,13 @@ def close_session(ssn: Session) -> CycleResult:
             if ssn.job_allocated[job.index] == 0:
                 conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", reason, message),)
             res.events.append(Event(f"PodGroup/{job.ref}", "Warning", "Unschedulable", message))
-        stale_changed = job.index in ssn.stale_since
+        stale_changed = job.index in stale_since
         res.podgroups.append(
             PodGroupStatus(
                 job.namespace,
                 job.name,
                 conditions,
-                stale_since=ssn.stale_since.get(job.index, job.podgroup.stale_since),
+                stale_since=stale_since.get(job.index, job.podgroup.stale_since),
                 stale_changed=stale_changed,
             )
         )

@@ -142,7 +142,7 @@ class Statement:
         ssn = self._ssn
         share = task.share
         assert share is not None
-        rows = ssn.gpu_rows(node)
+        rows = ssn.gpu_slots[node]
         pipelined = status == _PIPELINED
         picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, gpus=gpus, rows=rows)
         if picks is None:
@@ -150,11 +150,15 @@ class Statement:
             raise AssertionError(f"{task.namespace}/{task.name} does not fit the GPUs of node {node_name}")
         # the node's rows as views, changed in place (``a[i] -= x`` would also write the row back onto itself)
         idle_row, releasing_row = ssn.idle[node], ssn.releasing[node]
-        fresh = [p.kind for p in picks].count("fresh")
+        fresh, picked = 0, []
+        for p in picks:
+            picked.append(p.slot)
+            if p.kind == "fresh":
+                fresh += 1
+        slots = tuple(picked)
         req = ssn.node_request(task, fresh)  # the whole GPUs it takes from the node's pool, in the GPU column
         need = share.units(ssn.gpu_cap[node])
         idle, rel, pods, _ = rows  # changed in place (the before-image or the amounts taken are in the log)
-        slots = tuple([p.slot for p in picks])
         if not pipelined:  # picks on idle resources are groups or fresh GPUs, never releasing ones
             placed = _SharedPlacement(req, need, slots, ssn.gpus[task.index])
             self._log.append(
@@ -629,10 +633,15 @@ class Session:
     def _summarize(self, node: int, rows: tuple[list[int], list[int], list[int], list[int]]) -> None:
         idle, rel, pods, gone = rows
         now = [i for i, p, g in zip(idle, pods, gone) if p > g]
-        later = [i + r for i, r, p, g in zip(idle, rel, pods, gone) if p > g] if any(rel) else now
+        max_now = max(now, default=-1)
+        if any(rel):
+            later = [i + r for i, r, p, g in zip(idle, rel, pods, gone) if p > g]
+            max_later = max(later, default=-1)
+        else:  # nothing releasing (the usual case): the same list
+            later, max_later = now, max_now
         self.group_free[node] = (now, later)
-        self.group_max_now[node] = max(now, default=-1)
-        self.group_max_later[node] = max(later, default=-1)
+        self.group_max_now[node] = max_now
+        self.group_max_later[node] = max_later
 
     def pick_gpus(
         self,
