@@ -58,8 +58,9 @@ def queue_order_key(
 ) -> tuple:
     """Rules 1-6 of KAI's queue order as a sortable tuple (smaller first); plain floats, three resources.
 
-    ``_share`` is inlined for the usual finite, non-zero allocatable share: allocate computes this key once per
-    job it pops, and the two calls per resource were a sizeable part of it. Same arithmetic, same floats."""
+    ``_share`` is inlined for the usual cases (a finite, non-zero allocatable share; none, with a cluster total):
+    allocate computes this key once per job it pops, and the two calls per resource were a sizeable part of it.
+    Same arithmetic, same floats."""
     over_utilized = starved = True
     penalty = False
     drf_with = drf_without = 0.0
@@ -72,6 +73,8 @@ def queue_order_key(
             penalty = True
         if s != INF and s != 0:
             w, wo = (a + x) / s, a / s
+        elif s == INF and t > 0:  # no quota or limit on the resource: share of the cluster's total
+            w, wo = (a + x) / t, a / t
         else:
             w, wo = _share(a + x, s, t), _share(a, s, t)
         if w > drf_with:

@@ -119,13 +119,12 @@ class Placer:
         for row in rows:
             if not static[row]:
                 continue  # a statically excluded node stays at -inf whatever its free resources
-            idle = idle_rows[row].tolist()
-            releasing = releasing_rows[row].tolist()
+            idle = idle_rows[row].tolist()  # releasing is read only where needed, one value at a time (item)
             now = later = True
             for k, need in req_cols:
                 if idle[k] < need:
                     now = False
-                    if idle[k] + releasing[k] < need:
+                    if idle[k] + releasing_rows.item(row, k) < need:
                         later = False
                         break
             shared = False
@@ -135,10 +134,14 @@ class Placer:
                     fits_gpu = need <= cap[row]
                     shared = fits_gpu and max_later[row] >= need
                     now = now and (idle[GPU] >= MILLI or (fits_gpu and max_now[row] >= need))
-                    later = shared or (fits_gpu and max(idle[GPU], 0) + max(releasing[GPU], 0) >= MILLI)
+                    later = shared or (
+                        fits_gpu and max(idle[GPU], 0) + max(releasing_rows.item(row, GPU), 0) >= MILLI
+                    )
                 else:
                     free_now, free_later = ssn.group_free[row]
-                    g_now, g_later, shared = fit_one(share, cap[row], free_now, free_later, idle[GPU], releasing[GPU])
+                    g_now, g_later, shared = fit_one(
+                        share, cap[row], free_now, free_later, idle[GPU], releasing_rows.item(row, GPU)
+                    )
                     now = now and g_now
                     later = g_later
             fits_now[row] = now  # (fits_later is the vector path's scratch: nothing reads it for one row)
