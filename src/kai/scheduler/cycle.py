@@ -66,22 +66,23 @@ def close_session(ssn: Session) -> CycleResult:
     res = CycleResult()
     names = snap.nodes.names
     allocated, pipelined, releasing = TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.RELEASING
+    tasks, jobs, status_of, node_of, gpus_of = snap.tasks, snap.jobs, ssn.status, ssn.node, ssn.gpus
     for ti in sorted(ssn.changed):
-        t = snap.tasks[ti]
-        new, old = ssn.status[t.index], t.status
-        if new == old and ssn.node[t.index] == t.node and ssn.gpus[t.index] == t.gpu_slots:
+        t = tasks[ti]
+        new, old = status_of[ti], t.status
+        if new == old and node_of[ti] == t.node and gpus_of[ti] == t.gpu_slots:
             continue
-        job = snap.jobs[t.job]
+        job = jobs[t.job]
         ref = PodRef(t.namespace, t.name)
         ref_s = f"{ref.namespace}/{ref.name}"  # str(ref), formatted once per pod rather than once per message
         pod_obj = f"Pod/{ref_s}"
         if new == allocated:
-            node = names[ssn.node[t.index]]
+            node = names[node_of[ti]]
             res.binds.append(Bind(ref, node, job.name, ssn.gpu_group_names(t)))
             message = f"Successfully assigned pod {ref_s} to node {node}"
             res.events.append(Event(pod_obj, "Normal", "Scheduled", message))
         elif new == pipelined:
-            node = names[ssn.node[t.index]]
+            node = names[node_of[ti]]
             if old in ACTIVE_ALLOCATED and t.index in ssn.eviction_reasons:  # moved: evicted here, waits there
                 action, message = ssn.eviction_reasons[t.index]
                 res.evictions.append(Evict(ref, job.name, action, message))
@@ -101,12 +102,16 @@ def close_session(ssn: Session) -> CycleResult:
             res.events.append(Event(f"Pod/{t.namespace}/{t.name}", "Warning", INVALID_GPU_REQUEST, t.share_error))
 
     status, pending_status, any_invalid = ssn.status, TaskStatus.PENDING, bool(ssn.invalid)
-    failures, stale_since = ssn.failures, ssn.stale_since
+    failures, stale_since, eviction_notes = ssn.failures, ssn.stale_since, ssn.notes
     for job in snap.jobs:
         conditions: tuple[Condition, ...] = ()
         failure = failures.get(job.index)
-        # a list, not any() over a generator: one job's few statuses, for every job of the snapshot
-        pending = pending_status in [status[ti] for ti in job.tasks]
+        # Whether the job has a pending pod matters below only with one of these three; without them (most
+        # jobs of a big cycle) the branches do not read it, so its statuses are not scanned.
+        if job.unschedulable_reason or not ssn.job_ready(job) or job.index in eviction_notes:
+            pending = pending_status in [status[ti] for ti in job.tasks]
+        else:
+            pending = False
         invalid = (
             [ti for ti in job.tasks if ti in ssn.invalid and status[ti] == pending_status] if any_invalid else []
         )

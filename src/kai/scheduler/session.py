@@ -505,7 +505,11 @@ class Session:
 
     def _job_ready_at_snapshot(self, job: JobInfo) -> bool:
         tasks = self.snap.tasks
-        alive = sum(1 for t in job.tasks if tasks[t].status in _ALIVE_UNGATED and not tasks[t].share_error)
+        alive = 0
+        for ti in job.tasks:  # a loop, not sum() over a generator: run once per job of the snapshot
+            t = tasks[ti]
+            if t.status in _ALIVE_UNGATED and not t.share_error:
+                alive += 1
         return alive >= job.min_available
 
     def evictable_tasks(self, job: JobInfo) -> list[int]:
