@@ -134,8 +134,9 @@ class Placer:
                     fits_gpu = need <= cap[row]
                     shared = fits_gpu and max_later[row] >= need
                     now = now and (idle[GPU] >= MILLI or (fits_gpu and max_now[row] >= need))
-                    later = shared or (
-                        fits_gpu and max(idle[GPU], 0) + max(releasing_rows.item(row, GPU), 0) >= MILLI
+                    later = shared or (  # a whole idle GPU settles it without reading releasing
+                        fits_gpu
+                        and (idle[GPU] >= MILLI or max(idle[GPU], 0) + max(releasing_rows.item(row, GPU), 0) >= MILLI)
                     )
                 else:
                     free_now, free_later = ssn.group_free[row]
