@@ -217,6 +217,6 @@ class Placer:
         if allowed is not None:
             score = np.where(allowed, score, -np.inf)
         row = int(score.argmax())
-        if score[row] == -np.inf:
+        if score.item(row) == -np.inf:
             return -1, False
         return row, bool(c.fits_now[row])

@@ -335,6 +335,7 @@ class Session:
         self.gpu_cap: list[int] = snap.gpus.cap.tolist()  # units per GPU, per node
         self._sharing_nodes: list[bool] = snap.gpus.sharing_nodes.tolist()
         self._shared_free: tuple[int, np.ndarray] | None = None  # (node_log length, free_gpu_milli's shared part)
+        self._all_gpu_arrays: tuple[int, tuple[np.ndarray, ...]] | None = None  # (node_log length, gpu_arrays())
         self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
         self.labels = NodeLabels(nodes)
         self._static: dict[int, StaticFit] = {}
@@ -623,12 +624,21 @@ class Session:
         return self.gpu_slots[node]
 
     def gpu_arrays(self, rows: list[int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(idle, rel, pods, gone) as (nodes, slots) int64 arrays, for all nodes or the given *rows*."""
+        """(idle, rel, pods, gone) as (nodes, slots) int64 arrays, for all nodes or the given *rows*.
+
+        All nodes' arrays are read-only and kept until the next change (``node_log`` grows with every change):
+        each failing fractional job's explanation asks for them, and the failures come in runs once GPUs are out.
+        """
+        if rows is None and self._all_gpu_arrays is not None and self._all_gpu_arrays[0] == len(self.node_log):
+            return self._all_gpu_arrays[1]
         picked = self.gpu_slots if rows is None else [self.gpu_slots[r] for r in rows]
         width = self.snap.gpus.pods.shape[1]
-        return tuple(  # type: ignore[return-value]
-            np.array([r[k] for r in picked], dtype=np.int64).reshape(len(picked), width) for k in range(4)
-        )
+        arrays = tuple(np.array([r[k] for r in picked], dtype=np.int64).reshape(len(picked), width) for k in range(4))
+        if rows is None:
+            for a in arrays:
+                a.flags.writeable = False
+            self._all_gpu_arrays = (len(self.node_log), arrays)
+        return arrays  # type: ignore[return-value]
 
     def summarize_groups(self, node: int) -> None:
         """Refresh ``group_free[node]`` after its GPU slots changed (the Placer's per-node fit reads it)."""
