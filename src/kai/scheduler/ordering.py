@@ -159,11 +159,16 @@ class JobQueue:
         self._invalidate(job.queue)
 
     def pop(self) -> JobInfo | None:
-        count = self._count
-        children = [r for r in self._roots if count[r] > 0]
-        if not children:
-            return None
-        qi = self._choose(children)
+        count, roots = self._count, self._roots
+        if len(roots) == 1:  # the usual tree: one root (a department or the default parent queue)
+            qi = roots[0]
+            if count[qi] == 0:
+                return None
+        else:
+            children = [r for r in roots if count[r] > 0]
+            if not children:
+                return None
+            qi = self._choose(children)
         while not self._is_leaf[qi]:
             qi = self._choose([c for c in self._children[qi] if count[c] > 0])
         initial, heap = self._initial.get(qi), self._heaps.get(qi)

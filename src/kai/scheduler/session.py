@@ -148,8 +148,8 @@ class Statement:
         if picks is None:
             node_name = ssn.snap.nodes.names[node]
             raise AssertionError(f"{task.namespace}/{task.name} does not fit the GPUs of node {node_name}")
-        # the node's rows as views, changed in place (``a[i] -= x`` would also write the row back onto itself)
-        idle_row, releasing_row = ssn.idle[node], ssn.releasing[node]
+        # the node's row as a view, changed in place (``a[i] -= x`` would also write the row back onto itself)
+        idle_row = ssn.idle[node]
         fresh, picked = 0, []
         for p in picks:
             picked.append(p.slot)
@@ -171,6 +171,7 @@ class Statement:
             ssn.any_groups = True
             self._placed_shared(task, node, status, slots)
             return
+        releasing_row = ssn.releasing[node]
         saved = _SavedGpus(idle_row.copy(), releasing_row.copy(), _copy(rows), ssn.gpus[task.index])
         self._log.append(_Op("shared", task.index, node, ssn.status[task.index], ssn.node[task.index], saved=saved))
         take = np.minimum(req, np.maximum(releasing_row, 0))
