@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean control-plane
+.PHONY: demo test lint bench clean control-plane browser
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,7 +23,11 @@ demo: $(STAMP)
 control-plane:
 	bash scripts/control-plane/provision.sh
 
-test: $(STAMP) control-plane
+# Headless Chromium (Debian's package) for the HTML report test; apt-installs it when missing.
+browser:
+	bash scripts/browser/provision.sh --quiet
+
+test: $(STAMP) control-plane browser
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/pytest -n 2
 

@@ -12,21 +12,23 @@ from tests.conftest import run_sim
 
 REPO = Path(__file__).parent.parent
 EXAMPLE = "examples/topology/cluster.yaml"
+DOC = "docs/topology.md"
 
 
-def _doc_block() -> list[str]:
-    text = (REPO / "docs" / "topology.md").read_text()
+def _doc_block(doc: str) -> list[str]:
+    text = (REPO / doc).read_text()
     start = text.index(f"$ kai sim {EXAMPLE}\n")
     block = text[start:].split("```", 1)[0]
     return [line.rstrip() for line in block.rstrip("\n").split("\n")[1:]]
 
 
-def test_doc_block_is_the_example_output(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("doc", [DOC, "README.md"])
+def test_doc_block_is_the_example_output(monkeypatch: pytest.MonkeyPatch, doc: str) -> None:
     monkeypatch.chdir(REPO)
     result = CliRunner().invoke(main, ["sim", EXAMPLE])
     assert result.exit_code == 0, result.stderr
     got = [line.rstrip() for line in result.stdout.rstrip("\n").split("\n")]
-    assert got == _doc_block(), f"docs/topology.md's example block is stale: paste `kai sim {EXAMPLE}`"
+    assert got == _doc_block(doc), f"{doc}: the example block is stale: paste `kai sim {EXAMPLE}`"
 
 
 def test_example_keeps_the_gang_in_one_rack() -> None:
