@@ -13,11 +13,15 @@ the cycle exercises packing onto shared GPUs, fresh GPUs and the failure path.
 
 Each run builds a fresh Snapshot from the same objects (timed on its own) and runs the cycle; figures
 are medians. The outcome (binds, GPU groups used, unschedulable jobs) must be the same on every run.
+``decisions_digest`` hashes every bind (pod, node, GPU groups) and every PodGroup's conditions, in order;
+``same_decisions`` compares it with ``REFERENCE_DIGESTS``, recorded from the code before the performance
+work on this benchmark, so that a speed-up which changes a single decision shows.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import statistics
@@ -31,12 +35,26 @@ from kai.api import constants as C
 from kai.api.objects import ObjectMeta, Pod, PodGroup
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
+from kai.scheduler.decisions import CycleResult
 from kai.scheduler.snapshot import build_snapshot
 from synth import NOW, ClusterSpec, generate
 
 NODES, GPUS_PER_NODE, PODS, QUEUES = 1_000, 8, 20_000, 8
 TARGET_CYCLE_S = 1.0
 CONF = SchedulerConf(actions=("allocate",))
+# decisions_digest per --replicas, from the code before the performance work (main at b6ac864)
+REFERENCE_DIGESTS = {1: "ba5cb0653137e447", 4: "d5c484e9fe3d4c02"}
+
+
+def decisions_digest(result: CycleResult) -> str:
+    """A short hash of the cycle's decisions: each bind's pod, node and GPU groups, then each PodGroup's
+    conditions, in the order the cycle produced them."""
+    h = hashlib.sha256()
+    for b in result.binds:
+        h.update(repr((b.pod, b.node, b.gpu_groups)).encode())
+    for pg in result.podgroups:
+        h.update(repr((pg.namespace, pg.name, pg.conditions)).encode())
+    return h.hexdigest()[:16]
 
 
 def cluster(replicas: int = 1, seed: int = 7) -> dict:
@@ -106,6 +124,7 @@ def main() -> int:
                 "gpu_groups": len(groups),
                 "pods_per_group": round(sum(groups.values()) / max(len(groups), 1), 2),
                 "unschedulable_jobs": sum(1 for pg in result.podgroups if pg.conditions),
+                "decisions_digest": decisions_digest(result),
             }
         )
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -116,6 +135,7 @@ def main() -> int:
         **{k: round(v, 4) for k, v in med.items()},
         **outcomes[-1],
         "deterministic": all(o == outcomes[0] for o in outcomes),
+        "same_decisions": outcomes[-1]["decisions_digest"] == REFERENCE_DIGESTS.get(opts.replicas),
         "target_cycle_s": TARGET_CYCLE_S,
         "ok": med["cycle_s"] <= TARGET_CYCLE_S,
     }

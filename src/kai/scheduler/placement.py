@@ -21,6 +21,7 @@ rollback, lands in the log, so no caller has to tell the Placer anything.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +39,7 @@ class _Candidates:
     cols: np.ndarray  # resource columns the task requests
     static: np.ndarray  # (n,) bool
     fits_now: np.ndarray  # (n,) bool
-    fits_later: np.ndarray  # (n,) bool: fits on idle + releasing
+    fits_later: np.ndarray  # (n,) bool: fits on idle + releasing (``_score_rows``' intermediate; not kept per row)
     score: np.ndarray  # (n,) float, -inf where the task cannot go
     synced: int  # position in Session.node_log up to which the rows are current
     # the same facts as Python scalars, for the row-by-row path
@@ -101,53 +102,65 @@ class Placer:
             score = score + 10.0 * self._cpu_only_node[rows]
         c.score[rows] = np.where(c.static[rows] & c.fits_later[rows], score, -np.inf)
 
-    def _score_row(self, c: _Candidates, row: int) -> None:
-        """``_score_rows`` for one row in Python floats: the same operations in the same order, so equal results."""
-        if not c.static_list[row]:
-            return  # a statically excluded node stays at -inf whatever its free resources
+    def _score_row_list(self, c: _Candidates, rows: Iterable[int]) -> None:
+        """``_score_rows`` row by row in Python floats: the same operations in the same order, so equal results.
+
+        One call for all the changed rows, with the lookups hoisted out of the loop: allocate with GPU sharing
+        rescores about four rows per placement in each of several caches, and the per-row attribute reads
+        were a good part of it."""
         ssn = self.ssn
-        idle = ssn.idle[row].tolist()
-        releasing = ssn.releasing[row].tolist()
-        now = later = True
-        for k, need in c.req_cols:
-            if idle[k] < need:
-                now = False
-                if idle[k] + releasing[k] < need:
-                    later = False
-                    break
-        shared = False
-        if later and c.share is not None:
-            if c.need is not None:  # one device: the node's largest free group decides (fit_one, inlined)
-                need = c.need[row]
-                whole_idle = idle[GPU] >= MILLI
-                shared = need <= self._cap[row] and ssn.group_max_later[row] >= need
-                now = now and (whole_idle or (need <= self._cap[row] and ssn.group_max_now[row] >= need))
-                later = shared or (need <= self._cap[row] and max(idle[GPU], 0) + max(releasing[GPU], 0) >= MILLI)
+        idle_rows, releasing_rows = ssn.idle, ssn.releasing
+        static, fits_now, scores = c.static_list, c.fits_now, c.score
+        req_cols, share, needs, cap = c.req_cols, c.share, c.need, self._cap
+        max_now, max_later = ssn.group_max_now, ssn.group_max_later
+        col, binpack, gpu_task = c.col, c.binpack, c.gpu_task
+        alloc_col, scale = self._alloc_cols[col], self._scale[col]
+        cpu_only = self._cpu_only_list
+        for row in rows:
+            if not static[row]:
+                continue  # a statically excluded node stays at -inf whatever its free resources
+            idle = idle_rows[row].tolist()  # releasing is read only where needed, one value at a time (item)
+            now = later = True
+            for k, need in req_cols:
+                if idle[k] < need:
+                    now = False
+                    if idle[k] + releasing_rows.item(row, k) < need:
+                        later = False
+                        break
+            shared = False
+            if later and share is not None:
+                if needs is not None:  # one device: the node's largest free group decides (fit_one, inlined)
+                    need = needs[row]
+                    fits_gpu = need <= cap[row]
+                    shared = fits_gpu and max_later[row] >= need
+                    now = now and (idle[GPU] >= MILLI or (fits_gpu and max_now[row] >= need))
+                    later = shared or (  # a whole idle GPU settles it without reading releasing
+                        fits_gpu
+                        and (idle[GPU] >= MILLI or max(idle[GPU], 0) + max(releasing_rows.item(row, GPU), 0) >= MILLI)
+                    )
+                else:
+                    free_now, free_later = ssn.group_free[row]
+                    g_now, g_later, shared = fit_one(
+                        share, cap[row], free_now, free_later, idle[GPU], releasing_rows.item(row, GPU)
+                    )
+                    now = now and g_now
+                    later = g_later
+            fits_now[row] = now  # (fits_later is the vector path's scratch: nothing reads it for one row)
+            if not later:
+                scores[row] = -np.inf
+                continue
+            alloc = alloc_col[row]
+            if alloc > 0:
+                free = max(idle[col], 0)
+                placement = 9.0 * (1.0 - free / scale) if binpack else 9.0 * free / max(alloc, 1)
             else:
-                free_now, free_later = ssn.group_free[row]
-                g_now, g_later, shared = fit_one(
-                    c.share, self._cap[row], free_now, free_later, idle[GPU], releasing[GPU]
-                )
-                now = now and g_now
-                later = g_later
-        c.fits_now[row] = now
-        c.fits_later[row] = later
-        if not later:
-            c.score[row] = -np.inf
-            return
-        col = c.col
-        alloc = self._alloc_cols[col][row]
-        if alloc > 0:
-            free = max(idle[col], 0)
-            placement = 9.0 * (1.0 - free / self._scale[col]) if c.binpack else 9.0 * free / max(alloc, 1)
-        else:
-            placement = 0.0
-        if shared and c.binpack:
-            placement += 10000.0
-        score = 1000.0 * now + placement
-        if not c.gpu_task:
-            score = score + 10.0 * self._cpu_only_list[row]
-        c.score[row] = score
+                placement = 0.0
+            if shared and binpack:
+                placement += 10000.0
+            score = 1000.0 * now + placement
+            if not gpu_task:
+                score = score + 10.0 * cpu_only[row]
+            scores[row] = score
 
     def _candidates(self, task: TaskInfo) -> _Candidates:
         ssn = self.ssn
@@ -183,8 +196,7 @@ class Placer:
             changed = set(log[c.synced :])  # binpack keeps changing the same few nodes
             c.synced = len(log)
             if len(changed) <= _SCALAR_ROWS:
-                for row in changed:
-                    self._score_row(c, row)
+                self._score_row_list(c, changed)
             else:
                 self._score_rows(c, np.array(sorted(changed), dtype=np.intp))
         return c
@@ -205,6 +217,6 @@ class Placer:
         if allowed is not None:
             score = np.where(allowed, score, -np.inf)
         row = int(score.argmax())
-        if score[row] == -np.inf:
+        if score.item(row) == -np.inf:
             return -1, False
         return row, bool(c.fits_now[row])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -37,17 +37,34 @@ if TYPE_CHECKING:
 
 QGPU = 0  # column of GPUs in queue vectors
 _ALIVE_UNGATED = ALIVE - {TaskStatus.GATED}
+# Module constants for the statuses the hot path compares against: reading an enum member as a class attribute
+# (``TaskStatus.PENDING``) costs a descriptor call on Python 3.11, ten times a global's load.
+_PENDING, _ALLOCATED, _PIPELINED = TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED
 
 
 @dataclass(slots=True)
 class _Op:
-    kind: str  # allocate | pipeline | evict | status | shared (any change to a shared-GPU pod)
+    kind: str  # allocate | pipeline | evict | status | shared (any change to a shared-GPU pod) | shared_allocate
     task: int
     node: int
     prev_status: TaskStatus
     prev_node: int
     from_releasing: np.ndarray | None = None  # pipeline: the part taken from releasing
     saved: _SavedGpus | None = None  # shared: everything the operation changes, to put back as it was
+    placed: _SharedPlacement | None = None  # shared_allocate: what to add back
+
+
+class _SharedPlacement(NamedTuple):
+    """A shared pod placed on idle resources: what it took, which rollback gives back (exact integers).
+
+    Cheaper than ``_SavedGpus`` (no copy of the node's rows and slots), which matters when allocate places
+    20,000 fractions in one cycle; pipelining and evictions, which move units between idle and releasing,
+    keep the full before-image."""
+
+    req: np.ndarray  # (n_res,) taken from the node's idle row
+    need: int  # units taken on each slot
+    slots: tuple[int, ...]  # the slots, one more pod each
+    gpus: tuple[int, ...]  # the task's slots before
 
 
 @dataclass(slots=True)
@@ -86,18 +103,18 @@ class Statement:
         """Place *task* on *node*'s idle resources. A shared-GPU pod goes on *gpus* (slots of the node) if
         given, else on the GPUs ``gpusharing.choose`` picks."""
         if task.share is not None:
-            self._place_shared(task, node, TaskStatus.ALLOCATED, gpus)
+            self._place_shared(task, node, _ALLOCATED, gpus)
             return
         ssn = self._ssn
         self._log.append(_Op("allocate", task.index, node, ssn.status[task.index], ssn.node[task.index]))
         ssn.idle[node] -= task.request
         ssn.node_log.append(node)
-        ssn._set(task, TaskStatus.ALLOCATED, node)
+        ssn._set(task, _ALLOCATED, node)
 
     def pipeline(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> None:
         """Place *task* on *node* using resources still being released (then idle for the rest)."""
         if task.share is not None:
-            self._place_shared(task, node, TaskStatus.PIPELINED, gpus)
+            self._place_shared(task, node, _PIPELINED, gpus)
             return
         ssn = self._ssn
         take = np.minimum(task.request, np.maximum(ssn.releasing[node], 0))
@@ -105,7 +122,7 @@ class Statement:
         ssn.releasing[node] -= take
         ssn.idle[node] -= task.request - take
         ssn.node_log.append(node)
-        ssn._set(task, TaskStatus.PIPELINED, node)
+        ssn._set(task, _PIPELINED, node)
 
     def evict(self, task: TaskInfo) -> None:
         """Mark an active task releasing: its resources become releasing on its node."""
@@ -125,25 +142,42 @@ class Statement:
         ssn = self._ssn
         share = task.share
         assert share is not None
-        rows = ssn.gpu_rows(node)
-        pipelined = status == TaskStatus.PIPELINED
+        rows = ssn.gpu_slots[node]
+        pipelined = status == _PIPELINED
         picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, gpus=gpus, rows=rows)
         if picks is None:
             node_name = ssn.snap.nodes.names[node]
             raise AssertionError(f"{task.namespace}/{task.name} does not fit the GPUs of node {node_name}")
-        saved = _SavedGpus(ssn.idle[node].copy(), ssn.releasing[node].copy(), _copy(rows), ssn.gpus[task.index])
-        self._log.append(_Op("shared", task.index, node, ssn.status[task.index], ssn.node[task.index], saved=saved))
-        fresh = sum(1 for p in picks if p.kind == "fresh")
+        # the node's row as a view, changed in place (``a[i] -= x`` would also write the row back onto itself)
+        idle_row = ssn.idle[node]
+        fresh, picked = 0, []
+        for p in picks:
+            picked.append(p.slot)
+            if p.kind == "fresh":
+                fresh += 1
+        slots = tuple(picked)
         req = ssn.node_request(task, fresh)  # the whole GPUs it takes from the node's pool, in the GPU column
-        if pipelined:
-            take = np.minimum(req, np.maximum(ssn.releasing[node], 0))
-            take[GPU] = 0  # fresh GPUs come from idle; releasing ones are counted below
-            ssn.releasing[node] -= take
-            ssn.idle[node] -= req - take
-        else:
-            ssn.idle[node] -= req
         need = share.units(ssn.gpu_cap[node])
-        idle, rel, pods, _ = rows  # changed in place (the before-image is in the log)
+        idle, rel, pods, _ = rows  # changed in place (the before-image or the amounts taken are in the log)
+        if not pipelined:  # picks on idle resources are groups or fresh GPUs, never releasing ones
+            placed = _SharedPlacement(req, need, slots, ssn.gpus[task.index])
+            self._log.append(
+                _Op("shared_allocate", task.index, node, ssn.status[task.index], ssn.node[task.index], placed=placed)
+            )
+            idle_row -= req
+            for s in slots:
+                idle[s] -= need
+                pods[s] += 1
+            ssn.any_groups = True
+            self._placed_shared(task, node, status, slots)
+            return
+        releasing_row = ssn.releasing[node]
+        saved = _SavedGpus(idle_row.copy(), releasing_row.copy(), _copy(rows), ssn.gpus[task.index])
+        self._log.append(_Op("shared", task.index, node, ssn.status[task.index], ssn.node[task.index], saved=saved))
+        take = np.minimum(req, np.maximum(releasing_row, 0))
+        take[GPU] = 0  # fresh GPUs come from idle; releasing ones are counted below
+        releasing_row -= take
+        idle_row -= req - take
         for p in picks:
             s = p.slot
             if p.kind == "released":
@@ -152,15 +186,16 @@ class Statement:
                     rel[s] += idle[s]
                     idle[s] = 0
             ssn.any_groups = True
-            if pipelined:
-                take_g = min(need, max(rel[s], 0))
-                rel[s] -= take_g
-                idle[s] -= need - take_g
-            else:
-                idle[s] -= need
+            take_g = min(need, max(rel[s], 0))
+            rel[s] -= take_g
+            idle[s] -= need - take_g
             pods[s] += 1
+        self._placed_shared(task, node, status, slots)
+
+    def _placed_shared(self, task: TaskInfo, node: int, status: TaskStatus, slots: tuple[int, ...]) -> None:
+        ssn = self._ssn
         ssn.summarize_groups(node)
-        ssn.gpus[task.index] = tuple(p.slot for p in picks)
+        ssn.gpus[task.index] = slots
         ssn.node_log.append(node)
         ssn._set(task, status, node)
 
@@ -204,6 +239,16 @@ class Statement:
                 ssn.idle[op.node] += task.request - op.from_releasing
             elif op.kind == "evict":
                 ssn.releasing[op.node] -= task.request
+            elif op.kind == "shared_allocate":
+                placed = op.placed
+                assert placed is not None
+                ssn.idle[op.node] += placed.req
+                idle, _, pods, _ = ssn.gpu_slots[op.node]
+                for s in placed.slots:
+                    idle[s] += placed.need
+                    pods[s] -= 1
+                ssn.summarize_groups(op.node)
+                ssn.gpus[op.task] = placed.gpus
             elif op.kind == "shared":
                 saved = op.saved
                 assert saved is not None
@@ -287,10 +332,11 @@ class Session:
         for row in np.flatnonzero((gpus.pods > 0).any(axis=1)).tolist() if gpus.pods.size else ():
             self.summarize_groups(row)
         self.invalid = {t.index for t in snap.tasks if t.share_error}  # bad GPU-sharing annotations: never placed
-        self._node_requests: dict[tuple[int, int], np.ndarray] = {}  # shared pods' node-column requests
+        self._node_requests: dict[tuple[bytes, int], np.ndarray] = {}  # shared pods' node-column requests
         self.gpu_cap: list[int] = snap.gpus.cap.tolist()  # units per GPU, per node
         self._sharing_nodes: list[bool] = snap.gpus.sharing_nodes.tolist()
         self._shared_free: tuple[int, np.ndarray] | None = None  # (node_log length, free_gpu_milli's shared part)
+        self._all_gpu_arrays: tuple[int, tuple[np.ndarray, ...]] | None = None  # (node_log length, gpu_arrays())
         self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
         self.labels = NodeLabels(nodes)
         self._static: dict[int, StaticFit] = {}
@@ -303,6 +349,7 @@ class Session:
         self.notes: dict[int, list[str]] = {}  # job -> why eviction actions could not make room for it
         self.cache: dict[str, Any] = {}  # values derived from the snapshot alone, computed once per session
         self._evictable: dict[int, list[int]] = {}  # job -> evictable_tasks, dropped when a task changes
+        self._pending: dict[int, list[TaskInfo]] = {}  # job -> pending_tasks, dropped when a task changes
         self.evicted_count = 0  # pods evicted (incl. moved) and committed this cycle
         self.nominations: set[int] = set()  # tasks placed on room an eviction made for them
         self.pdb_used = [0] * len(snap.pdbs)  # disruptions committed this cycle, per PodDisruptionBudget
@@ -348,7 +395,7 @@ class Session:
                     ac += c
                     am += m
                     count += 1
-                elif ready and t.status == TaskStatus.PENDING and not t.share_error:
+                elif ready and t.status == _PENDING and not t.share_error:
                     g, c, m = t.qreq
                     pg += g
                     pc += c
@@ -409,6 +456,7 @@ class Session:
         self.node[task.index] = node
         self.changed.add(task.index)
         self._evictable.pop(task.job, None)
+        self._pending.pop(task.job, None)
         if was == now:
             return
         job = self.snap.jobs[task.job]
@@ -459,7 +507,11 @@ class Session:
 
     def _job_ready_at_snapshot(self, job: JobInfo) -> bool:
         tasks = self.snap.tasks
-        alive = sum(1 for t in job.tasks if tasks[t].status in _ALIVE_UNGATED and not tasks[t].share_error)
+        alive = 0
+        for ti in job.tasks:  # a loop, not sum() over a generator: run once per job of the snapshot
+            t = tasks[ti]
+            if t.status in _ALIVE_UNGATED and not t.share_error:
+                alive += 1
         return alive >= job.min_available
 
     def evictable_tasks(self, job: JobInfo) -> list[int]:
@@ -477,14 +529,21 @@ class Session:
         return got
 
     def pending_tasks(self, job: JobInfo) -> list[TaskInfo]:
-        """Pending tasks that may be placed (a pod with invalid GPU-sharing annotations never is)."""
-        if self.invalid:
-            return [
-                self.snap.tasks[t]
-                for t in job.tasks
-                if self.status[t] == TaskStatus.PENDING and t not in self.invalid
-            ]
-        return [self.snap.tasks[t] for t in job.tasks if self.status[t] == TaskStatus.PENDING]
+        """Pending tasks that may be placed (a pod with invalid GPU-sharing annotations never is).
+
+        Cached per job: allocate asks several times per job (candidate, queue order, tasks to allocate,
+        anything left after placing) and 20,000 single-pod jobs made the rebuilt lists a measurable part
+        of the cycle. ``_set``, the only place a task leaves or enters PENDING, drops the job's entry.
+        The list is shared: copy it before changing it."""
+        got = self._pending.get(job.index)
+        if got is None:
+            tasks, status, invalid = self.snap.tasks, self.status, self.invalid
+            if invalid:
+                got = [tasks[t] for t in job.tasks if status[t] == _PENDING and t not in invalid]
+            else:
+                got = [tasks[t] for t in job.tasks if status[t] == _PENDING]
+            self._pending[job.index] = got
+        return got
 
     def tasks_to_allocate(self, job: JobInfo) -> list[TaskInfo]:
         """Gang phase: exactly minAvailable - allocated tasks; elastic phase: one task at a time."""
@@ -551,7 +610,9 @@ class Session:
         groups' business, except for the *fresh_gpus* whole GPUs it takes out of the node's pool."""
         if task.share is None:
             return task.request
-        key = (task.index, fresh_gpus)
+        # keyed by the request, not the task: the array depends on nothing else, and a cycle placing 20,000
+        # fractions of a few sizes then builds a few arrays instead of one per pod
+        key = (task.request.tobytes(), fresh_gpus)
         req = self._node_requests.get(key)
         if req is None:
             req = self._node_requests[key] = task.request.copy()
@@ -564,12 +625,21 @@ class Session:
         return self.gpu_slots[node]
 
     def gpu_arrays(self, rows: list[int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(idle, rel, pods, gone) as (nodes, slots) int64 arrays, for all nodes or the given *rows*."""
+        """(idle, rel, pods, gone) as (nodes, slots) int64 arrays, for all nodes or the given *rows*.
+
+        All nodes' arrays are read-only and kept until the next change (``node_log`` grows with every change):
+        each failing fractional job's explanation asks for them, and the failures come in runs once GPUs are out.
+        """
+        if rows is None and self._all_gpu_arrays is not None and self._all_gpu_arrays[0] == len(self.node_log):
+            return self._all_gpu_arrays[1]
         picked = self.gpu_slots if rows is None else [self.gpu_slots[r] for r in rows]
         width = self.snap.gpus.pods.shape[1]
-        return tuple(  # type: ignore[return-value]
-            np.array([r[k] for r in picked], dtype=np.int64).reshape(len(picked), width) for k in range(4)
-        )
+        arrays = tuple(np.array([r[k] for r in picked], dtype=np.int64).reshape(len(picked), width) for k in range(4))
+        if rows is None:
+            for a in arrays:
+                a.flags.writeable = False
+            self._all_gpu_arrays = (len(self.node_log), arrays)
+        return arrays  # type: ignore[return-value]
 
     def summarize_groups(self, node: int) -> None:
         """Refresh ``group_free[node]`` after its GPU slots changed (the Placer's per-node fit reads it)."""
@@ -577,11 +647,16 @@ class Session:
 
     def _summarize(self, node: int, rows: tuple[list[int], list[int], list[int], list[int]]) -> None:
         idle, rel, pods, gone = rows
-        now = [idle[s] for s in range(len(pods)) if pods[s] > gone[s]]
-        later = [idle[s] + rel[s] for s in range(len(pods)) if pods[s] > gone[s]] if any(rel) else now
+        now = [i for i, p, g in zip(idle, pods, gone) if p > g]
+        max_now = max(now, default=-1)
+        if any(rel):
+            later = [i + r for i, r, p, g in zip(idle, rel, pods, gone) if p > g]
+            max_later = max(later, default=-1)
+        else:  # nothing releasing (the usual case): the same list
+            later, max_later = now, max_now
         self.group_free[node] = (now, later)
-        self.group_max_now[node] = max(now, default=-1)
-        self.group_max_later[node] = max(later, default=-1)
+        self.group_max_now[node] = max_now
+        self.group_max_later[node] = max_later
 
     def pick_gpus(
         self,
@@ -600,8 +675,8 @@ class Session:
             return None
         cap = self.gpu_cap[node]
         idle, rel, pods, gone = rows if rows is not None else self.gpu_slots[node]
-        whole_idle = max(int(self.idle[node, GPU]), 0) // MILLI
-        whole_rel = max(int(self.releasing[node, GPU]), 0) // MILLI
+        whole_idle = max(self.idle.item(node, GPU), 0) // MILLI  # item(): a Python int, no NumPy scalar
+        whole_rel = max(self.releasing.item(node, GPU), 0) // MILLI
         if gpus is None:
             return choose(
                 share=share,
@@ -672,4 +747,4 @@ class Session:
             return ()
         names = self.snap.gpus.names[node]
         node_name = self.snap.nodes.names[node]
-        return tuple(names[s] or default_group_name(node_name, s) for s in self.gpus[task.index])
+        return tuple([names[s] or default_group_name(node_name, s) for s in self.gpus[task.index]])

@@ -43,8 +43,10 @@ class Allocate:
             if not ssn.job_ready(job):
                 continue
             candidates.append(job)
-        _honor_nominations(ssn, [job for job in candidates if _nominated(ssn, job)])
-        candidates = [job for job in candidates if ssn.pending_tasks(job)]
+        nominated = [job for job in candidates if _nominated(ssn, job)]
+        if nominated:
+            _honor_nominations(ssn, nominated)
+            candidates = [job for job in candidates if ssn.pending_tasks(job)]
         queue = JobQueue(ssn, candidates)
         impossible: dict[tuple[int, bytes], tuple[int, str]] = {}  # (sig, request) -> (min count that failed, why)
         while (job := queue.pop()) is not None:
@@ -63,13 +65,15 @@ class Allocate:
             if shape is not None and shape in impossible and len(tasks) >= impossible[shape][0]:
                 ssn.fail(job, "Unschedulable", impossible[shape][1])
                 continue
+            # placing *tasks* takes exactly them out of PENDING, so what is left is known before placing
+            more_pending = len(ssn.pending_tasks(job)) > len(tasks)
             stmt = ssn.statement()
             placed, why = _place(ssn, stmt, tasks)
             if placed == len(tasks):
                 pipeline_whole_gang_if_needed(ssn, stmt, job)
                 stmt.commit()
                 ssn.failures.pop(job.index, None)
-                if ssn.pending_tasks(job):
+                if more_pending:
                     queue.push(job)
                 continue
             stmt.rollback()
@@ -113,7 +117,8 @@ def _allocate_gang(ssn: Session, job: JobInfo) -> bool:
 
 
 def _nominated(ssn: Session, job: JobInfo) -> bool:
-    return any(ssn.snap.tasks[t].nominated >= 0 for t in job.tasks if ssn.status[t] == TaskStatus.PENDING)
+    tasks, status, pending = ssn.snap.tasks, ssn.status, TaskStatus.PENDING  # asked of every candidate job
+    return any(tasks[t].nominated >= 0 for t in job.tasks if status[t] == pending)
 
 
 def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
@@ -144,6 +149,8 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
 def uniform_shape(tasks: list[TaskInfo]) -> tuple[int, bytes] | None:
     first = tasks[0]
     key = (first.signature, first.request.tobytes())
+    if len(tasks) == 1:  # most jobs: no generator to run
+        return key
     if all(t.signature == key[0] and t.request.tobytes() == key[1] for t in tasks[1:]):
         return key
     return None
