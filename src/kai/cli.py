@@ -115,6 +115,31 @@ def sim(
         render_table(doc, Console(width=max(Console().width, 120)))
 
 
+@main.group()
+def bench() -> None:
+    """Benchmarks of kai's scheduling decisions."""
+
+
+@bench.command("trace")
+@click.option("--trace", default="default", show_default=True, help="Trace variant (default, cpu050, ...) or pod CSV.")
+@click.option("--nodes", default=None, help="Node CSV.  [default: the trace data's GPU node list]")
+@click.option("--policy", default="best", show_default=True, help="GPU placement policy; best = kai's recommended.")
+@click.option("--seeds", default="42-51", show_default=True, help="Seeds: 42-51, 42,43 or a mix.")
+@click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def bench_trace(trace: str, nodes: str | None, policy: str, seeds: str, fmt: str) -> None:
+    """Replay the Alibaba GPU trace with the FGD paper's fill-up protocol; report unallocated GPU %."""
+    import json
+
+    from kai.trace.bench import parse_seeds, render_text, run_trace_bench
+
+    try:
+        doc = run_trace_bench(trace, policy, parse_seeds(seeds), nodes)
+    except ValueError as e:  # TraceError included
+        Console(stderr=True).print("[red]error:[/] " + escape(str(e)), highlight=False, soft_wrap=True)
+        sys.exit(EXIT_BAD_INPUT)
+    click.echo(json.dumps(doc, indent=2) if fmt == "json" else render_text(doc))
+
+
 EXIT_INSTALL_FAILED = 1
 
 

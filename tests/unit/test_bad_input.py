@@ -344,14 +344,19 @@ def test_bad_document_beside_valid_ones(sim: SimFn, tmp_path: Path, name: str, t
 PDB_BAD = [
     ("selector: {matchLabels: {app: 1}}\n  minAvailable: 1", "spec.selector.matchLabels"),
     ("selector: {matchLabels: [app]}\n  minAvailable: 1", "spec.selector.matchLabels"),
-    ("selector: {matchExpressions: [{key: app, operator: Equals, values: [x]}]}\n  minAvailable: 1",
-     "spec.selector.matchExpressions[0].operator"),
-    ("selector: {matchExpressions: [{key: app, operator: In}]}\n  minAvailable: 1",
-     "spec.selector.matchExpressions[0].values"),
-    ("selector: {matchExpressions: [{key: app, operator: Exists, values: [x]}]}\n  minAvailable: 1",
-     "spec.selector.matchExpressions[0].values"),
-    ("selector: {matchExpressions: [{operator: Exists}]}\n  minAvailable: 1",
-     "spec.selector.matchExpressions[0].key"),
+    (
+        "selector: {matchExpressions: [{key: app, operator: Equals, values: [x]}]}\n  minAvailable: 1",
+        "spec.selector.matchExpressions[0].operator",
+    ),
+    (
+        "selector: {matchExpressions: [{key: app, operator: In}]}\n  minAvailable: 1",
+        "spec.selector.matchExpressions[0].values",
+    ),
+    (
+        "selector: {matchExpressions: [{key: app, operator: Exists, values: [x]}]}\n  minAvailable: 1",
+        "spec.selector.matchExpressions[0].values",
+    ),
+    ("selector: {matchExpressions: [{operator: Exists}]}\n  minAvailable: 1", "spec.selector.matchExpressions[0].key"),
     ("selector: {matchLabels: {app: web}}\n  minAvailable: -1", "spec.minAvailable"),
     ("selector: {matchLabels: {app: web}}\n  maxUnavailable: 'ten%'", "spec.maxUnavailable"),
     ("selector: {matchLabels: {app: web}}", "spec.minAvailable"),

@@ -58,9 +58,7 @@ def test_placer_follows_statements(
                 if row >= 0:
                     (stmt.allocate if now else stmt.pipeline)(t, row)
         elif op == "evict":
-            active = [
-                t for t in ssn.snap.tasks if ssn.status[t.index] in ACTIVE_ALLOCATED and ssn.node[t.index] >= 0
-            ]
+            active = [t for t in ssn.snap.tasks if ssn.status[t.index] in ACTIVE_ALLOCATED and ssn.node[t.index] >= 0]
             if active:
                 stmt.evict(data.draw(st.sampled_from(active), label="victim"))
         elif op == "mark":

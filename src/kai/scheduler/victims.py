@@ -154,6 +154,7 @@ class VictimOrder:
                 self._push(job)
             yield unit
 
+
 def _victim_rank(ssn: Session) -> list[int]:
     """Every job's place in job order (highest priority, oldest first), computed once per session: the
     newest, lowest job of a queue gives first, and the order of a subset is the order of the whole."""

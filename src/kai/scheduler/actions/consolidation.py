@@ -47,10 +47,7 @@ class Consolidation(EvictingAction):
         return [
             v
             for v in ssn.snap.jobs
-            if v.queue >= 0
-            and v.index != job.index
-            and v.preemptible
-            and ssn.evictable_tasks(v)
+            if v.queue >= 0 and v.index != job.index and v.preemptible and ssn.evictable_tasks(v)
         ]
 
     def validate(self, ssn: Session, scenario: Scenario) -> str | None:

@@ -137,9 +137,7 @@ class EvictingAction:
         snap = ssn.snap
         names = snap.nodes.names
         moved = dict(scenario.moved)
-        ssn.record_evictions(
-            scenario.evicted_tasks, self.name, lambda t: self.message(ssn, scenario, snap.tasks[t])
-        )
+        ssn.record_evictions(scenario.evicted_tasks, self.name, lambda t: self.message(ssn, scenario, snap.tasks[t]))
         ssn.record_evictions(
             list(moved),
             self.name,
@@ -182,4 +180,3 @@ def _summary(result: SolveResult) -> str:
     reasons = "; ".join(f"{why} ({n}x)" if n > 1 else why for why, n in top[:2])
     budget = " (search budget used up)" if result.out_of_budget else ""
     return f"{result.tried} victim sets tried, none accepted: {reasons}{budget}"
-

@@ -177,9 +177,7 @@ class Solver:
             )
             return False
         placements, back_home, moved = plan
-        if self.all_must_move and any(
-            t not in back_home and t not in moved for u in units for t in u.tasks
-        ):
+        if self.all_must_move and any(t not in back_home and t not in moved for u in units for t in u.tasks):
             result.rejections["a victim could not be moved elsewhere"] = (
                 result.rejections.get("a victim could not be moved elsewhere", 0) + 1
             )

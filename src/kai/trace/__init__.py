@@ -1,0 +1,1 @@
+"""Workload traces: loaders (``alibaba``) and the fill-up placement benchmark (``fillup``)."""
