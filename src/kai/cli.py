@@ -142,14 +142,17 @@ def bench_trace(trace: str, nodes: str | None, policy: str, seeds: str, fmt: str
 
 EXIT_INSTALL_FAILED = 1
 
-
-@main.command()
-@click.option(
+# Both cluster commands find the API server the same way.
+_kubeconfig_option = click.option(
     "--kubeconfig",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
     help="Kubeconfig file. Default: in-cluster config, then $KUBECONFIG, then ~/.kube/config.",
 )
+
+
+@main.command()
+@_kubeconfig_option
 @click.option(
     "--timeout",
     default=60.0,
@@ -185,12 +188,7 @@ def install(kubeconfig: str | None, timeout: float) -> None:
 
 
 @main.command()
-@click.option(
-    "--kubeconfig",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Kubeconfig file. Default: in-cluster config, then $KUBECONFIG, then ~/.kube/config.",
-)
+@_kubeconfig_option
 @click.option(
     "--schedule-period",
     default=1.0,
