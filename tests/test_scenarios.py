@@ -11,7 +11,13 @@ expect.yaml keys (all optional but ``pods``):
               priorityClassName:, schedulable: true} | "schedulable"}
   queues: {<name>: {fairShare|allocated|requested: {gpu|cpu|memory: <number>}}}
   same_node: [[<pod>, <pod>, ...], ...]        # pods that must share one node
+  same_gpu: [[<pod>, <pod>, ...], ...]         # shared-GPU pods that must sit on one GPU group of one node
+  different_gpu: [[<pod>, <pod>, ...], ...]    # shared-GPU pods that must not share any GPU
+  pods.<name>.gpuGroups: <n>                    # how many GPU groups the pod holds (0 for a whole-GPU pod)
   events_contain: [<text>, ...]                 # each must appear in some event message
+  at_cycle: {<n>: {pods: {...as above...}, evicted: [<pod or glob>, ...], waiting: [<podGroup>, ...]}}
+        with ``--at N:FILE`` in args (FILE relative to the scenario's folder): what held after cycle n;
+        ``evicted`` lists exactly the pods evicted in that cycle, ``waiting`` exactly the waiting PodGroups
 """
 
 from __future__ import annotations
@@ -33,29 +39,73 @@ def _pod_key(p: dict[str, Any]) -> str:
     return f"{p['namespace']}/{p['name']}"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.name}" for c in CASES])
-def test_scenario(case: Path) -> None:
-    expect = yaml.safe_load((case / "expect.yaml").read_text())
-    code, doc, err = run_sim([str(case / "cluster.yaml"), *expect.get("args", [])])
-    assert code == 0, err
-    assert doc is not None
-    pods = {_pod_key(p): p for p in doc["pods"]}
-    by_name = {p["name"]: p for p in doc["pods"]}
+def _args(case: Path, args: list[str]) -> list[str]:
+    """The scenario's kai sim arguments, with the files of ``--at N:FILE[,FILE...]`` found in its folder."""
+    out = list(args)
+    for i, arg in enumerate(out[:-1]):
+        if arg == "--at":
+            cycle, _, files = out[i + 1].partition(":")
+            out[i + 1] = f"{cycle}:" + ",".join(str(case / f) for f in files.split(","))
+    return out
+
+
+def _match(pods: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The pods a name, namespace/name or glob names."""
+    if any(c in name for c in "*?["):
+        return [p for p in pods if fnmatchcase(_pod_key(p), name) or fnmatchcase(p["name"], name)]
+    return [p for p in pods if name in (_pod_key(p), p["name"])][:1]
+
+
+def _check_pods(pods: list[dict[str, Any]], expected: dict[str, Any], where: str = "") -> list[str]:
     problems = []
-    for name, want in (expect.get("pods") or {}).items():
-        if any(c in name for c in "*?["):
-            matches = [p for key, p in pods.items() if fnmatchcase(key, name) or fnmatchcase(p["name"], name)]
-        else:
-            got = pods.get(name) or by_name.get(name)
-            matches = [got] if got is not None else []
+    for name, want in (expected or {}).items():
+        matches = _match(pods, name)
         if not matches:
-            problems.append(f"pod {name}: not in the output")
+            problems.append(f"{where}pod {name}: not in the output")
             continue
         want = want if isinstance(want, dict) else {"status": want}
         for got in matches:
             for field in ("status", "node", "podGroup", "queue"):
-                if field in want and got[field] != want[field]:
-                    problems.append(f"pod {got['name']}: {field} is {got[field]!r}, expected {want[field]!r}")
+                if field in want and (value := got.get(field)) != want[field]:
+                    problems.append(f"{where}pod {got['name']}: {field} is {value!r}, expected {want[field]!r}")
+            groups = got.get("gpuGroups") or []
+            if "gpuGroups" in want and len(groups) != want["gpuGroups"]:
+                problems.append(f"{where}pod {got['name']}: gpuGroups {groups}, expected {want['gpuGroups']} of them")
+    return problems
+
+
+def _check_cycles(doc: dict[str, Any], expected: dict[int, Any]) -> list[str]:
+    records = {r["cycle"]: r for r in doc.get("timeline", [])}
+    problems = []
+    for cycle, want in (expected or {}).items():
+        record = records.get(int(cycle))
+        if record is None:
+            problems.append(f"cycle {cycle}: no record (use --at in args)")
+            continue
+        where = f"cycle {cycle}: "
+        problems += _check_pods(record["pods"], want.get("pods"), where)
+        if "evicted" in want:
+            evicted = {d["pod"] for d in record["decisions"] if d["type"] == "evict"}
+            named = {_pod_key(p) for name in want["evicted"] for p in _match(record["pods"], name)}
+            if evicted != named:
+                problems.append(f"{where}evicted {sorted(evicted)}, expected {sorted(named)}")
+        if "waiting" in want:
+            waiting = sorted(w["podGroup"].split("/", 1)[1] for w in record["waiting"])
+            if waiting != sorted(want["waiting"]):
+                problems.append(f"{where}waiting {waiting}, expected {sorted(want['waiting'])}")
+    return problems
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.name}" for c in CASES])
+def test_scenario(case: Path) -> None:
+    expect = yaml.safe_load((case / "expect.yaml").read_text())
+    code, doc, err = run_sim([str(case / "cluster.yaml"), *_args(case, expect.get("args", []))])
+    assert code == 0, err
+    assert doc is not None
+    pods = {_pod_key(p): p for p in doc["pods"]}
+    by_name = {p["name"]: p for p in doc["pods"]}
+    problems = _check_pods(doc["pods"], expect.get("pods"))
+    problems += _check_cycles(doc, expect.get("at_cycle"))
     if "pod_count" in expect and len(doc["pods"]) != expect["pod_count"]:
         problems.append(f"{len(doc['pods'])} pods, expected {expect['pod_count']}: {sorted(pods)}")
     pgs = {pg["name"]: pg for pg in doc["podGroups"]}
@@ -88,6 +138,16 @@ def test_scenario(case: Path) -> None:
         nodes = {(pods.get(p) or by_name[p])["node"] for p in group}
         if len(nodes) != 1 or None in nodes:
             problems.append(f"pods {group} should share one node, got {nodes}")
+    for group in expect.get("same_gpu", []):
+        found = [pods.get(p) or by_name[p] for p in group]
+        common = set.intersection(*({(p["node"], g) for g in p["gpuGroups"]} for p in found))
+        if not common:
+            problems.append(f"pods {group} should share a GPU, got {[(p['node'], p['gpuGroups']) for p in found]}")
+    for group in expect.get("different_gpu", []):
+        found = [pods.get(p) or by_name[p] for p in group]
+        held = [(p["node"], g) for p in found for g in p["gpuGroups"]]
+        if len(held) != len(set(held)) or not held:
+            problems.append(f"pods {group} should not share a GPU, got {[(p['node'], p['gpuGroups']) for p in found]}")
     messages = [e["message"] for e in doc["events"]]
     for text in expect.get("events_contain", []):
         if not any(text in m for m in messages):

@@ -19,7 +19,7 @@ from kai.sim.cluster import EmbeddedCluster
 from tests.conftest import NOW
 
 SimFn = Callable[..., tuple[int, dict[str, Any] | None, str]]
-WALKTHROUGH = Path(__file__).parent.parent / "examples" / "walkthrough"
+WALKTHROUGH = Path(__file__).parent.parent / "examples" / "ray-kai"
 QUEUES, TRAIN, SERVE, NODE = (
     str(WALKTHROUGH / f)
     for f in ("00-queues.yaml", "01-raycluster-train.yaml", "02-rayservice-inference.yaml", "node-a10g.yaml")
@@ -215,21 +215,6 @@ BAD_OWNERS = [
         ),
         ["Job/default/train", "spec.template.metadata.labels.kai.scheduler/queue", "ghost"],
         id="job_template_queue_label_names_missing_queue",
-    ),
-    pytest.param(
-        textwrap.dedent(
-            """\
-            apiVersion: kubeflow.org/v1
-            kind: TFJob
-            metadata: {name: tf}
-            spec:
-              tfReplicaSpecs:
-                Worker: {replicas: 2, template: {spec: {containers: [{name: c}]}}}
-                PS: {replicas: 0, template: {spec: {containers: [{name: c}]}}}
-            """
-        ),
-        ["TFJob/default/tf", "spec.tfReplicaSpecs.PS.replicas", "greater than 0"],
-        id="tfjob_replica_spec_with_zero_replicas",
     ),
     pytest.param(
         textwrap.dedent(

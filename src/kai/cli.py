@@ -13,9 +13,12 @@ from kai.api.errors import ManifestError
 from kai.api.manifests import load_manifests
 from kai.api.objects import parse_time
 from kai.scheduler.conf import KNOWN_ACTIONS, ConfigError, SchedulerConf
-from kai.scheduler.decisions import Event
 from kai.sim.cluster import EmbeddedCluster
 from kai.sim.output import build_document, render_json, render_table, render_yaml
+from kai.sim.timeline import AT_FORM, check_arrivals, parse_steps, play, record_document
+from kai.sim.timeline_view import render_timeline
+from kai.sim.timesim import load_input
+from kai.sim.timesim.cli import run_time_mode, time_mode, time_options
 
 EXIT_BAD_INPUT = 2
 
@@ -57,31 +60,57 @@ def _read(files: tuple[str, ...]) -> list[tuple[str, str]]:
     help="Comma-separated actions, in order.",
 )
 @click.option("--now", "now_text", default=None, help="The clock (RFC3339) for ages, min-runtime and staleness.")
+@click.option(
+    "--at",
+    "at",
+    multiple=True,
+    metavar=AT_FORM,
+    help="Apply FILEs just before cycle N (repeatable); prints every cycle. FILES are applied before cycle 1.",
+)
 @click.option("-o", "--output", "fmt", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
-def sim(files: tuple[str, ...], cycles: int, actions: str, now_text: str | None, fmt: str) -> None:
-    """Run the real scheduling cycle on an embedded cluster built from manifests (FILES, or - for stdin)."""
+@time_options
+@click.pass_context
+def sim(
+    ctx: click.Context,
+    files: tuple[str, ...],
+    cycles: int,
+    actions: str,
+    now_text: str | None,
+    at: tuple[str, ...],
+    fmt: str,
+    **timed: str,
+) -> None:
+    """Run the real scheduling cycle on an embedded cluster built from manifests (FILES, or - for stdin).
+
+    With --until, --report, --metrics or --csv, or a Simulation document among FILES, time passes instead:
+    jobs arrive, run and finish over simulated time (docs/simulation.md)."""
     err = Console(stderr=True)
     try:
-        now = parse_time(now_text, "--now") if now_text else _dt.datetime.now(_dt.UTC).timestamp()
         chosen = tuple(a.strip() for a in actions.split(",") if a.strip())
-        objects, _ignored = load_manifests(_read(files))
+        objects, _ignored, simulation = load_input(_read(files))
+        if time_mode(simulation, timed):
+            sys.exit(run_time_mode(ctx, objects, simulation, timed, chosen, now_text, fmt, err))
+        now = parse_time(now_text, "--now") if now_text else _dt.datetime.now(_dt.UTC).timestamp()
+        steps = parse_steps(at, cycles)
+        arrivals = {s.cycle: load_manifests(_read(s.files))[0] for s in steps}
+        for s in steps:
+            check_arrivals(s, arrivals[s.cycle])
         cluster = EmbeddedCluster(now=now)  # type: ignore[arg-type]
         cluster.apply(objects)
         conf = SchedulerConf.from_shard(cluster.shard(), actions=chosen if actions else None)
+        run = play(cluster, conf, cycles, arrivals, first=files)
     except (ManifestError, ConfigError) as e:
         err.print("[red]error:[/] " + escape(str(e)), highlight=False, soft_wrap=True)
         sys.exit(EXIT_BAD_INPUT)
-    events: list[tuple[int, Event]] = []
-    result = None
-    for c in range(1, cycles + 1):
-        result = cluster.run_cycle(conf)
-        events.extend((c, e) for e in cluster.take_events())  # pod-grouper and controllers, before the cycle
-        events.extend((c, e) for e in result.events)
-    doc = build_document(cluster, result, events)
+    doc = build_document(cluster, run.last, run.events)
+    if steps:  # a timeline: every cycle's record (kai's addition to the sim contract)
+        doc["timeline"] = [record_document(r) for r in run.records]
     if fmt == "json":
         click.echo(render_json(doc))
     elif fmt == "yaml":
         click.echo(render_yaml(doc))
+    elif steps:
+        click.echo(render_timeline(run.records))
     else:
         render_table(doc, Console(width=max(Console().width, 120)))
 
@@ -113,14 +142,17 @@ def bench_trace(trace: str, nodes: str | None, policy: str, seeds: str, fmt: str
 
 EXIT_INSTALL_FAILED = 1
 
-
-@main.command()
-@click.option(
+# Both cluster commands find the API server the same way.
+_kubeconfig_option = click.option(
     "--kubeconfig",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
     help="Kubeconfig file. Default: in-cluster config, then $KUBECONFIG, then ~/.kube/config.",
 )
+
+
+@main.command()
+@_kubeconfig_option
 @click.option(
     "--timeout",
     default=60.0,
@@ -153,3 +185,125 @@ def install(kubeconfig: str | None, timeout: float) -> None:
         sys.exit(EXIT_INSTALL_FAILED)
     for a in applied:
         click.echo(f"{a.kind.lower()}/{a.name} {a.result}")
+
+
+@main.command()
+@_kubeconfig_option
+@click.option(
+    "--schedule-period",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0.01),
+    help="Seconds between cycles (new pods start one at once).",
+)
+@click.option(
+    "--actions", default=None, help="Comma-separated actions, in order (default: the SchedulingShard's, else all five)."
+)
+@click.option("--shard", default="default", show_default=True, help="The SchedulingShard whose settings to use.")
+@click.option(
+    "--leader-elect/--no-leader-elect", default=True, show_default=True, help="Hold a Lease; a second replica waits."
+)
+@click.option("--leader-elect-namespace", default="kai-scheduler", show_default=True, help="Namespace of the Lease.")
+@click.option("--leader-elect-name", default="kai-scheduler", show_default=True, help="Name of the Lease.")
+@click.option(
+    "--lease-duration",
+    default=15.0,
+    show_default=True,
+    type=click.FloatRange(min=0.5),
+    help="Seconds a lease is valid without renewal.",
+)
+@click.option(
+    "--renew-deadline",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0.2),
+    help="Seconds the leader may fail to renew before it steps down.",
+)
+@click.option(
+    "--retry-period",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(min=0.05),
+    help="Seconds between lease attempts and renewals.",
+)
+@click.option("--identity", default="", help="Lease holder identity (default: $HOSTNAME plus a random suffix).")
+@click.option(
+    "--metrics-bind-address",
+    default="0.0.0.0:8080",
+    show_default=True,
+    help="host:port of /metrics, /healthz, /readyz; port 0 turns them off.",
+)
+@click.option(
+    "--bind-concurrency",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Bind calls in flight at once.",
+)
+@click.option(
+    "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
+)
+def scheduler(
+    kubeconfig: str | None,
+    schedule_period: float,
+    actions: str | None,
+    shard: str,
+    leader_elect: bool,
+    leader_elect_namespace: str,
+    leader_elect_name: str,
+    lease_duration: float,
+    renew_deadline: float,
+    retry_period: float,
+    identity: str,
+    metrics_bind_address: str,
+    bind_concurrency: int,
+    log_level: str,
+) -> None:
+    """Schedule a Kubernetes cluster: watches, the engine, binds, evictions, events, statuses and the
+    pod-grouper in one process, for pods with schedulerName kai-scheduler (docs/cluster.md)."""
+    from kai.k8s._leader import LeaseConfig
+    from kai.k8s._logging import setup_logging
+    from kai.k8s._scheduler import SchedulerOptions, default_identity, run_scheduler
+
+    err = Console(stderr=True)
+    chosen = tuple(a.strip() for a in actions.split(",") if a.strip()) if actions else None
+    unknown = [a for a in chosen or () if a not in KNOWN_ACTIONS]
+    if unknown:
+        err.print(f"[red]error:[/] --actions: unknown action {unknown[0]!r} (known: {', '.join(KNOWN_ACTIONS)})")
+        sys.exit(EXIT_BAD_INPUT)
+    if not renew_deadline < lease_duration:
+        err.print("[red]error:[/] --renew-deadline must be shorter than --lease-duration")
+        sys.exit(EXIT_BAD_INPUT)
+    host, _, port_text = metrics_bind_address.rpartition(":")
+    if not port_text.isdigit():
+        err.print(f"[red]error:[/] --metrics-bind-address: {metrics_bind_address!r} is not host:port")
+        sys.exit(EXIT_BAD_INPUT)
+    setup_logging(log_level)
+    options = SchedulerOptions(
+        kubeconfig=kubeconfig,
+        schedule_period_s=schedule_period,
+        actions=chosen,
+        shard=shard,
+        leader_elect=leader_elect,
+        lease=LeaseConfig(leader_elect_namespace, leader_elect_name, lease_duration, renew_deadline, retry_period),
+        identity=identity or default_identity(),
+        metrics_address=host or "0.0.0.0",
+        metrics_port=int(port_text) or None,
+        bind_concurrency=bind_concurrency,
+    )
+    from lightkube import ConfigError as KubeConfigError
+
+    from kai.k8s._api import load_config
+
+    try:
+        load_config(kubeconfig)  # a bad kubeconfig is an error now, not a traceback later
+    except (KubeConfigError, KeyError, TypeError, ValueError, OSError) as e:
+        where = kubeconfig or "in-cluster config / $KUBECONFIG / ~/.kube/config"
+        what = f"missing {e}" if isinstance(e, KeyError) else str(e)
+        err.print(f"[red]error:[/] {escape(where)}: " + escape(what), highlight=False, soft_wrap=True)
+        sys.exit(EXIT_BAD_INPUT)
+    try:
+        code = run_scheduler(options)
+    except KeyboardInterrupt:
+        code = 0
+    sys.exit(code)

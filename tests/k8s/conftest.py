@@ -88,3 +88,7 @@ def namespace(client: Client) -> Iterator[str]:
     client.create(Namespace.from_dict({"metadata": {"name": name}}))
     yield name
     client.delete(Namespace, name)
+
+
+# The fixtures of the `kai scheduler` tests (a control plane per module, namespaces, nodes).
+from tests.k8s.sched import admin, nodes, ns, scheduler_cluster  # noqa: E402, F401

@@ -210,7 +210,7 @@ def test_scheduler_identity_can_do_its_job(applied: ControlPlane) -> None:
         for verb in ("list", "watch")
     ]
     # can-i reads "pods/eviction" as the pod named eviction: subresources take a flag.
-    + [("create", "pods --subresource=eviction"), ("create", "events"), ("patch", "events.events.k8s.io")],
+    + [("create", "pods --subresource=eviction"), ("create", "events"), ("create", "events.events.k8s.io")],
 )
 def test_scheduler_identity_may_read_and_evict(applied: ControlPlane, verb: str, resource: str) -> None:
     res = applied.kubectl(
@@ -232,6 +232,9 @@ def test_scheduler_identity_may_read_and_evict(applied: ControlPlane, verb: str,
         ("create", "clusterroles.rbac.authorization.k8s.io"),
         ("create", "pods --subresource=exec"),
         ("update", "pods --subresource=status"),  # patch only
+        ("get", "nodes"),  # the Store lists and watches; nothing is read one by one
+        ("update", "podgroups.scheduling.run.ai"),  # created and patched, never replaced
+        ("patch", "events.events.k8s.io"),  # events are created, never updated
     ],
 )
 def test_scheduler_identity_has_nothing_more(applied: ControlPlane, verb: str, resource: str) -> None:

@@ -78,6 +78,10 @@ LABEL_CONTROLLER_REVISION_HASH = "controller-revision-hash"
 
 # --- kai sim's own annotation (not KAI's) ---------------------------------------------------------
 ANNOTATION_SIM_DURATION = "kai.sim/duration"  # a pod finishes (Succeeded) this long after it was bound
+# the time simulator's (docs/simulation.md): when an object is applied, counted from the simulation's start
+ANNOTATION_SIM_ARRIVAL = "kai.sim/arrival"
+# an evicted pod's replacement resumes from the last checkpoint, taken every this much progress
+ANNOTATION_SIM_CHECKPOINT = "kai.sim/checkpoint-interval"
 
 # --- Written by the pod-grouper ---------------------------------------------------------
 ANNOTATION_POD_GROUP_NAME = "pod-group-name"

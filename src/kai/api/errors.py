@@ -22,9 +22,19 @@ class ManifestError(ValueError):
 
     def located(self, *, source: str | None = None, obj: str | None = None) -> ManifestError:
         """The same error with the file and/or object filled in where they were unknown."""
-        return ManifestError(
+        return type(self)(
             self.message,
             source=self.source or (source or ""),
             obj=self.obj or (obj or ""),
             field=self.field,
         )
+
+
+class OwnerSpecError(ManifestError):
+    """An owner's spec that contradicts itself: a count out of range (negative replicas, a segment size
+    larger than the group), two fields that disagree (minReplicas > replicas or > maxReplicas), a pod routed
+    to a subgroup the spec does not have. Each value is well-formed, so the owner was accepted; the
+    pod-grouper cannot honour what it says. Unlike other ManifestErrors this one is not fatal: the
+    pods are grouped by the default rule (one PodGroup, minMember 1) and the caller reports a Warning on
+    the owner naming the field, so nothing the user applied is dropped.
+    """

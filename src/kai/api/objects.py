@@ -303,6 +303,7 @@ class Pod:
     scheduling_gated: bool = False
     nominated_node_name: str = ""
     container_names: tuple[str, ...] = ()
+    init_container_names: tuple[str, ...] = ()  # gpu-fraction-container-name may name one of these too
     start_time: float | None = None  # status.startTime: when the pod last started (min runtime counts from it)
 
     kind = "Pod"
@@ -437,6 +438,10 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
         nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
         start_time=parse_time(status.get("startTime"), "status.startTime"),
         container_names=names,
+        init_container_names=tuple(
+            _str(_map(c, f"spec.initContainers[{i}]").get("name"), f"spec.initContainers[{i}].name")
+            for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers"))
+        ),
     )
 
 

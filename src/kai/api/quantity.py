@@ -13,6 +13,7 @@ a request (``ceil``).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -69,11 +70,27 @@ def parse_quantity(value: str | int | float) -> Fraction:
 
 def to_milli(value: str | int | float) -> int:
     """Millicores (or milli-units), rounded up: ``"500m"`` → 500, ``2`` → 2000."""
+    if isinstance(value, str):
+        return _milli_of_text(value)
     return math.ceil(parse_quantity(value) * 1000)
 
 
 def to_units(value: str | int | float) -> int:
     """Whole units rounded up: ``"15Gi"`` → 16106127360, ``"1e9"`` → 10**9."""
+    if isinstance(value, str):
+        return _units_of_text(value)
+    return math.ceil(parse_quantity(value))
+
+
+# Pods repeat a handful of quantities ("1", "500m", "2Gi") thousands of times, and the API server sends
+# them as strings: the conversions of strings are memoized (an error is raised again each time).
+@functools.lru_cache(maxsize=4096)
+def _milli_of_text(value: str) -> int:
+    return math.ceil(parse_quantity(value) * 1000)
+
+
+@functools.lru_cache(maxsize=4096)
+def _units_of_text(value: str) -> int:
     return math.ceil(parse_quantity(value))
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kai.api.errors import ManifestError
+from kai.api.errors import ManifestError, OwnerSpecError
 from kai.api.objects import ObjectMeta, Pod, parse_go_int, parse_meta
 
 # (apiVersion, kind) of every owner kind kai reads. The pod-grouper's registry and the simulated
@@ -122,6 +122,10 @@ class Fields:
 
     def error(self, message: str, *path: str | int) -> ManifestError:
         return ManifestError(message, obj=self.ref, field=format_path(self.base + path))
+
+    def inconsistent(self, message: str, *path: str | int) -> OwnerSpecError:
+        """A well-formed value that contradicts the rest of the spec (see OwnerSpecError)."""
+        return OwnerSpecError(message, obj=self.ref, field=format_path(self.base + path))
 
     def get(self, *path: str | int) -> Any:
         cur: Any = self.doc

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from kai.api import constants as C
+from kai.api.errors import OwnerSpecError
 from kai.api.objects import ObjectMeta, OwnerReference, Pod, PodGroup
 from kai.api.workloads import Workload, pod_as_owner
 from kai.podgrouper._default import default, origin
@@ -36,7 +37,8 @@ def group_pod(
     for a bare pod). *view* answers the few lookups beyond the chain. *priority_classes*, when given, are
     the classes that exist: a label naming another class is passed over, as KAI does; when None, every
     named class is taken (the caller checks them, as kai sim does, to report a missing class as an error).
-    Bad values in the manifests raise ManifestError naming the object and the field.
+    Bad values in the manifests raise ManifestError naming the object and the field; an owner whose spec
+    contradicts itself (OwnerSpecError) gets the default grouper instead, with ``Grouping.warning`` set.
     """
     if skips_podgrouper(pod, owners):
         return None
@@ -53,15 +55,23 @@ def group_pod(
     def exists(name: str) -> bool:
         return priority_classes is None or name in priority_classes
 
-    d = grouper(Request(pod, top, chain, view, exists, lookup))
+    req = Request(pod, top, chain, view, exists, lookup)
+    warning = None
+    try:
+        d = grouper(req)
+    except OwnerSpecError as e:
+        # kai's rule (KAI leaves the pod ungrouped and retries): an inconsistent owner must not strand its
+        # pods, so they get the default grouping and the caller warns on the owner.
+        d, warning = default(req), e
     return Grouping(
         podgroup=_podgroup(d, pod),
         subgroup=d.pod_subgroup,
-        grouper=d.grouper or getattr(grouper, "__name__", "default"),
+        grouper="default" if warning else d.grouper or getattr(grouper, "__name__", "default"),
         top_owner=origin(top),
         queue_from=d.queue_from,
         priority_from=d.priority_from,
         unknown_kind=unknown,
+        warning=warning,
     )
 
 

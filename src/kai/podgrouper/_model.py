@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kai.api.errors import ManifestError
 from kai.api.objects import Pod, PodGroup, SubGroup, TopologyConstraint
 from kai.api.workloads import Workload
 
@@ -110,3 +111,5 @@ class Grouping:
     queue_from: Origin
     priority_from: Origin
     unknown_kind: str = ""  # non-empty: the top owner's kind has no grouper; why the default one was used
+    # set: the owner's spec contradicts itself (OwnerSpecError); the default grouper made the PodGroup
+    warning: ManifestError | None = None

@@ -24,7 +24,22 @@ def job_request(tasks: list[TaskInfo]) -> tuple[int, int, int]:
     return gpu, cpu, mem
 
 
+def _unbounded(ssn: Session) -> tuple[list[bool], list[bool]]:
+    """Per queue: no limit on it or any ancestor; no quota (deserved -1) on it or any ancestor.
+    Such a job's checks cannot fail, and allocate checks every job it pops (computed once per session)."""
+    got = ssn.cache.get("capacity_unbounded")
+    if got is None:
+        chains = ssn.queues.ancestors
+        no_limit = [all(v == -1 for a in chains[q] for v in ssn.queue_limits[a]) for q in range(len(chains))]
+        no_quota = [all(v == -1 for a in chains[q] for v in ssn.queue_quotas[a]) for q in range(len(chains))]
+        got = ssn.cache["capacity_unbounded"] = (no_limit, no_quota)
+    return got
+
+
 def check_capacity(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> JobFailure | None:
+    no_limit, no_quota = _unbounded(ssn)
+    if no_limit[job.queue] and (job.preemptible or no_quota[job.queue]):
+        return None
     req = job_request(tasks)
     requested = [r for r in range(3) if req[r] > 0]
     qs = ssn.queues

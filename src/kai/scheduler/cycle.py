@@ -29,6 +29,7 @@ from kai.scheduler.session import Session
 from kai.scheduler.snapshot import Snapshot
 
 UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
+INVALID_GPU_REQUEST = "InvalidGpuRequest"  # Warning event on a pod whose GPU-sharing annotations are bad
 
 
 def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
@@ -64,40 +65,67 @@ def close_session(ssn: Session) -> CycleResult:
     snap = ssn.snap
     res = CycleResult()
     names = snap.nodes.names
+    allocated, pipelined, releasing = TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.RELEASING
+    tasks, jobs, status_of, node_of, gpus_of = snap.tasks, snap.jobs, ssn.status, ssn.node, ssn.gpus
     for ti in sorted(ssn.changed):
-        t = snap.tasks[ti]
-        new, old = ssn.status[t.index], t.status
-        if new == old and ssn.node[t.index] == t.node:
+        t = tasks[ti]
+        new, old = status_of[ti], t.status
+        if new == old and node_of[ti] == t.node and gpus_of[ti] == t.gpu_slots:
             continue
-        job = snap.jobs[t.job]
+        job = jobs[t.job]
         ref = PodRef(t.namespace, t.name)
-        pod_obj = f"Pod/{ref}"
-        if new == TaskStatus.ALLOCATED:
-            node = names[ssn.node[t.index]]
-            res.binds.append(Bind(ref, node, job.name))
-            res.events.append(Event(pod_obj, "Normal", "Scheduled", f"Successfully assigned pod {ref} to node {node}"))
-        elif new == TaskStatus.PIPELINED:
-            node = names[ssn.node[t.index]]
+        ref_s = f"{ref.namespace}/{ref.name}"  # str(ref), formatted once per pod rather than once per message
+        pod_obj = f"Pod/{ref_s}"
+        if new == allocated:
+            node = names[node_of[ti]]
+            res.binds.append(Bind(ref, node, job.name, ssn.gpu_group_names(t)))
+            message = f"Successfully assigned pod {ref_s} to node {node}"
+            res.events.append(Event(pod_obj, "Normal", "Scheduled", message))
+        elif new == pipelined:
+            node = names[node_of[ti]]
             if old in ACTIVE_ALLOCATED and t.index in ssn.eviction_reasons:  # moved: evicted here, waits there
                 action, message = ssn.eviction_reasons[t.index]
                 res.evictions.append(Evict(ref, job.name, action, message))
                 res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "Evict", message))
-            res.pipelines.append(Pipeline(ref, node, job.name, nominated=t.index in ssn.nominations))
-            res.events.append(Event(pod_obj, "Normal", "Pipelined", f"Pod {ref} was pipelined to node {node}"))
-        elif new == TaskStatus.RELEASING and old in ACTIVE_ALLOCATED:
+            res.pipelines.append(
+                Pipeline(ref, node, job.name, ssn.gpu_group_names(t), nominated=t.index in ssn.nominations)
+            )
+            res.events.append(Event(pod_obj, "Normal", "Pipelined", f"Pod {ref_s} was pipelined to node {node}"))
+        elif new == releasing and old in ACTIVE_ALLOCATED:
             action, message = ssn.eviction_reasons.get(t.index, ("unknown", "evicted"))
             res.evictions.append(Evict(ref, job.name, action, message))
             res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "Evict", message))
 
+    for ti in sorted(ssn.invalid):  # bad GPU-sharing annotations: the pod says why it is never placed
+        t = snap.tasks[ti]
+        if ssn.status[ti] == TaskStatus.PENDING:
+            res.events.append(Event(f"Pod/{t.namespace}/{t.name}", "Warning", INVALID_GPU_REQUEST, t.share_error))
+
+    status, pending_status, any_invalid = ssn.status, TaskStatus.PENDING, bool(ssn.invalid)
+    failures, stale_since, eviction_notes = ssn.failures, ssn.stale_since, ssn.notes
     for job in snap.jobs:
-        pg_obj = f"PodGroup/{job.ref}"
         conditions: tuple[Condition, ...] = ()
-        failure = ssn.failures.get(job.index)
-        pending = any(ssn.status[ti] == TaskStatus.PENDING for ti in job.tasks)
-        if job.unschedulable_reason and pending:
+        failure = failures.get(job.index)
+        # Whether the job has a pending pod matters below only with one of these three; without them (most
+        # jobs of a big cycle) the branches do not read it, so its statuses are not scanned.
+        if job.unschedulable_reason or not ssn.job_ready(job) or job.index in eviction_notes:
+            pending = pending_status in [status[ti] for ti in job.tasks]
+        else:
+            pending = False
+        invalid = (
+            [ti for ti in job.tasks if ti in ssn.invalid and status[ti] == pending_status] if any_invalid else []
+        )
+        if invalid and not ssn.job_ready(job):
+            bad = snap.tasks[invalid[0]]
+            message = f"Pod {bad.namespace}/{bad.name} has an invalid GPU request: {bad.share_error}"
+            if len(invalid) > 1:
+                message += f" (and {len(invalid) - 1} more pods)"
+            conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", "Unschedulable", message),)
+            res.events.append(Event(f"PodGroup/{job.ref}", "Warning", "Unschedulable", message))
+        elif job.unschedulable_reason and pending:
             reason = "QueueDoesNotExist"
             conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", reason, job.unschedulable_reason),)
-            res.events.append(Event(pg_obj, "Warning", "Unschedulable", job.unschedulable_reason))
+            res.events.append(Event(f"PodGroup/{job.ref}", "Warning", "Unschedulable", job.unschedulable_reason))
         elif pending and not ssn.job_ready(job):
             alive = sum(
                 1
@@ -111,7 +139,7 @@ def close_session(ssn: Session) -> CycleResult:
                 f"currently {alive} exist, {gated} are gated"
             )
             conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", "NotReady", message),)
-            res.events.append(Event(pg_obj, "Normal", "NotReady", message))
+            res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "NotReady", message))
         elif failure is not None or (pending and job.index in ssn.notes):
             reason, message = (failure.reason, failure.message) if failure is not None else ("Unschedulable", "")
             notes = ssn.notes.get(job.index)
@@ -119,14 +147,14 @@ def close_session(ssn: Session) -> CycleResult:
                 message = ". ".join([message.rstrip("."), *notes]) if message else ". ".join(notes)
             if ssn.job_allocated[job.index] == 0:
                 conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", reason, message),)
-            res.events.append(Event(pg_obj, "Warning", "Unschedulable", message))
-        stale_changed = job.index in ssn.stale_since
+            res.events.append(Event(f"PodGroup/{job.ref}", "Warning", "Unschedulable", message))
+        stale_changed = job.index in stale_since
         res.podgroups.append(
             PodGroupStatus(
                 job.namespace,
                 job.name,
                 conditions,
-                stale_since=ssn.stale_since.get(job.index, job.podgroup.stale_since),
+                stale_since=stale_since.get(job.index, job.podgroup.stale_since),
                 stale_changed=stale_changed,
             )
         )

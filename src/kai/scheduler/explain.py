@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from kai.api.quantity import format_bytes
+from kai.scheduler.gpusharing import fit_rows
 from kai.scheduler.model import CPU, GPU, MEMORY, MILLI, PODS, TaskInfo
 
 _QRES_NAMES = ("GPU", "CPU", "memory")
@@ -84,6 +85,15 @@ def explain_no_node(ssn, task: TaskInfo) -> str:
     for col in order:
         need = task.request[col]
         if need <= 0:
+            continue
+        if col == GPU and task.share is not None:  # a fraction: per-GPU room, not the whole-GPU pool
+            g = ssn.snap.gpus
+            node_gpu = (ssn.idle[:, GPU], ssn.releasing[:, GPU])
+            _, later, _ = fit_rows(task.share, g.cap, *ssn.gpu_arrays(), *node_gpu)
+            short = left & ~later
+            if short.any():
+                parts.append(_count(int(short.sum()), f"have no GPUs with room for {task.share.describe()}"))
+                left &= ~short
             continue
         short = left & (free[:, col] < need)
         if short.any():

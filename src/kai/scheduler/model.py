@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kai.api.objects import Pod, PodGroup
+
+if TYPE_CHECKING:
+    from kai.scheduler.gpusharing import GpuShare
+    from kai.scheduler.subgroups import Gang
 
 CPU, MEMORY, GPU, PODS = 0, 1, 2, 3  # fixed node resource columns; extended resources follow
 BASE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
@@ -60,6 +65,9 @@ class TaskInfo:
     order_key: tuple  # task order inside the job (smaller first)
     qreq: tuple[int, int, int] = (0, 0, 0)  # request in QRES base units, as Python ints for per-job arithmetic
     nominated: int = -1  # node row of status.nominatedNodeName (room an eviction made for it), -1 if none
+    share: GpuShare | None = None  # a fractional GPU request (gpu-fraction / gpu-memory annotations)
+    gpu_slots: tuple[int, ...] = ()  # the GPU groups (slots of its node) a placed shared pod holds
+    share_error: str = ""  # why its GPU-sharing annotations are invalid ("" = they are fine); it stays pending
 
     @property
     def namespace(self) -> str:
@@ -85,6 +93,7 @@ class JobInfo:
     tasks: list[int] = field(default_factory=list)  # task indices, in task order
     unschedulable_reason: str = ""  # set when the job can never be scheduled as is (missing queue, ...)
     last_start: float | None = None  # latest start of its active pods (KAI's LastStartTimestamp); min runtime
+    gang: Gang | None = None  # its subgroup tree (kai.scheduler.subgroups), set by the snapshot
 
     @property
     def namespace(self) -> str:

@@ -14,9 +14,11 @@ represented by the best pending job of its subtree (reference 4.4.3):
 8. older queue, then lower UID.
 
 Theory of operation: a pop walks from the root to a leaf choosing the best
-child at each level, then takes the leaf's best job. Keys are plain Python
-floats (three resources; NumPy call overhead would dominate) and are cached
-per queue; a pop or push invalidates only the queues on that job's path.
+child at each level, then takes the leaf's best job (the jobs queued at the
+start sorted once, later pushes in a heap: see JobQueue.__init__). Keys are
+plain Python floats (three resources; NumPy call overhead would dominate) and
+are cached per queue; a pop or push invalidates only the queues on that job's
+path.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Iterable
 
 from kai.scheduler.capacity import job_request
 from kai.scheduler.fairshare import queue_allocatable_share
-from kai.scheduler.model import JobInfo
+from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import Session
 
 INF = math.inf
@@ -56,19 +58,27 @@ def queue_order_key(
     total: list[float],
     neg_priority: int,
 ) -> tuple:
-    """Rules 1-6 of KAI's queue order as a sortable tuple (smaller first); plain floats, three resources."""
+    """Rules 1-6 of KAI's queue order as a sortable tuple (smaller first); plain floats, three resources.
+
+    ``_share`` is inlined for the usual cases (a finite, non-zero allocatable share; none, with a cluster total):
+    allocate computes this key once per job it pops, and the two calls per resource were a sizeable part of it.
+    Same arithmetic, same floats."""
     over_utilized = starved = True
     penalty = False
     drf_with = drf_without = 0.0
-    for r in range(3):
-        a, x, s = alloc[r], req[r], allocatable[r]
-        if not fair[r] < a:
+    for a, x, s, f, d, t in zip(alloc, req, allocatable, fair, deserved, total):  # the three resources
+        if not f < a:
             over_utilized = False
-        if a + x > deserved[r]:
+        if a + x > d:
             starved = False
         if s == 0 and x > 0:
             penalty = True
-        w, wo = _share(a + x, s, total[r]), _share(a, s, total[r])
+        if s != INF and s != 0:
+            w, wo = (a + x) / s, a / s
+        elif s == INF and t > 0:  # no quota or limit on the resource: share of the cluster's total
+            w, wo = (a + x) / t, a / t
+        else:
+            w, wo = _share(a + x, s, t), _share(a, s, t)
         if w > drf_with:
             drf_with = w
         if wo > drf_without:
@@ -97,11 +107,19 @@ class JobQueue:
     def __init__(self, ssn: Session, jobs: Iterable[JobInfo]) -> None:
         self.ssn = ssn
         snap = ssn.snap
-        self._heaps: dict[int, list[tuple[tuple, int]]] = {}
+        # Per leaf queue, its jobs as entries (*job_order_key, job index): one flat tuple, which compares faster
+        # than a key tuple nested in a pair and orders the same. The jobs queued at the start are sorted once,
+        # best last (``_initial``: timsort is near linear on jobs listed in creation order, where a heap paid
+        # some 20 tuple comparisons per pop); jobs pushed later go to a heap (``_heaps``). The leaf's best job
+        # is the smaller of the two heads; entries are distinct (job index last), so the order is exactly a
+        # single heap's.
+        self._initial: dict[int, list[tuple]] = {}
+        self._heaps: dict[int, list[tuple]] = {}
         self._count = [0] * len(snap.queues)
-        self._best: dict[int, int | None] = {}  # queue -> job index of its subtree's best job
-        self._key: dict[int, tuple] = {}  # queue -> order key with its best job
-        self._request: dict[int, list[float]] = {}
+        # per queue (lists: indexing is cheaper than a dict's get), None until asked and after a push or pop below
+        self._best: list[int | None] = [None] * len(snap.queues)  # job index of its subtree's best job
+        self._key: list[tuple | None] = [None] * len(snap.queues)  # order key with its best job
+        self._request: dict[int, tuple[int, int, int]] = {}  # job -> QRES request of its tasks to allocate
         self._total = snap.total.tolist()
         self._deserved = deserved_shares(ssn)
         self._roots = [q.index for q in snap.queues if q.parent < 0]
@@ -110,55 +128,82 @@ class JobQueue:
         self._tie_break: dict[tuple[int, ...], int] = {}
         # fair share is fixed for the session, so each queue's allocatable share is too
         self._allocatable_share = allocatable_shares(ssn)
+        self._children = [q.children for q in snap.queues]
+        self._is_leaf = [q.is_leaf for q in snap.queues]
+        initial, count, ancestors = self._initial, self._count, ssn.queues.ancestors
         for job in jobs:
-            self.push(job)
+            initial.setdefault(job.queue, []).append((*job_order_key(ssn, job), job.index))
+            self._request[job.index] = job_request(ssn.tasks_to_allocate(job))
+            for a in ancestors[job.queue]:
+                count[a] += 1
+        for entries in initial.values():
+            entries.sort(reverse=True)
 
     def __len__(self) -> int:
         return sum(self._count[r] for r in self._roots)
 
     def _invalidate(self, qi: int) -> None:
         for a in self.ssn.queues.ancestors[qi]:
-            self._best.pop(a, None)
-            self._key.pop(a, None)
+            self._best[a] = None
+            self._key[a] = None
 
-    def push(self, job: JobInfo) -> None:
-        heapq.heappush(self._heaps.setdefault(job.queue, []), (job_order_key(self.ssn, job), job.index))
-        self._request[job.index] = list(job_request(self.ssn.tasks_to_allocate(job)))
+    def push(self, job: JobInfo, tasks: list[TaskInfo] | None = None) -> None:
+        """Queue *job*; *tasks*: ``ssn.tasks_to_allocate(job)`` if the caller has it at hand."""
+        heapq.heappush(self._heaps.setdefault(job.queue, []), (*job_order_key(self.ssn, job), job.index))
+        if tasks is None:
+            tasks = self.ssn.tasks_to_allocate(job)
+        self._request[job.index] = job_request(tasks)
+        count = self._count
         for a in self.ssn.queues.ancestors[job.queue]:
-            self._count[a] += 1
+            count[a] += 1
         self._invalidate(job.queue)
 
     def pop(self) -> JobInfo | None:
-        children = [r for r in self._roots if self._count[r] > 0]
-        if not children:
-            return None
-        qi = self._choose(children)
-        while not self.ssn.snap.queues[qi].is_leaf:
-            qi = self._choose([c for c in self.ssn.snap.queues[qi].children if self._count[c] > 0])
-        _, ji = heapq.heappop(self._heaps[qi])
-        for a in self.ssn.queues.ancestors[qi]:
-            self._count[a] -= 1
-        self._invalidate(qi)
+        count, roots = self._count, self._roots
+        if len(roots) == 1:  # the usual tree: one root (a department or the default parent queue)
+            qi = roots[0]
+            if count[qi] == 0:
+                return None
+        else:
+            children = [r for r in roots if count[r] > 0]
+            if not children:
+                return None
+            qi = self._choose(children)
+        while not self._is_leaf[qi]:
+            qi = self._choose([c for c in self._children[qi] if count[c] > 0])
+        initial, heap = self._initial.get(qi), self._heaps.get(qi)
+        if heap and not (initial and initial[-1] < heap[0]):
+            ji = heapq.heappop(heap)[-1]
+        else:
+            ji = initial.pop()[-1]  # type: ignore[union-attr]  # the count says the leaf has a job
+        best, keys = self._best, self._key
+        for a in self.ssn.queues.ancestors[qi]:  # one pass: the counts, and the path's cached choices (_invalidate)
+            count[a] -= 1
+            best[a] = None
+            keys[a] = None
         return self.ssn.snap.jobs[ji]
 
     def _best_job(self, qi: int) -> int:
-        best = self._best.get(qi)
+        best = self._best[qi]
         if best is None:
-            q = self.ssn.snap.queues[qi]
-            if q.is_leaf:
-                best = self._heaps[qi][0][1]
+            if self._is_leaf[qi]:
+                initial, heap = self._initial.get(qi), self._heaps.get(qi)
+                if heap and not (initial and initial[-1] < heap[0]):
+                    best = heap[0][-1]
+                else:
+                    best = initial[-1][-1]  # type: ignore[index]  # the count says the leaf has a job
             else:
-                best = self._best_job(self._choose([c for c in q.children if self._count[c] > 0]))
+                best = self._best_job(self._choose([c for c in self._children[qi] if self._count[c] > 0]))
             self._best[qi] = best
         return best
 
     def _order_key(self, qi: int) -> tuple:
-        key = self._key.get(qi)
+        key = self._key[qi]
         if key is None:
             key = self._key[qi] = self.queue_key(qi, self._request[self._best_job(qi)])
         return key
 
-    def queue_key(self, qi: int, req: list[float]) -> tuple:
+    def queue_key(self, qi: int, req: list[float] | tuple[int, ...]) -> tuple:
         """Rules 1-6 of the queue order for queue *qi* with a job requesting *req* (QRES base units)."""
         return queue_order_key(
             self.ssn.queues.alloc[qi],
@@ -176,11 +221,14 @@ class JobQueue:
     def _choose(self, children: list[int]) -> int:
         if len(children) == 1:
             return children[0]
-        keys = [self._order_key(c) for c in children]
+        cached = self._key
+        # a cached key is a non-empty tuple, so ``or`` computes only the missing ones (one call per pop,
+        # not one per sibling: a pop invalidates only the queues on its job's path)
+        keys = [cached[c] or self._order_key(c) for c in children]
         best_key = min(keys)
+        if keys.count(best_key) == 1:
+            return children[keys.index(best_key)]
         tied = [c for c, k in zip(children, keys) if k == best_key]
-        if len(tied) == 1:
-            return tied[0]
         key = tuple(tied)
         best = self._tie_break.get(key)
         if best is None:  # rules 7-8 depend only on fixed per-queue values, so the outcome is cached

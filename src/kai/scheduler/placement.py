@@ -21,11 +21,13 @@ rollback, lands in the log, so no caller has to tell the Placer anything.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from kai.scheduler.model import CPU, GPU, TaskInfo
+from kai.scheduler.gpusharing import GpuShare, fit_one, fit_rows, fit_rows_single
+from kai.scheduler.model import CPU, GPU, MILLI, TaskInfo
 from kai.scheduler.session import Session
 
 _SCALAR_ROWS = 24  # below this many changed rows, rescoring row by row in Python is cheaper
@@ -37,7 +39,7 @@ class _Candidates:
     cols: np.ndarray  # resource columns the task requests
     static: np.ndarray  # (n,) bool
     fits_now: np.ndarray  # (n,) bool
-    fits_later: np.ndarray  # (n,) bool: fits on idle + releasing
+    fits_later: np.ndarray  # (n,) bool: fits on idle + releasing (``_score_rows``' intermediate; not kept per row)
     score: np.ndarray  # (n,) float, -inf where the task cannot go
     synced: int  # position in Session.node_log up to which the rows are current
     # the same facts as Python scalars, for the row-by-row path
@@ -46,6 +48,8 @@ class _Candidates:
     binpack: bool
     gpu_task: bool
     static_list: list[bool]
+    share: GpuShare | None = None  # a fractional request: per-GPU fit on top of the node columns
+    need: list[int] | None = None  # one-device share: the units it takes on each node's GPUs
 
 
 class Placer:
@@ -59,6 +63,7 @@ class Placer:
         self._cpu_only_list = self._cpu_only_node.tolist()
         self._alloc_cols = {c: alloc[:, c].tolist() for c in (CPU, GPU)}
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
+        self._cap = ssn.snap.gpus.cap.tolist()
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
         ssn = self.ssn
@@ -74,84 +79,144 @@ class Placer:
             placement = np.where(alloc > 0, 9.0 * (1.0 - free / ssn.score_scale[col]), 0.0)
         else:
             placement = np.where(alloc > 0, 9.0 * free / np.maximum(alloc, 1), 0.0)
+        if c.share is not None:
+            g = ssn.snap.gpus
+            if c.share.devices == 1:
+                if isinstance(rows, slice):
+                    max_now, max_later = np.array(ssn.group_max_now), np.array(ssn.group_max_later)
+                else:
+                    max_now = np.array([ssn.group_max_now[r] for r in rows.tolist()], dtype=np.int64)
+                    max_later = np.array([ssn.group_max_later[r] for r in rows.tolist()], dtype=np.int64)
+                now, later, shared = fit_rows_single(
+                    c.share, g.cap[rows], max_now, max_later, idle[:, GPU], ssn.releasing[rows, GPU]
+                )
+            else:
+                slots = ssn.gpu_arrays(None if isinstance(rows, slice) else rows.tolist())
+                now, later, shared = fit_rows(c.share, g.cap[rows], *slots, idle[:, GPU], ssn.releasing[rows, GPU])
+            c.fits_now[rows] &= now
+            c.fits_later[rows] &= later
+            if c.binpack:  # gpusharingorder: a node with a shared GPU the portion fits on comes first
+                placement = placement + 10000.0 * shared
         score = 1000.0 * c.fits_now[rows] + placement
         if not c.gpu_task:
             score = score + 10.0 * self._cpu_only_node[rows]
         c.score[rows] = np.where(c.static[rows] & c.fits_later[rows], score, -np.inf)
 
-    def _score_row(self, c: _Candidates, row: int) -> None:
-        """``_score_rows`` for one row in Python floats: the same operations in the same order, so equal results."""
-        if not c.static_list[row]:
-            return  # a statically excluded node stays at -inf whatever its free resources
+    def _score_row_list(self, c: _Candidates, rows: Iterable[int]) -> None:
+        """``_score_rows`` row by row in Python floats: the same operations in the same order, so equal results.
+
+        One call for all the changed rows, with the lookups hoisted out of the loop: allocate with GPU sharing
+        rescores about four rows per placement in each of several caches, and the per-row attribute reads
+        were a good part of it."""
         ssn = self.ssn
-        idle = ssn.idle[row].tolist()
-        releasing = ssn.releasing[row].tolist()
-        now = later = True
-        for k, need in c.req_cols:
-            if idle[k] < need:
-                now = False
-                if idle[k] + releasing[k] < need:
-                    later = False
-                    break
-        c.fits_now[row] = now
-        c.fits_later[row] = later
-        if not later:
-            c.score[row] = -np.inf
-            return
-        col = c.col
-        alloc = self._alloc_cols[col][row]
-        if alloc > 0:
-            free = max(idle[col], 0)
-            placement = 9.0 * (1.0 - free / self._scale[col]) if c.binpack else 9.0 * free / max(alloc, 1)
-        else:
-            placement = 0.0
-        score = 1000.0 * now + placement
-        if not c.gpu_task:
-            score = score + 10.0 * self._cpu_only_list[row]
-        c.score[row] = score
+        idle_rows, releasing_rows = ssn.idle, ssn.releasing
+        static, fits_now, scores = c.static_list, c.fits_now, c.score
+        req_cols, share, needs, cap = c.req_cols, c.share, c.need, self._cap
+        max_now, max_later = ssn.group_max_now, ssn.group_max_later
+        col, binpack, gpu_task = c.col, c.binpack, c.gpu_task
+        alloc_col, scale = self._alloc_cols[col], self._scale[col]
+        cpu_only = self._cpu_only_list
+        for row in rows:
+            if not static[row]:
+                continue  # a statically excluded node stays at -inf whatever its free resources
+            idle = idle_rows[row].tolist()  # releasing is read only where needed, one value at a time (item)
+            now = later = True
+            for k, need in req_cols:
+                if idle[k] < need:
+                    now = False
+                    if idle[k] + releasing_rows.item(row, k) < need:
+                        later = False
+                        break
+            shared = False
+            if later and share is not None:
+                if needs is not None:  # one device: the node's largest free group decides (fit_one, inlined)
+                    need = needs[row]
+                    fits_gpu = need <= cap[row]
+                    shared = fits_gpu and max_later[row] >= need
+                    now = now and (idle[GPU] >= MILLI or (fits_gpu and max_now[row] >= need))
+                    later = shared or (  # a whole idle GPU settles it without reading releasing
+                        fits_gpu
+                        and (idle[GPU] >= MILLI or max(idle[GPU], 0) + max(releasing_rows.item(row, GPU), 0) >= MILLI)
+                    )
+                else:
+                    free_now, free_later = ssn.group_free[row]
+                    g_now, g_later, shared = fit_one(
+                        share, cap[row], free_now, free_later, idle[GPU], releasing_rows.item(row, GPU)
+                    )
+                    now = now and g_now
+                    later = g_later
+            fits_now[row] = now  # (fits_later is the vector path's scratch: nothing reads it for one row)
+            if not later:
+                scores[row] = -np.inf
+                continue
+            alloc = alloc_col[row]
+            if alloc > 0:
+                free = max(idle[col], 0)
+                placement = 9.0 * (1.0 - free / scale) if binpack else 9.0 * free / max(alloc, 1)
+            else:
+                placement = 0.0
+            if shared and binpack:
+                placement += 10000.0
+            score = 1000.0 * now + placement
+            if not gpu_task:
+                score = score + 10.0 * cpu_only[row]
+            scores[row] = score
 
     def _candidates(self, task: TaskInfo) -> _Candidates:
         ssn = self.ssn
-        key = (task.signature, task.request.tobytes())
+        key = (task.signature, task.request.tobytes())  # the signature includes any GPU share
         c = self._cache.get(key)
         log = ssn.node_log
         if c is None:
             n = ssn.snap.nodes.n
             static = ssn.static_fit(task).mask
             gpu_task = bool(task.request[GPU] > 0)
-            cols = np.flatnonzero(task.request)
+            request = ssn.node_request(task)
+            cols = np.flatnonzero(request)
+            share = task.share
             c = _Candidates(
-                request=task.request,
+                request=request,
                 cols=cols,
                 static=static,
                 fits_now=np.zeros(n, dtype=bool),
                 fits_later=np.zeros(n, dtype=bool),
                 score=np.full(n, -np.inf),
                 synced=len(log),
-                req_cols=[(int(k), int(task.request[k])) for k in cols],
+                req_cols=[(int(k), int(request[k])) for k in cols],
                 col=GPU if gpu_task else CPU,
                 binpack=(ssn.conf.placement_gpu if gpu_task else ssn.conf.placement_cpu) == "binpack",
                 gpu_task=gpu_task,
                 static_list=static.tolist(),
+                share=share,
+                need=share.units_array(ssn.snap.gpus.cap).tolist() if share and share.devices == 1 else None,
             )
             self._score_rows(c, slice(None))
             self._cache[key] = c
         elif c.synced < len(log):
-            changed = log[c.synced :]
+            changed = set(log[c.synced :])  # binpack keeps changing the same few nodes
             c.synced = len(log)
             if len(changed) <= _SCALAR_ROWS:
-                for row in set(changed):
-                    self._score_row(c, row)
+                self._score_row_list(c, changed)
             else:
-                self._score_rows(c, np.array(sorted(set(changed)), dtype=np.intp))
+                self._score_rows(c, np.array(sorted(changed), dtype=np.intp))
         return c
 
-    def best_node(self, task: TaskInfo) -> tuple[int, bool]:
-        """(node row, fits on idle now) of the best node, or (-1, False) if none can take the task."""
+    def best_node(
+        self, task: TaskInfo, allowed: np.ndarray | None = None, bonus: np.ndarray | None = None
+    ) -> tuple[int, bool]:
+        """(node row, fits on idle now) of the best node, or (-1, False) if none can take the task.
+
+        *allowed* (n_nodes,) bool restricts the choice to a set of nodes (a topology domain); *bonus*
+        (n_nodes,) float is added to the scores (topology's node preference). Neither changes the cache."""
         c = self._candidates(task)
-        if c.score.size == 0:
+        score = c.score
+        if score.size == 0:
             return -1, False
-        row = int(c.score.argmax())
-        if c.score[row] == -np.inf:
+        if bonus is not None:
+            score = score + bonus
+        if allowed is not None:
+            score = np.where(allowed, score, -np.inf)
+        row = int(score.argmax())
+        if score.item(row) == -np.inf:
             return -1, False
         return row, bool(c.fits_now[row])

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.fairshare import QueueShareInput, compute_fair_share
+from kai.scheduler.gpusharing import LATER, NOW, Pick, choose, default_group_name, shared_free_milli
 from kai.scheduler.model import (
     ACTIVE_ALLOCATED,
     ALIVE,
@@ -36,16 +37,44 @@ if TYPE_CHECKING:
 
 QGPU = 0  # column of GPUs in queue vectors
 _ALIVE_UNGATED = ALIVE - {TaskStatus.GATED}
+# Module constants for the statuses the hot path compares against: reading an enum member as a class attribute
+# (``TaskStatus.PENDING``) costs a descriptor call on Python 3.11, ten times a global's load.
+_PENDING, _ALLOCATED, _PIPELINED = TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED
 
 
 @dataclass(slots=True)
 class _Op:
-    kind: str  # allocate | pipeline | evict | status
+    kind: str  # allocate | pipeline | evict | status | shared (any change to a shared-GPU pod) | shared_allocate
     task: int
     node: int
     prev_status: TaskStatus
     prev_node: int
     from_releasing: np.ndarray | None = None  # pipeline: the part taken from releasing
+    saved: _SavedGpus | None = None  # shared: everything the operation changes, to put back as it was
+    placed: _SharedPlacement | None = None  # shared_allocate: what to add back
+
+
+class _SharedPlacement(NamedTuple):
+    """A shared pod placed on idle resources: what it took, which rollback gives back (exact integers).
+
+    Cheaper than ``_SavedGpus`` (no copy of the node's rows and slots), which matters when allocate places
+    20,000 fractions in one cycle; pipelining and evictions, which move units between idle and releasing,
+    keep the full before-image."""
+
+    req: np.ndarray  # (n_res,) taken from the node's idle row
+    need: int  # units taken on each slot
+    slots: tuple[int, ...]  # the slots, one more pod each
+    gpus: tuple[int, ...]  # the task's slots before
+
+
+@dataclass(slots=True)
+class _SavedGpus:
+    """A shared-GPU operation's before-image: the node's rows and the slots it touched."""
+
+    idle: np.ndarray  # (n_res,) the node's idle row
+    releasing: np.ndarray  # (n_res,)
+    rows: tuple[list[int], list[int], list[int], list[int]]  # the node's GPU slots: idle, rel, pods, gone
+    gpus: tuple[int, ...]  # the task's slots before
 
 
 @dataclass(slots=True)
@@ -54,6 +83,10 @@ class JobFailure:
 
     reason: str  # Unschedulable | OverLimit | NonPreemptibleOverQuota | QueueDoesNotExist | NotReady | ...
     message: str
+
+
+def _copy(rows: tuple[list[int], list[int], list[int], list[int]]) -> tuple[list[int], list[int], list[int], list[int]]:
+    return (rows[0][:], rows[1][:], rows[2][:], rows[3][:])
 
 
 class Statement:
@@ -66,30 +99,122 @@ class Statement:
     def checkpoint(self) -> int:
         return len(self._log)
 
-    def allocate(self, task: TaskInfo, node: int) -> None:
-        """Place *task* on *node*'s idle resources."""
+    def allocate(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> None:
+        """Place *task* on *node*'s idle resources. A shared-GPU pod goes on *gpus* (slots of the node) if
+        given, else on the GPUs ``gpusharing.choose`` picks."""
+        if task.share is not None:
+            self._place_shared(task, node, _ALLOCATED, gpus)
+            return
         ssn = self._ssn
         self._log.append(_Op("allocate", task.index, node, ssn.status[task.index], ssn.node[task.index]))
         ssn.idle[node] -= task.request
         ssn.node_log.append(node)
-        ssn._set(task, TaskStatus.ALLOCATED, node)
+        ssn._set(task, _ALLOCATED, node)
 
-    def pipeline(self, task: TaskInfo, node: int) -> None:
+    def pipeline(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> None:
         """Place *task* on *node* using resources still being released (then idle for the rest)."""
+        if task.share is not None:
+            self._place_shared(task, node, _PIPELINED, gpus)
+            return
         ssn = self._ssn
         take = np.minimum(task.request, np.maximum(ssn.releasing[node], 0))
         self._log.append(_Op("pipeline", task.index, node, ssn.status[task.index], ssn.node[task.index], take))
         ssn.releasing[node] -= take
         ssn.idle[node] -= task.request - take
         ssn.node_log.append(node)
-        ssn._set(task, TaskStatus.PIPELINED, node)
+        ssn._set(task, _PIPELINED, node)
 
     def evict(self, task: TaskInfo) -> None:
         """Mark an active task releasing: its resources become releasing on its node."""
         ssn = self._ssn
         node = ssn.node[task.index]
+        if task.share is not None:
+            self._evict_shared(task, node)
+            return
         self._log.append(_Op("evict", task.index, node, ssn.status[task.index], node))
         ssn.releasing[node] += task.request
+        ssn.node_log.append(node)
+        ssn._set(task, TaskStatus.RELEASING, node)
+
+    # --- shared GPUs (see gpusharing's module docstring for the state and its rules) ---------------------
+
+    def _place_shared(self, task: TaskInfo, node: int, status: TaskStatus, gpus: tuple[int, ...] | None) -> None:
+        ssn = self._ssn
+        share = task.share
+        assert share is not None
+        rows = ssn.gpu_slots[node]
+        pipelined = status == _PIPELINED
+        picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, gpus=gpus, rows=rows)
+        if picks is None:
+            node_name = ssn.snap.nodes.names[node]
+            raise AssertionError(f"{task.namespace}/{task.name} does not fit the GPUs of node {node_name}")
+        # the node's row as a view, changed in place (``a[i] -= x`` would also write the row back onto itself)
+        idle_row = ssn.idle[node]
+        fresh, picked = 0, []
+        for p in picks:
+            picked.append(p.slot)
+            if p.kind == "fresh":
+                fresh += 1
+        slots = tuple(picked)
+        req = ssn.node_request(task, fresh)  # the whole GPUs it takes from the node's pool, in the GPU column
+        need = share.units(ssn.gpu_cap[node])
+        idle, rel, pods, _ = rows  # changed in place (the before-image or the amounts taken are in the log)
+        if not pipelined:  # picks on idle resources are groups or fresh GPUs, never releasing ones
+            placed = _SharedPlacement(req, need, slots, ssn.gpus[task.index])
+            self._log.append(
+                _Op("shared_allocate", task.index, node, ssn.status[task.index], ssn.node[task.index], placed=placed)
+            )
+            idle_row -= req
+            for s in slots:
+                idle[s] -= need
+                pods[s] += 1
+            ssn.any_groups = True
+            self._placed_shared(task, node, status, slots)
+            return
+        releasing_row = ssn.releasing[node]
+        saved = _SavedGpus(idle_row.copy(), releasing_row.copy(), _copy(rows), ssn.gpus[task.index])
+        self._log.append(_Op("shared", task.index, node, ssn.status[task.index], ssn.node[task.index], saved=saved))
+        take = np.minimum(req, np.maximum(releasing_row, 0))
+        take[GPU] = 0  # fresh GPUs come from idle; releasing ones are counted below
+        releasing_row -= take
+        idle_row -= req - take
+        for p in picks:
+            s = p.slot
+            if p.kind == "released":
+                ssn.releasing[node, GPU] -= MILLI
+                if pods[s] == 0:  # a whole-GPU pod's releasing GPU: all of it is free only later
+                    rel[s] += idle[s]
+                    idle[s] = 0
+            ssn.any_groups = True
+            take_g = min(need, max(rel[s], 0))
+            rel[s] -= take_g
+            idle[s] -= need - take_g
+            pods[s] += 1
+        self._placed_shared(task, node, status, slots)
+
+    def _placed_shared(self, task: TaskInfo, node: int, status: TaskStatus, slots: tuple[int, ...]) -> None:
+        ssn = self._ssn
+        ssn.summarize_groups(node)
+        ssn.gpus[task.index] = slots
+        ssn.node_log.append(node)
+        ssn._set(task, status, node)
+
+    def _evict_shared(self, task: TaskInfo, node: int) -> None:
+        ssn = self._ssn
+        share = task.share
+        assert share is not None
+        rows = ssn.gpu_rows(node)
+        saved = _SavedGpus(ssn.idle[node].copy(), ssn.releasing[node].copy(), _copy(rows), ssn.gpus[task.index])
+        self._log.append(_Op("shared", task.index, node, ssn.status[task.index], node, saved=saved))
+        ssn.releasing[node] += ssn.node_request(task)
+        need = share.units(ssn.gpu_cap[node])
+        _, rel, pods, gone = rows
+        for s in ssn.gpus[task.index]:
+            rel[s] += need
+            gone[s] += 1
+            if gone[s] == pods[s]:  # all its pods are going: one releasing GPU
+                ssn.releasing[node, GPU] += MILLI
+        ssn.summarize_groups(node)
         ssn.node_log.append(node)
         ssn._set(task, TaskStatus.RELEASING, node)
 
@@ -114,6 +239,24 @@ class Statement:
                 ssn.idle[op.node] += task.request - op.from_releasing
             elif op.kind == "evict":
                 ssn.releasing[op.node] -= task.request
+            elif op.kind == "shared_allocate":
+                placed = op.placed
+                assert placed is not None
+                ssn.idle[op.node] += placed.req
+                idle, _, pods, _ = ssn.gpu_slots[op.node]
+                for s in placed.slots:
+                    idle[s] += placed.need
+                    pods[s] -= 1
+                ssn.summarize_groups(op.node)
+                ssn.gpus[op.task] = placed.gpus
+            elif op.kind == "shared":
+                saved = op.saved
+                assert saved is not None
+                ssn.idle[op.node] = saved.idle
+                ssn.releasing[op.node] = saved.releasing
+                ssn.gpu_slots[op.node] = saved.rows
+                ssn.summarize_groups(op.node)
+                ssn.gpus[op.task] = saved.gpus
             if op.kind != "status":
                 ssn.node_log.append(op.node)
             ssn._set(task, op.prev_status, op.prev_node)
@@ -174,6 +317,26 @@ class Session:
         self.releasing = nodes.releasing.copy()
         self.status: list[TaskStatus] = [t.status for t in snap.tasks]
         self.node: list[int] = [t.node for t in snap.tasks]
+        gpus = snap.gpus  # per-GPU state of shared GPUs (gpusharing), copied like the node rows
+        # per node, its GPU slots as Python lists (idle, rel, pods, gone): a placement changes a few slots
+        # of one node, which NumPy's per-call overhead would make slow; ``gpu_arrays`` builds arrays on demand
+        self.gpu_slots: list[tuple[list[int], list[int], list[int], list[int]]] = list(
+            zip(gpus.idle.tolist(), gpus.rel.tolist(), gpus.pods.tolist(), gpus.gone.tolist(), strict=True)
+        )
+        self.any_groups = bool((gpus.pods > 0).any())  # set once a group exists; only guards a precheck
+        self.gpus: list[tuple[int, ...]] = [t.gpu_slots for t in snap.tasks]  # slots a shared pod holds
+        # per node, what its GPU groups have free (units, largest first): now, and with releasing pods gone
+        self.group_free: list[tuple[list[int], list[int]]] = [([], [])] * nodes.n
+        self.group_max_now = [-1] * nodes.n  # per node, max(group_free[n][0]), -1 if it has no group
+        self.group_max_later = [-1] * nodes.n
+        for row in np.flatnonzero((gpus.pods > 0).any(axis=1)).tolist() if gpus.pods.size else ():
+            self.summarize_groups(row)
+        self.invalid = {t.index for t in snap.tasks if t.share_error}  # bad GPU-sharing annotations: never placed
+        self._node_requests: dict[tuple[bytes, int], np.ndarray] = {}  # shared pods' node-column requests
+        self.gpu_cap: list[int] = snap.gpus.cap.tolist()  # units per GPU, per node
+        self._sharing_nodes: list[bool] = snap.gpus.sharing_nodes.tolist()
+        self._shared_free: tuple[int, np.ndarray] | None = None  # (node_log length, free_gpu_milli's shared part)
+        self._all_gpu_arrays: tuple[int, tuple[np.ndarray, ...]] | None = None  # (node_log length, gpu_arrays())
         self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
         self.labels = NodeLabels(nodes)
         self._static: dict[int, StaticFit] = {}
@@ -186,6 +349,7 @@ class Session:
         self.notes: dict[int, list[str]] = {}  # job -> why eviction actions could not make room for it
         self.cache: dict[str, Any] = {}  # values derived from the snapshot alone, computed once per session
         self._evictable: dict[int, list[int]] = {}  # job -> evictable_tasks, dropped when a task changes
+        self._pending: dict[int, list[TaskInfo]] = {}  # job -> pending_tasks, dropped when a task changes
         self.evicted_count = 0  # pods evicted (incl. moved) and committed this cycle
         self.nominations: set[int] = set()  # tasks placed on room an eviction made for them
         self.pdb_used = [0] * len(snap.pdbs)  # disruptions committed this cycle, per PodDisruptionBudget
@@ -231,7 +395,7 @@ class Session:
                     ac += c
                     am += m
                     count += 1
-                elif ready and t.status == TaskStatus.PENDING:
+                elif ready and t.status == _PENDING and not t.share_error:
                     g, c, m = t.qreq
                     pg += g
                     pc += c
@@ -292,6 +456,7 @@ class Session:
         self.node[task.index] = node
         self.changed.add(task.index)
         self._evictable.pop(task.job, None)
+        self._pending.pop(task.job, None)
         if was == now:
             return
         job = self.snap.jobs[task.job]
@@ -329,9 +494,11 @@ class Session:
     def static_fit(self, task: TaskInfo) -> StaticFit:
         sf = self._static.get(task.signature)
         if sf is None:
-            sf = self._static[task.signature] = static_fit(
-                self.snap.nodes, self.labels, self.snap.signature_pods[task.signature]
-            )
+            sf = static_fit(self.snap.nodes, self.labels, self.snap.signature_pods[task.signature])
+            if task.share is not None:  # the share is part of the signature
+                no = ~self.snap.gpus.sharing_nodes
+                sf = StaticFit(sf.mask & ~no, (*sf.failures, ("have no GPUs to share (no GPUs, or MIG)", no)))
+            self._static[task.signature] = sf
         return sf
 
     def job_ready(self, job: JobInfo) -> bool:
@@ -340,7 +507,11 @@ class Session:
 
     def _job_ready_at_snapshot(self, job: JobInfo) -> bool:
         tasks = self.snap.tasks
-        alive = sum(1 for t in job.tasks if tasks[t].status in _ALIVE_UNGATED)
+        alive = 0
+        for ti in job.tasks:  # a loop, not sum() over a generator: run once per job of the snapshot
+            t = tasks[ti]
+            if t.status in _ALIVE_UNGATED and not t.share_error:
+                alive += 1
         return alive >= job.min_available
 
     def evictable_tasks(self, job: JobInfo) -> list[int]:
@@ -358,7 +529,21 @@ class Session:
         return got
 
     def pending_tasks(self, job: JobInfo) -> list[TaskInfo]:
-        return [self.snap.tasks[t] for t in job.tasks if self.status[t] == TaskStatus.PENDING]
+        """Pending tasks that may be placed (a pod with invalid GPU-sharing annotations never is).
+
+        Cached per job: allocate asks several times per job (candidate, queue order, tasks to allocate,
+        anything left after placing) and 20,000 single-pod jobs made the rebuilt lists a measurable part
+        of the cycle. ``_set``, the only place a task leaves or enters PENDING, drops the job's entry.
+        The list is shared: copy it before changing it."""
+        got = self._pending.get(job.index)
+        if got is None:
+            tasks, status, invalid = self.snap.tasks, self.status, self.invalid
+            if invalid:
+                got = [tasks[t] for t in job.tasks if status[t] == _PENDING and t not in invalid]
+            else:
+                got = [tasks[t] for t in job.tasks if status[t] == _PENDING]
+            self._pending[job.index] = got
+        return got
 
     def tasks_to_allocate(self, job: JobInfo) -> list[TaskInfo]:
         """Gang phase: exactly minAvailable - allocated tasks; elastic phase: one task at a time."""
@@ -417,3 +602,149 @@ class Session:
 
     def gpu_request(self, task: TaskInfo) -> float:
         return float(task.request[GPU]) / MILLI
+
+    # --- shared GPUs ------------------------------------------------------------------------------------
+
+    def node_request(self, task: TaskInfo, fresh_gpus: int = 0) -> np.ndarray:
+        """What *task* takes from its node's resource columns: a shared pod's GPU column is its GPU
+        groups' business, except for the *fresh_gpus* whole GPUs it takes out of the node's pool."""
+        if task.share is None:
+            return task.request
+        # keyed by the request, not the task: the array depends on nothing else, and a cycle placing 20,000
+        # fractions of a few sizes then builds a few arrays instead of one per pod
+        key = (task.request.tobytes(), fresh_gpus)
+        req = self._node_requests.get(key)
+        if req is None:
+            req = self._node_requests[key] = task.request.copy()
+            req[GPU] = fresh_gpus * MILLI
+            req.flags.writeable = False
+        return req
+
+    def gpu_rows(self, node: int) -> tuple[list[int], list[int], list[int], list[int]]:
+        """The node's GPU slots (idle, rel, pods, gone): the live lists; change them only in a Statement."""
+        return self.gpu_slots[node]
+
+    def gpu_arrays(self, rows: list[int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(idle, rel, pods, gone) as (nodes, slots) int64 arrays, for all nodes or the given *rows*.
+
+        All nodes' arrays are read-only and kept until the next change (``node_log`` grows with every change):
+        each failing fractional job's explanation asks for them, and the failures come in runs once GPUs are out.
+        """
+        if rows is None and self._all_gpu_arrays is not None and self._all_gpu_arrays[0] == len(self.node_log):
+            return self._all_gpu_arrays[1]
+        picked = self.gpu_slots if rows is None else [self.gpu_slots[r] for r in rows]
+        width = self.snap.gpus.pods.shape[1]
+        arrays = tuple(np.array([r[k] for r in picked], dtype=np.int64).reshape(len(picked), width) for k in range(4))
+        if rows is None:
+            for a in arrays:
+                a.flags.writeable = False
+            self._all_gpu_arrays = (len(self.node_log), arrays)
+        return arrays  # type: ignore[return-value]
+
+    def summarize_groups(self, node: int) -> None:
+        """Refresh ``group_free[node]`` after its GPU slots changed (the Placer's per-node fit reads it)."""
+        self._summarize(node, self.gpu_slots[node])
+
+    def _summarize(self, node: int, rows: tuple[list[int], list[int], list[int], list[int]]) -> None:
+        idle, rel, pods, gone = rows
+        now = [i for i, p, g in zip(idle, pods, gone) if p > g]
+        max_now = max(now, default=-1)
+        if any(rel):
+            later = [i + r for i, r, p, g in zip(idle, rel, pods, gone) if p > g]
+            max_later = max(later, default=-1)
+        else:  # nothing releasing (the usual case): the same list
+            later, max_later = now, max_now
+        self.group_free[node] = (now, later)
+        self.group_max_now[node] = max_now
+        self.group_max_later[node] = max_later
+
+    def pick_gpus(
+        self,
+        task: TaskInfo,
+        node: int,
+        *,
+        allow_releasing: bool,
+        gpus: tuple[int, ...] | None = None,
+        rows: tuple[list[int], list[int], list[int], list[int]] | None = None,
+    ) -> list[Pick] | None:
+        """The GPUs of *node* a shared pod would take (``gpusharing.choose``), or, with *gpus*, whether
+        exactly those slots can take it; None if they cannot. *rows*: ``gpu_rows(node)`` if at hand."""
+        share = task.share
+        assert share is not None
+        if not self._sharing_nodes[node]:
+            return None
+        cap = self.gpu_cap[node]
+        idle, rel, pods, gone = rows if rows is not None else self.gpu_slots[node]
+        whole_idle = max(self.idle.item(node, GPU), 0) // MILLI  # item(): a Python int, no NumPy scalar
+        whole_rel = max(self.releasing.item(node, GPU), 0) // MILLI
+        if gpus is None:
+            return choose(
+                share=share,
+                cap=cap,
+                idle=idle,
+                rel=rel,
+                pods=pods,
+                gone=gone,
+                whole_idle=whole_idle,
+                whole_releasing=whole_rel,
+                pack=self.conf.placement_gpu == "binpack",
+                allow_releasing=allow_releasing,
+            )
+        need = share.units(cap)
+        picks = []
+        for s in gpus:
+            if pods[s] > gone[s]:
+                ok = need <= idle[s] or (allow_releasing and need <= idle[s] + rel[s])
+                kind = "group"
+            elif pods[s] > 0:  # all its pods are releasing: it is one of the releasing whole GPUs
+                ok = allow_releasing and whole_rel > 0 and need <= idle[s] + rel[s]
+                whole_rel -= 1
+                kind = "released"
+            elif whole_idle > 0:
+                ok = need <= cap
+                whole_idle -= 1
+                kind = "fresh"
+            else:  # a GPU a releasing whole-GPU pod still holds
+                ok = allow_releasing and whole_rel > 0 and need <= cap
+                whole_rel -= 1
+                kind = "released"
+            if not ok:
+                return None
+            picks.append(Pick(s, kind))
+        return picks
+
+    def fit_on(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> int:
+        """NOW if *task* fits on *node*'s idle resources, LATER if only with what is being released,
+        0 if not at all (static predicates are the caller's business)."""
+        req = self.node_request(task)
+        cols = np.flatnonzero(req)
+        idle = self.idle[node, cols]
+        now = bool((idle >= req[cols]).all())
+        later = now or bool((idle + self.releasing[node, cols] >= req[cols]).all())
+        if task.share is None:
+            return NOW if now else LATER if later else 0
+        if now and self.pick_gpus(task, node, allow_releasing=False, gpus=gpus) is not None:
+            return NOW
+        if later and self.pick_gpus(task, node, allow_releasing=True, gpus=gpus) is not None:
+            return LATER
+        return 0
+
+    def free_gpu_milli(self) -> np.ndarray:
+        """(n_nodes,) milli-GPU idle or releasing per node: whole GPUs plus what GPU groups have left."""
+        g = self.snap.gpus
+        whole = np.maximum(self.idle[:, GPU] + self.releasing[:, GPU], 0)
+        if not self.any_groups:
+            return whole
+        if self._shared_free is None or self._shared_free[0] != len(self.node_log):  # any change appends there
+            idle, rel, pods, _ = self.gpu_arrays()
+            self._shared_free = (len(self.node_log), shared_free_milli(g.cap, idle, rel, pods))
+        return whole + self._shared_free[1]
+
+    def gpu_group_names(self, task: TaskInfo) -> tuple[str, ...]:
+        """The names of the GPU groups a placed shared pod holds (its slots' names, or kai's for new ones)."""
+        node = self.node[task.index]
+        if task.share is None or node < 0:
+            return ()
+        names = self.snap.gpus.names[node]
+        node_name = self.snap.nodes.names[node]
+        return tuple([names[s] or default_group_name(node_name, s) for s in self.gpus[task.index]])

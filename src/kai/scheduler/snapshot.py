@@ -13,8 +13,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from kai.api import constants as C
-from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue
+from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology
 from kai.api.pdb import PodDisruptionBudget
+from kai.scheduler.gpusharing import (
+    UNITS_PER_MIB,
+    GpuShare,
+    GpuTable,
+    Placed,
+    build_gpu_table,
+    group_labels,
+    parse_share,
+)
 from kai.scheduler.model import (
     ACTIVE_USED,
     BASE_RESOURCES,
@@ -28,6 +37,7 @@ from kai.scheduler.model import (
     TaskInfo,
     TaskStatus,
 )
+from kai.scheduler.subgroups import attach_gang
 
 MB = 1_000_000  # the Queue CRD's memory unit (KAI: "mebibytes" holding 10^6)
 
@@ -43,8 +53,10 @@ class Snapshot:
     queue_index: dict[str, int]
     signature_pods: tuple[Pod, ...]  # a representative pod per task signature
     total: np.ndarray  # (3,) float64 QRES: capacity for fair share (Ready nodes minus other schedulers' pods)
+    gpus: GpuTable  # per-GPU state of shared GPUs (gpusharing)
     pdbs: tuple[PdbInfo, ...] = ()
     queue_usage: dict[str, tuple[float, float, float]] | None = None  # time-based fair share; None = off
+    topologies: tuple[Topology, ...] = ()  # Topology CRs; domains are built per session (kai.scheduler.topology)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +111,16 @@ def _node_taints(node: Node) -> tuple[tuple[str, str, str], ...]:
     return tuple(taints)
 
 
+def _gpu_memory_mib(labels: dict[str, str]) -> int:
+    """nvidia.com/gpu.memory (MiB per GPU); KAI's default 100 when missing or not a positive integer."""
+    text = labels.get(C.LABEL_GPU_MEMORY, "")
+    try:
+        value = int(text)
+    except ValueError:
+        return C.DEFAULT_GPU_MEMORY_MIB
+    return value if value > 0 else C.DEFAULT_GPU_MEMORY_MIB
+
+
 def task_status(pod: Pod) -> TaskStatus:
     """KAI's pod status model (reference 1.4), from what the API shows."""
     if pod.phase == "Succeeded":
@@ -114,12 +136,34 @@ def task_status(pod: Pod) -> TaskStatus:
     return TaskStatus.GATED if pod.scheduling_gated else TaskStatus.PENDING
 
 
-def _signature_key(pod: Pod) -> tuple:
+def _signature_key(pod: Pod, share: GpuShare | None) -> tuple:
     return (
         tuple(sorted(pod.node_selector.items())),
         pod.affinity_terms,
         pod.tolerations,
+        share,  # a fractional request adds its own predicate (no MIG nodes) and its own fit
     )
+
+
+_SHARE_KEYS = (
+    C.ANNOTATION_GPU_FRACTION,
+    C.ANNOTATION_GPU_MEMORY,
+    C.ANNOTATION_GPU_FRACTION_NUM_DEVICES,
+    C.ANNOTATION_MPS,
+)
+
+
+def _share_of(pod: Pod, max_gpu_memory_mib: int) -> tuple[GpuShare | None, str]:
+    ann = pod.meta.annotations
+    if not ann or not any(k in ann for k in _SHARE_KEYS):
+        return None, ""
+    share, error = parse_share(pod)
+    if share is not None and share.memory_mib > max_gpu_memory_mib > 0:
+        return None, (
+            f"metadata.annotations.{C.ANNOTATION_GPU_MEMORY}: {share.memory_mib} MiB is more than the memory of "
+            f"any node's GPUs (the largest has {max_gpu_memory_mib} MiB, label {C.LABEL_GPU_MEMORY})"
+        )
+    return share, error
 
 
 def _task_order_key(pod: Pod) -> tuple:
@@ -219,6 +263,7 @@ def build_snapshot(
     scheduler_name: str = C.SCHEDULER_NAME,
     pdbs: Iterable[PodDisruptionBudget] = (),
     queue_usage: dict[str, tuple[float, float, float]] | None = None,
+    topologies: Iterable[Topology] = (),
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
     scheduler belong to the PodGroup named by their ``pod-group-name`` annotation."""
@@ -233,10 +278,10 @@ def build_snapshot(
     labels = tuple(n.meta.labels for n in nodes)
     mig_mixed = np.array([lb.get(C.LABEL_MIG_STRATEGY) == "mixed" for lb in labels], dtype=bool)
     allocatable[mig_mixed, GPU] = 0  # a MIG-mixed node has no whole GPUs to give
-    gpu_mem = np.array(
-        [int(lb.get(C.LABEL_GPU_MEMORY, C.DEFAULT_GPU_MEMORY_MIB) or C.DEFAULT_GPU_MEMORY_MIB) for lb in labels],
-        dtype=np.int64,
-    )
+    gpu_mem = np.array([_gpu_memory_mib(lb) for lb in labels], dtype=np.int64)
+    mig = np.array([lb.get(C.LABEL_MIG_STRATEGY, "none") not in ("", "none") for lb in labels], dtype=bool)
+    sharing_nodes = (allocatable[:, GPU] > 0) & ~mig  # fractions are never placed on MIG nodes
+    max_gpu_mem = int(gpu_mem[sharing_nodes].max()) if sharing_nodes.any() else C.DEFAULT_GPU_MEMORY_MIB
     schedulable = np.array([n.ready for n in nodes], dtype=bool)
     ready = np.array([n.ready for n in nodes], dtype=bool)
     used = np.zeros_like(allocatable)
@@ -274,14 +319,23 @@ def build_snapshot(
     sig_ids: dict[tuple, int] = {}
     sig_pods: list[Pod] = []
     tasks: list[TaskInfo] = []
+    placed: list[Placed] = []
+    placed_task: list[int] = []  # per Placed, its task index (-1: another scheduler's pod)
     for pod in pods:
         status = task_status(pod)
         node = node_row.get(pod.node_name, -1)
         req = _vector(pod.requests, col, n_res)
+        share, share_error = _share_of(pod, max_gpu_mem)
         if status in ACTIVE_USED and node >= 0:
-            used[node] += req
+            used[node] += req  # a shared pod's GPU column is 0 here: it holds slots of GPU groups instead
             if status == TaskStatus.RELEASING:
                 releasing[node] += req
+            if share is not None:
+                placed.append(Placed(node, group_labels(pod), share, status == TaskStatus.RELEASING, []))
+                placed_task.append(-1)  # set below once the pod is known to be one of kai's tasks
+        if share is not None:
+            node_mem = int(gpu_mem[node]) if node >= 0 else max_gpu_mem
+            req[GPU] = share.accounted_milli(node_mem)  # what queues are charged (fractions count)
         if pod.scheduler_name != scheduler_name:
             if status in ACTIVE_USED and node >= 0 and ready[node]:
                 other_used += req
@@ -289,7 +343,7 @@ def build_snapshot(
         ji = pg_index.get((pod.meta.namespace or "", pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")))
         if ji is None:
             continue  # not grouped yet: the pod-grouper has not seen it
-        key = _signature_key(pod)
+        key = _signature_key(pod, share)
         sig = sig_ids.setdefault(key, len(sig_ids))
         if sig == len(sig_pods):
             sig_pods.append(pod)
@@ -305,15 +359,29 @@ def build_snapshot(
                 order_key=_task_order_key(pod),
                 qreq=tuple(int(x) for x in req[QRES_COLUMNS]),
                 nominated=node_row.get(pod.nominated_node_name, -1) if status == TaskStatus.PENDING else -1,
+                share=share,
+                share_error=share_error,
             )
         )
         jobs[ji].tasks.append(len(tasks) - 1)
+        if share is not None and status in ACTIVE_USED and node >= 0:
+            placed_task[-1] = len(tasks) - 1
         if status in ACTIVE_USED and pod.start_time is not None:
             job = jobs[ji]
             if job.last_start is None or pod.start_time > job.last_start:
                 job.last_start = pod.start_time
     for job in jobs:
         job.tasks.sort(key=lambda t: tasks[t].order_key)
+        attach_gang(job, tasks)
+    gpus = build_gpu_table(
+        tuple(n.meta.name for n in nodes), allocatable[:, GPU], _ro(gpu_mem * UNITS_PER_MIB), _ro(sharing_nodes), placed
+    )
+    for p, ti in zip(placed, placed_task):
+        if ti >= 0:
+            tasks[ti].gpu_slots = tuple(p.slots)
+    # every GPU group takes one whole GPU from its node; one whose pods are all releasing is a releasing GPU
+    used[:, GPU] += (gpus.pods > 0).sum(axis=1) * MILLI
+    releasing[:, GPU] += ((gpus.pods > 0) & (gpus.pods == gpus.gone)).sum(axis=1) * MILLI
 
     total = allocatable[ready].sum(axis=0) - other_used if len(nodes) else np.zeros(n_res, dtype=np.int64)
     total_q = np.maximum(total[QRES_COLUMNS], 0).astype(np.float64)
@@ -338,6 +406,8 @@ def build_snapshot(
         queue_index=queue_index,
         signature_pods=tuple(sig_pods),
         total=_ro(total_q),
+        gpus=gpus,
         pdbs=_pdb_infos(pdbs, pods, tasks),
         queue_usage=queue_usage,
+        topologies=tuple(sorted(topologies, key=lambda t: t.meta.name)),
     )

@@ -7,7 +7,9 @@ over-allocated queue gives until it is no longer the worst. Inside a leaf queue
 the job order is reversed: lowest priority first, then the job furthest above
 its minimum, then the newest. An elastic job gives its surplus pods one at a
 time (last in task order first) before its core, the minAvailable pods, which
-go as one unit: evicting part of a gang's core would leave a broken gang.
+go as one unit: evicting part of a gang's core would leave a broken gang. With
+subgroups, a surplus pod is one whose loss keeps every required subgroup at its
+minMember (and every set at its minSubGroup).
 
 Units are produced lazily: the solvers usually need only the first few.
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from kai.scheduler.model import JobInfo
 from kai.scheduler.ordering import allocatable_shares, deserved_shares, queue_order_key
 from kai.scheduler.session import Session
+from kai.scheduler.subgroups import surplus_task
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +70,16 @@ class VictimOrder:
         for heap in self._heaps.values():
             heapq.heapify(heap)
 
+    def _surplus(self, job: JobInfo) -> int | None:
+        """Position in the job's active tasks of the next pod it can lose and stay gang satisfied (per subgroup)."""
+        active = self._active[job.index]
+        if job.gang is None or job.gang.flat:
+            return len(active) - 1 if len(active) > job.min_available else None
+        return surplus_task(job.gang, active, job.min_available)
+
     def _entry(self, job: JobInfo) -> tuple[tuple, int] | None:
         active = self._active[job.index]
-        surplus = len(active) > job.min_available
+        surplus = self._surplus(job) is not None
         if not surplus and not self._core_allowed(job):
             return None
         elastic = 2 if surplus else 1 if len(active) == job.min_available else 0
@@ -122,8 +132,9 @@ class VictimOrder:
             _, ji = heapq.heappop(self._heaps[qi])
             job = ssn.snap.jobs[ji]
             active = self._active[ji]
-            if len(active) > job.min_available:
-                unit = VictimUnit(ji, (active.pop(),), core=False)
+            pos = self._surplus(job)
+            if pos is not None:
+                unit = VictimUnit(ji, (active.pop(pos),), core=False)
             else:
                 unit = VictimUnit(ji, tuple(active), core=True)
             g = c = m = 0

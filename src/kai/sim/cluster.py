@@ -11,6 +11,10 @@ Between two cycles the cluster moves on as a real one would: a pod bound last cy
 evicted pod is gone and its controller creates it again (a pod without one comes back as the same pod);
 a pipelined pod is Pending again; a pod whose ``kai.sim/duration`` has passed since it was bound has
 Succeeded, and its controller reacts (a Job starts its next pod, a ReplicaSet replaces it).
+
+``run_cycle`` is ``advance`` (one schedule period later) then ``schedule``; the time simulator
+(``kai.sim.timesim``) calls the two itself to move the clock by any amount, and also changes nodes
+(cordon, drain, fail) and collects finished jobs between cycles.
 """
 
 from __future__ import annotations
@@ -41,12 +45,15 @@ from kai.podgrouper import Grouping, Origin, group_pod
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
+from kai.scheduler.gpusharing import default_group_name, gpu_group_labels, group_labels, parse_share
 from kai.scheduler.snapshot import Snapshot, build_snapshot
 from kai.scheduler.usage import UsageLedger, UsageParams
 from kai.sim.controllers import ADMISSION, Created, controller_for
+from kai.sim.lifetimes import Interruption, Lifetimes
 from kai.store import Key, Store, key_of
 
 SCHEDULE_PERIOD_S = 1.0  # simulated time between two cycles
+ARRIVAL_SPACING_S = 0.001  # creation-time gap between objects applied together between two cycles
 MAX_CONTROLLER_ROUNDS = 32  # owners nest a few levels deep (RayService → RayCluster → pods); this is ample
 
 SimObject = ApiObject | Workload
@@ -104,6 +111,16 @@ class _Made:
     maps: tuple[str, str]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class FinishedJob:
+    """A PodGroup whose pods all succeeded, removed from the cluster by ``collect_finished``."""
+
+    key: Key  # (namespace, PodGroup name)
+    queue: str
+    finished: float  # when its last pod finished (its kai.sim/duration ran out), not when it was noticed
+    pods: int
+
+
 @dataclasses.dataclass(slots=True)
 class PodView:
     """What ``kai sim`` reports for one pod after the last cycle."""
@@ -111,6 +128,7 @@ class PodView:
     pod: Pod
     status: str  # Pending | Binding | Pipelined | Running | Releasing | Succeeded | Failed
     node: str
+    gpu_groups: tuple[str, ...] = ()  # the shared GPUs it holds (or, pipelined, is promised)
 
 
 class EmbeddedCluster:
@@ -122,6 +140,7 @@ class EmbeddedCluster:
         self.cycle = 0
         self._bound_last: set[tuple[str, str]] = set()
         self._pipelined_last: dict[tuple[str, str], str] = {}
+        self._pipelined_gpus: dict[tuple[str, str], tuple[str, ...]] = {}
         self._evicted_last: set[tuple[str, str]] = set()
         self._sources: dict[ObjKey, str] = {}
         self._generation = 0
@@ -129,32 +148,42 @@ class EmbeddedCluster:
         self._workloads: list[ObjKey] = []  # every Workload, in creation order (controllers run in this order)
         self._made: dict[ObjKey, _Made] = {}
         self._names_used: set[tuple[str, str, str]] = set()  # (kind, namespace, name) ever created
-        self._started: dict[tuple[str, str, str], float] = {}  # (ns, name, uid) → when the pod was bound
+        self.lifetimes = Lifetimes()  # bound pods: when they started, when kai.sim/duration ends them
+        self.default_checkpoint: float | None = None  # checkpoint interval of pods without the annotation
+        self.interruptions: list[Interruption] = []  # pods gone before they finished, until taken
+        self.last_snapshot: Snapshot | None = None  # what the last cycle scheduled from
+        self._held: dict[str, tuple[float, float, float]] = {}  # per queue, what the last cycle left allocated
+        self._capacity: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        self._started_up = False
+        self._finished_at: dict[tuple[str, str, str], float] = {}  # succeeded pod → when it finished
         self._groupings: dict[Key, Grouping] = {}  # generated PodGroup → how the pod-grouper made it
         self._events: list[Event] = []
         self._reported: set[Key] = set()
-        self._durations = False  # whether any kai.sim/duration was applied (else the pass is skipped)
+        self._warned: set[tuple[str, str, str]] = set()  # (object, field, message) of owner warnings given
         for pc in default_priority_classes():
             pc.meta.creation_timestamp = 0.0
             self.store.put(pc)
 
     # --- loading --------------------------------------------------------------------------
 
-    def apply(self, objects: Sequence[tuple[str, SimObject]]) -> None:
+    def apply(self, objects: Sequence[tuple[str, SimObject]], *, spacing: float = 1.0) -> None:
         """Apply manifests (source, object) in order, let the controllers create their pods, group the pods,
         then check every reference; ManifestError on the first problem. Objects without a
-        creationTimestamp are aged by their position (the first is the oldest)."""
+        creationTimestamp are aged by their position (the first is the oldest), *spacing* seconds apart:
+        objects arriving between cycles use a small spacing so that they are younger than everything
+        applied before them."""
         n = len(objects)
         for i, (source, obj) in enumerate(objects):
             if obj.meta.creation_timestamp is None:
-                obj.meta.creation_timestamp = self.now - (n - i)
+                obj.meta.creation_timestamp = self.now - (n - i) * spacing
             self._put_new(obj, source)
-            if isinstance(obj, Pod) and obj.node_name and obj.phase == "Running":
-                self._started[self._pod_id(obj)] = obj.start_time if obj.start_time is not None else self.now
-        self._check_durations()
+        self._check_sim_annotations([obj for _, obj in objects])
         self._run_controllers(strict=True)
         self._group_pods(strict=True)
         self._validate()
+        for pod in self.store.list("Pod"):  # running pods given in the manifests: their duration counts from start
+            if pod.node_name and pod.phase == "Running" and self._pod_id(pod) not in self.lifetimes:
+                self._start(pod, pod.start_time if pod.start_time is not None else self.now)
 
     def _put_new(self, obj: SimObject, source: str) -> None:
         key = (obj.kind, key_of(obj))
@@ -349,10 +378,25 @@ class EmbeddedCluster:
                 self._reported.add(key)
                 message = f"{grouping.unknown_kind}: PodGroup {pg.meta.namespace}/{pg.meta.name} for {top.ref}"
                 self._events.append(Event(top.ref, "Normal", "UnknownOwnerKind", message))
+            if grouping.warning is not None:
+                self._warn_owner(grouping.warning, pg)
         pod.meta.annotations[C.ANNOTATION_POD_GROUP_NAME] = pg.meta.name
         if grouping.subgroup:
             pod.meta.labels[C.LABEL_SUBGROUP_NAME] = grouping.subgroup
         self.store.put(pod)
+
+    def _warn_owner(self, warning: ManifestError, pg: PodGroup) -> None:
+        """An owner whose spec contradicts itself: a Warning on the object the user wrote (a RayService, not
+        the RayCluster it made), naming the field, once per problem; its pods were grouped by default."""
+        err = self._relocate(warning)
+        if (err.obj, err.field, err.message) in self._warned:
+            return
+        self._warned.add((err.obj, err.field, err.message))
+        message = (
+            f"{err.field}: {err.message}; its pods are grouped by the default rule instead "
+            f"(PodGroup {pg.meta.namespace}/{pg.meta.name}, minMember {pg.min_member})"
+        )
+        self._events.append(Event(err.obj, "Warning", "PodGrouperWarning", message))
 
     def take_events(self) -> list[Event]:
         """Events the cluster itself raised (pod-grouper, controllers) since the last call, oldest first."""
@@ -417,38 +461,40 @@ class EmbeddedCluster:
             if pod.node_name and self.store.get("Node", ("", pod.node_name)) is None:
                 raise self._error(pod, "spec.nodeName", f"node {pod.node_name!r} does not exist")
 
-    def _check_durations(self) -> None:
-        """Every kai.sim/duration annotation must be a non-negative duration."""
-        objs: list[SimObject] = [*self.store.list("Pod")]
-        objs += [w for k in self._workloads if (w := self.store.get(*k)) is not None]
+    def _check_sim_annotations(self, objs: Sequence[SimObject]) -> None:
+        """Every kai.sim/ duration annotation (duration, arrival, checkpoint-interval) of the objects being
+        applied must be valid, on any kind (a Node may arrive later too); pods that controllers make copy
+        templates, which are checked here as well."""
         for obj in objs:
-            text = obj.meta.annotations.get(C.ANNOTATION_SIM_DURATION)
-            if text is not None:
-                _parse_sim_duration(text, lambda m, o=obj: self._error(o, _DURATION_FIELD, m))
-                self._durations = True
+            annotations = obj.meta.annotations
+            for name in SIM_DURATION_ANNOTATIONS:
+                text = annotations.get(name)
+                if text is not None:
+                    field = f"metadata.annotations.{name}"
+                    parse_sim_annotation(name, text, lambda m, o=obj, f=field: self._error(o, f, m))
             if isinstance(obj, Workload):
-                self._check_template_durations(obj, obj.doc, "")
+                self._check_template_annotations(obj, obj.doc, "")
 
-    def _check_template_durations(self, owner: Workload, node: Any, path: str) -> None:
+    def _check_template_annotations(self, owner: Workload, node: Any, path: str) -> None:
         """Templates are checked too, so that a bad value is reported when applied, not cycles later."""
         if isinstance(node, Mapping):
             for k, v in node.items():
                 sub = f"{path}.{k}" if path else str(k)
                 if k == "annotations" and isinstance(v, Mapping) and path.endswith("metadata") and path != "metadata":
-                    text = v.get(C.ANNOTATION_SIM_DURATION)
-                    if text is not None:
-                        where = f"{sub}.{C.ANNOTATION_SIM_DURATION}"
-                        _parse_sim_duration(text, lambda m, w=where: self._error(owner, w, m))
-                        self._durations = True
+                    for name in SIM_DURATION_ANNOTATIONS:
+                        text = v.get(name)
+                        if text is not None:
+                            where = f"{sub}.{name}"
+                            parse_sim_annotation(name, text, lambda m, w=where: self._error(owner, w, m))
                 else:
-                    self._check_template_durations(owner, v, sub)
+                    self._check_template_annotations(owner, v, sub)
         elif isinstance(node, list):
             for i, v in enumerate(node):
-                self._check_template_durations(owner, v, f"{path}[{i}]")
+                self._check_template_annotations(owner, v, f"{path}[{i}]")
 
-    def _sim_duration(self, pod: Pod) -> float | None:
-        """kai.sim/duration of the pod, else of its nearest owner that has one."""
-        text = pod.meta.annotations.get(C.ANNOTATION_SIM_DURATION)
+    def _sim_duration(self, pod: Pod, name: str = C.ANNOTATION_SIM_DURATION) -> float | None:
+        """The pod's kai.sim/ duration annotation *name*, else its nearest owner's."""
+        text = pod.meta.annotations.get(name)
         obj: SimObject = pod
         while text is None and obj.meta.owner_references:
             ref = obj.meta.owner_references[0]
@@ -456,7 +502,7 @@ class EmbeddedCluster:
             if nxt is None:
                 return None
             obj = nxt
-            text = obj.meta.annotations.get(C.ANNOTATION_SIM_DURATION)
+            text = obj.meta.annotations.get(name)
         if text is None:
             return None
         try:
@@ -483,39 +529,73 @@ class EmbeddedCluster:
             now=self.now,
             pdbs=self.store.list("PodDisruptionBudget"),
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
+            topologies=self.topologies(),
         )
 
-    def run_cycle(self, conf: SchedulerConf) -> CycleResult:
-        """Move the cluster on from the previous cycle (if any), then schedule once and apply the result."""
-        if self.cycle == 0:
+    def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
+        """Move the cluster on one schedule period from the previous cycle (if any), apply *arrivals*
+        (manifests that arrive just before this cycle, as ``kai sim --at`` gives them), then schedule once."""
+        if self.cycle > 0:
+            self.advance(self.now + SCHEDULE_PERIOD_S)
+        if arrivals:
+            self.apply(arrivals, spacing=ARRIVAL_SPACING_S)
+        return self.schedule(conf)
+
+    def schedule(self, conf: SchedulerConf) -> CycleResult:
+        """One scheduling cycle at the current clock; its decisions are applied to the cluster."""
+        if not self._started_up:
+            self._started_up = True
             shard = self.shard()
             if shard is not None and shard.usage_window is not None:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
-        if self.cycle > 0:
-            self._advance()
         snap = self.snapshot()
         result = run_cycle(snap, conf)
+        self._record_gpu_groups(snap)
         self._apply(result)
+        self.last_snapshot = snap
         if self._usage is not None:  # what each queue holds until the next cycle, for time-based fair share
-            held = {q.name: (q.allocated["gpu"], q.allocated["cpu"], q.allocated["memory"]) for q in result.queues}
+            self._held = {
+                q.name: (q.allocated["gpu"], q.allocated["cpu"], q.allocated["memory"]) for q in result.queues
+            }
             total = snap.total.tolist()
-            capacity = (total[0] / 1000, total[1], total[2])
-            self._usage.record(self.now, self.now + SCHEDULE_PERIOD_S, held, capacity)
+            self._capacity = (total[0] / 1000, total[1], total[2])
         self.cycle += 1
         return result
+
+    def _record_gpu_groups(self, snap: Snapshot) -> None:
+        """Label every running shared pod with the GPU groups it holds, as KAI's binder does: a pod given
+        without (or with too few) group labels gets the ones the snapshot assigned it, so the next cycle
+        rebuilds exactly the same per-GPU state."""
+        for t in snap.tasks:
+            if not t.gpu_slots or t.node < 0:
+                continue
+            names = snap.gpus.names[t.node]
+            groups = tuple(names[s] or default_group_name(snap.nodes.names[t.node], s) for s in t.gpu_slots)
+            if set(group_labels(t.pod)) != set(groups):
+                self._set_gpu_groups(t.pod, groups)
+
+    def _set_gpu_groups(self, pod: Pod, groups: tuple[str, ...]) -> None:
+        labels = {k: v for k, v in pod.meta.labels.items() if not _is_gpu_group_label(k)}
+        labels.update(gpu_group_labels(groups) if groups else {})
+        pod.meta.labels = labels
+        self.store.put(pod)
 
     def _apply(self, result: CycleResult) -> None:
         self._bound_last = set()
         self._pipelined_last = {}
+        self._pipelined_gpus = {}
         self._evicted_last = set()
         for b in result.binds:
             pod = self.store.get("Pod", (b.pod.namespace, b.pod.name))
             pod.node_name = b.node
-            self._started[self._pod_id(pod)] = self.now  # kai.sim/duration counts from the bind
+            self._start(pod, self.now)  # kai.sim/duration counts from the bind
+            if b.gpu_groups:
+                self._set_gpu_groups(pod, b.gpu_groups)  # the binder's runai-gpu-group label(s)
             self.store.put(pod)
             self._bound_last.add((b.pod.namespace, b.pod.name))
         for p in result.pipelines:
             self._pipelined_last[(p.pod.namespace, p.pod.name)] = p.node
+            self._pipelined_gpus[(p.pod.namespace, p.pod.name)] = p.gpu_groups
         # status.nominatedNodeName: where a pipelined pod waits for room (an eviction made it); cleared
         # once the pod is placed or no longer pipelined, as kube-scheduler does
         held = {(p.pod.namespace, p.pod.name): p.node for p in result.pipelines if p.nominated}
@@ -542,6 +622,29 @@ class EmbeddedCluster:
                 pg.meta.annotations[C.ANNOTATION_STALE_TIMESTAMP] = format_time(st.stale_since)
             self.store.put(pg)
 
+    def _start(self, pod: Pod, when: float) -> None:
+        """Start the pod's run in the lifetimes book: its kai.sim/duration and checkpoint interval."""
+        checkpoint = self._sim_duration(pod, C.ANNOTATION_SIM_CHECKPOINT)
+        self.lifetimes.start(
+            self._pod_id(pod),
+            (pod.meta.namespace or "", pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")),
+            when,
+            self._sim_duration(pod),
+            checkpoint if checkpoint is not None else self.default_checkpoint,
+            self._pod_gpus(pod),
+        )
+
+    def _pod_gpus(self, pod: Pod) -> float:
+        """What the pod holds in GPUs: whole GPUs, or its share (a fraction, or gpu-memory as the share of
+        its node's GPUs) summed over devices, as queues are charged."""
+        share, _ = parse_share(pod)
+        if share is None:
+            return float(pod.requests.get(C.RESOURCE_GPU, 0))
+        node = self.store.get("Node", ("", pod.node_name)) if pod.node_name else None
+        label = node.meta.labels.get(C.LABEL_GPU_MEMORY, "") if node is not None else ""
+        memory = int(label) if label.isdigit() and int(label) > 0 else C.DEFAULT_GPU_MEMORY_MIB
+        return share.accounted_milli(memory) / 1000
+
     def _has_controller(self, pod: Pod) -> bool:
         """Whether a simulated controller owns *pod* and will create it again once it is gone."""
         if not pod.meta.owner_references:
@@ -550,46 +653,178 @@ class EmbeddedCluster:
         owner = self.store.get(ref.kind, (pod.meta.namespace or "", ref.name))
         return isinstance(owner, Workload) and controller_for(owner) is not None
 
-    def _advance(self) -> None:
-        """One schedule period later: binds are running, pods past their kai.sim/duration have succeeded,
-        terminating pods are gone and their controllers create them again, new pods are grouped."""
-        self.now += SCHEDULE_PERIOD_S
+    def _gone(self, pod: Pod) -> None:
+        """Delete *pod*: its run is interrupted (if it ran) and, without a controller to make it again, it
+        comes back as a new Pending pod with the same name in the same PodGroup."""
+        self.store.delete("Pod", key_of(pod))
+        if (lost := self.lifetimes.interrupt(self._pod_id(pod), self.now)) is not None:
+            self.interruptions.append(lost)
+        if self._has_controller(pod):
+            return  # its controller makes a new one
+        fresh = dataclasses.replace(
+            pod,
+            meta=dataclasses.replace(
+                pod.meta,
+                uid=f"{pod.meta.uid}~{self._generation}",
+                deletion_timestamp=None,
+                creation_timestamp=self.now,
+                labels={k: v for k, v in pod.meta.labels.items() if not _is_gpu_group_label(k)},
+                annotations=dict(pod.meta.annotations),
+            ),
+            node_name="",
+            phase="Pending",
+            start_time=None,
+        )
+        self.store.put(fresh)
+
+    def advance(self, to: float) -> None:
+        """Move the clock to *to* (after the last cycle): binds are running, pods past their kai.sim/duration
+        have succeeded, terminating pods are gone and their controllers create them again, new pods are
+        grouped. The time between is recorded for time-based fair share."""
+        if to <= self.now:
+            raise ValueError(f"the clock only moves forward: {to} <= {self.now}")
+        if self._usage is not None and self._held:
+            self._usage.record(self.now, to, self._held, self._capacity)
+        self.now = to
         self._generation += 1
         for pod in self.store.list("Pod"):
             if pod.meta.deletion_timestamp is not None:
-                self.store.delete("Pod", key_of(pod))
-                self._started.pop(self._pod_id(pod), None)
-                if self._has_controller(pod):
-                    continue  # its controller makes a new one below
-                fresh = dataclasses.replace(
-                    pod,
-                    meta=dataclasses.replace(
-                        pod.meta,
-                        uid=f"{pod.meta.uid}~{self._generation}",
-                        deletion_timestamp=None,
-                        creation_timestamp=self.now,
-                        labels=dict(pod.meta.labels),
-                        annotations=dict(pod.meta.annotations),
-                    ),
-                    node_name="",
-                    phase="Pending",
-                    start_time=None,
-                )
-                self.store.put(fresh)
+                self._gone(pod)
             elif pod.node_name and pod.phase == "Pending":
                 pod.phase = "Running"
                 pod.start_time = self.now
                 self.store.put(pod)
-        for pod in self.store.list("Pod") if self._durations else ():
-            if pod.phase != "Running" or pod.meta.deletion_timestamp is not None:
+        for pod_id in self.lifetimes.due(self.now):
+            pod = self.store.get("Pod", pod_id[:2])
+            if pod is None or pod.meta.uid != pod_id[2] or pod.phase != "Running":
                 continue
-            started = self._started.get(self._pod_id(pod))
-            duration = self._sim_duration(pod)
-            if started is not None and duration is not None and self.now >= started + duration:
-                pod.phase = "Succeeded"
-                self.store.put(pod)
+            self._finished_at[pod_id] = self.lifetimes.complete(pod_id) or self.now
+            pod.phase = "Succeeded"
+            self.store.put(pod)
         self._run_controllers(strict=False)
         self._group_pods(strict=False)
+
+    def next_completion(self) -> float | None:
+        """When the next running pod reaches its kai.sim/duration (None: none will)."""
+        return self.lifetimes.next_finish()
+
+    def take_interruptions(self) -> list[Interruption]:
+        """Pods that stopped before they finished (evicted, or lost with a node) since the last call."""
+        out, self.interruptions = self.interruptions, []
+        return out
+
+    # --- nodes changing (the time simulator's cluster events) -----------------------------------------
+
+    def cordon(self, name: str, unschedulable: bool = True) -> Node:
+        """Mark the node (un)schedulable, as ``kubectl cordon``/``uncordon`` does. KeyError if absent."""
+        node = self._node(name)
+        node.unschedulable = unschedulable
+        self.store.put(node)
+        return node
+
+    def drain(self, name: str) -> int:
+        """Cordon the node and evict every pod on it (they terminate, as ``kubectl drain`` evicts them);
+        returns how many pods were evicted."""
+        self.cordon(name)
+        n = 0
+        for pod in self.store.list("Pod"):
+            active = pod.phase not in ("Succeeded", "Failed") and pod.meta.deletion_timestamp is None
+            if pod.node_name == name and active:
+                pod.meta.deletion_timestamp = self.now
+                self.store.put(pod)
+                n += 1
+        return n
+
+    def fail_node(self, name: str) -> tuple[Node, int]:
+        """The node is gone at once with every pod on it (their runs are interrupted; controllers and
+        bare pods come back Pending); returns the node as it was and how many pods it took along."""
+        node = self._node(name)
+        self.store.delete("Node", key_of(node))
+        self._generation += 1
+        lost = [p for p in self.store.list("Pod") if p.node_name == name]
+        for pod in lost:
+            if pod.phase in ("Succeeded", "Failed"):
+                self.store.delete("Pod", key_of(pod))
+            else:
+                self._gone(pod)
+        self._run_controllers(strict=False)
+        self._group_pods(strict=False)
+        return node, sum(1 for p in lost if p.phase not in ("Succeeded", "Failed"))
+
+    def _node(self, name: str) -> Node:
+        node = self.store.get("Node", ("", name))
+        if node is None:
+            raise KeyError(f"node {name!r} does not exist")
+        return node
+
+    # --- finished jobs --------------------------------------------------------------------------------
+
+    def collect_finished(self) -> list[FinishedJob]:
+        """PodGroups whose every pod has Succeeded, and whose top owner has nothing left to run: they are
+        deleted with their pods and owners (as a TTL controller would), so a long simulation keeps only
+        live objects. Returns what finished, with when its last pod finished."""
+        by_group: dict[Key, list[Pod]] = {}
+        for pod in self.store.list("Pod"):
+            pg_name = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME)
+            if pg_name is not None and pod.scheduler_name == C.SCHEDULER_NAME:
+                by_group.setdefault((pod.meta.namespace or "", pg_name), []).append(pod)
+        done = {k for k, pods in by_group.items() if all(p.phase == "Succeeded" for p in pods)}
+        if not done:
+            return []
+        finished: list[FinishedJob] = []
+        index = self._children_index() if self._workloads else {}
+        for key in sorted(done):
+            pods = by_group[key]
+            owners = {self._top_owner(p) for p in pods}
+            if any(o is not None and not self._subtree_done(o, index) for o in owners):
+                continue  # e.g. a Job's other pods still run: its controller counts these ones
+            for o in owners:
+                if o is not None:
+                    self._delete_subtree(o, index)
+            for pod in pods:
+                self.store.delete("Pod", key_of(pod))
+            pg = self.store.get("PodGroup", key)
+            if pg is not None:
+                self.store.delete("PodGroup", key)
+            self.lifetimes.forget_job(key)
+            ends = [self._finished_at.pop(self._pod_id(p), self.now) for p in pods]
+            finished.append(FinishedJob(key, pg.queue if pg is not None else "", max(ends), len(pods)))
+        return finished
+
+    def _top_owner(self, pod: Pod) -> ObjKey | None:
+        obj: SimObject = pod
+        top: ObjKey | None = None
+        for _ in range(16):
+            if not obj.meta.owner_references:
+                break
+            ref = obj.meta.owner_references[0]
+            nxt = self.store.get(ref.kind, (obj.meta.namespace or "", ref.name))
+            if not isinstance(nxt, Workload):
+                break
+            obj, top = nxt, (nxt.kind, key_of(nxt))
+        return top
+
+    def _descendants(self, owner: ObjKey, index: dict[tuple[str, str, str], list[SimObject]]) -> list[SimObject]:
+        kind, (ns, name) = owner
+        out: list[SimObject] = []
+        for child in index.get((kind, ns, name), []):
+            out.append(child)
+            if isinstance(child, Workload):
+                out += self._descendants((child.kind, key_of(child)), index)
+        return out
+
+    def _subtree_done(self, owner: ObjKey, index: dict[tuple[str, str, str], list[SimObject]]) -> bool:
+        return all(o.phase == "Succeeded" for o in self._descendants(owner, index) if isinstance(o, Pod))
+
+    def _delete_subtree(self, owner: ObjKey, index: dict[tuple[str, str, str], list[SimObject]]) -> None:
+        for obj in [*self._descendants(owner, index), self.store.get(*owner)]:
+            if obj is None:
+                continue
+            self.store.delete(obj.kind, key_of(obj))
+            if isinstance(obj, Workload):
+                key = (obj.kind, key_of(obj))
+                if key in self._workloads:
+                    self._workloads.remove(key)
 
     # --- reading -------------------------------------------------------------------------------------
 
@@ -598,10 +833,12 @@ class EmbeddedCluster:
         for pod in self.store.list("Pod"):
             key = (pod.meta.namespace or "", pod.meta.name)
             node = pod.node_name
+            groups = tuple(group_labels(pod)) if node else ()
             if pod.phase in ("Succeeded", "Failed"):
                 status = pod.phase
             elif key in self._pipelined_last:  # includes a pod moved by consolidation: evicted, waiting on its new node
                 status, node = "Pipelined", self._pipelined_last[key]
+                groups = self._pipelined_gpus.get(key, ())
             elif key in self._evicted_last or pod.meta.deletion_timestamp is not None:
                 status = "Releasing"
             elif key in self._bound_last:
@@ -610,14 +847,20 @@ class EmbeddedCluster:
                 status = "Running"
             else:
                 status = "Pending"
-            views.append(PodView(pod, status, node))
+            views.append(PodView(pod, status, node, groups))
         return views
 
     def nodes(self) -> list[Node]:
         return self.store.list("Node")
 
 
-_DURATION_FIELD = f"metadata.annotations.{C.ANNOTATION_SIM_DURATION}"
+SIM_DURATION_ANNOTATIONS = (C.ANNOTATION_SIM_DURATION, C.ANNOTATION_SIM_ARRIVAL, C.ANNOTATION_SIM_CHECKPOINT)
+
+
+def _is_gpu_group_label(key: str) -> bool:
+    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")
+
+
 _SPEC_FIELDS = (
     "min_member",
     "queue",
@@ -644,11 +887,15 @@ def _update_spec(existing: PodGroup, new: PodGroup) -> PodGroup:
     return dataclasses.replace(existing, meta=meta, **{f: getattr(new, f) for f in _SPEC_FIELDS})
 
 
-def _parse_sim_duration(text: str, error: Any) -> float:
+def parse_sim_annotation(name: str, text: Any, error: Any) -> float:
+    """Seconds of a kai.sim/ duration annotation; *error(message)* makes the exception to raise. A
+    checkpoint interval must be positive; a duration or an arrival must not be negative."""
     try:
         seconds = parse_duration(text)
     except ValueError as e:
         raise error(str(e)) from None
+    if name == C.ANNOTATION_SIM_CHECKPOINT and seconds <= 0:
+        raise error(f"{text!r} must be positive")
     if seconds < 0:
         raise error(f"{text!r} must not be negative")
     return seconds

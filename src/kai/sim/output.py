@@ -10,14 +10,18 @@ from rich.console import Console
 from rich.table import Table
 
 from kai.api import constants as C
+from kai.api.objects import Pod
 from kai.api.quantity import format_bytes
 from kai.scheduler.decisions import CycleResult, Event
+from kai.scheduler.gpusharing import parse_share
+from kai.scheduler.model import MILLI
 from kai.sim.cluster import EmbeddedCluster
 
 
 def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: list[tuple[int, Event]]) -> dict:
     """The sim contract's output document after the last cycle."""
     pgs = {(pg.meta.namespace, pg.meta.name): pg for pg in cluster.store.list("PodGroup")}
+    gpu_memory = {n.meta.name: n.meta.labels.get(C.LABEL_GPU_MEMORY, "") for n in cluster.nodes()}
     pods = []
     for v in cluster.pod_views():
         pg_name = v.pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")
@@ -30,8 +34,8 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
                 "queue": pg.queue if pg else None,
                 "status": v.status,
                 "node": v.node or None,
-                "gpus": float(v.pod.requests.get(C.RESOURCE_GPU, 0)),
-                "gpuGroups": [],
+                "gpus": pod_gpus(v.pod, gpu_memory.get(v.node or "", "")),
+                "gpuGroups": list(v.gpu_groups),
             }
         )
     conditions = {(s.namespace, s.name): s.conditions for s in (last.podgroups if last else [])}
@@ -73,6 +77,19 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
     }
 
 
+def pod_gpus(pod: Pod, node_gpu_memory: str) -> float:
+    """The pod's GPU amount: whole GPUs, or a fraction summed over devices (a gpu-memory request as the
+    share of its node's GPUs, rounded up to 0.01 as KAI does; before it is placed, of a default GPU)."""
+    share, _ = parse_share(pod)
+    if share is None:
+        return float(pod.requests.get(C.RESOURCE_GPU, 0))
+    try:
+        memory = int(node_gpu_memory)
+    except ValueError:
+        memory = C.DEFAULT_GPU_MEMORY_MIB
+    return share.accounted_milli(memory if memory > 0 else C.DEFAULT_GPU_MEMORY_MIB) / MILLI
+
+
 def render_json(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2)
 
@@ -96,7 +113,9 @@ def _mem(b: float) -> str:
 def render_table(doc: dict[str, Any], console: Console) -> None:
     """Pods with status and node, queues with fair share vs allocated, and why pods wait."""
     pods = Table(title=f"Pods after {doc['cycles']} cycle(s)", title_justify="left")
-    for col in ("NAMESPACE", "NAME", "STATUS", "NODE", "QUEUE", "PODGROUP", "GPUS"):
+    shared = any(p["gpuGroups"] for p in doc["pods"])  # the GPU GROUPS column only when GPUs are shared
+    columns = ("NAMESPACE", "NAME", "STATUS", "NODE", "QUEUE", "PODGROUP", "GPUS")
+    for col in (*columns, "GPU GROUPS") if shared else columns:
         pods.add_column(col)
     style = {"Binding": "green", "Running": "green", "Pipelined": "cyan", "Releasing": "yellow", "Pending": "red"}
     for p in doc["pods"]:
@@ -109,6 +128,7 @@ def render_table(doc: dict[str, Any], console: Console) -> None:
             p["queue"] or "-",
             p["podGroup"] or "-",
             _g(p["gpus"]),
+            *((", ".join(p["gpuGroups"]) or "-",) if shared else ()),
         )
     console.print(pods)
     queues = Table(title="Queues (fair share / allocated / requested)", title_justify="left")

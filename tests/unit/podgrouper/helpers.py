@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kai.api.errors import ManifestError
 from kai.api.objects import Pod, PodGroup, parse_pod
 from kai.api.workloads import Workload, parse_workload
 from kai.podgrouper import NO_CLUSTER, ClusterView, Grouping, group_pod
@@ -71,6 +72,15 @@ def group(p: Pod, *owners: Workload, view: ClusterView = NO_CLUSTER) -> Grouping
     g = group_pod(p, owners, view=view)
     assert g is not None
     return g
+
+
+def inconsistent(p: Pod, *owners: Workload, view: ClusterView = NO_CLUSTER) -> ManifestError:
+    """Group *p* whose top owner's spec contradicts itself: the default grouper must have made one PodGroup of
+    minMember 1 without subgroups, for the pod not to be stranded; returns the warning the caller reports."""
+    g = group(p, *owners, view=view)
+    assert g.warning is not None, "expected the owner's spec to be reported as inconsistent"
+    assert (g.grouper, g.podgroup.min_member, g.podgroup.sub_groups, g.subgroup) == ("default", 1, (), None)
+    return g.warning
 
 
 def pg(p: Pod, *owners: Workload, view: ClusterView = NO_CLUSTER) -> PodGroup:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kai.api.errors import ManifestError
-from tests.unit.podgrouper.helpers import FakeView, group, owner, pg, pod
+from tests.unit.podgrouper.helpers import FakeView, group, inconsistent, owner, pg, pod
 
 BMM = "kai.scheduler/batch-min-member"
 
@@ -30,6 +30,12 @@ def test_job_bad_batch_min_member_names_object_and_field(value: str) -> None:
         pg(pod(owned_by=job), job)
     assert (info.value.obj, info.value.field) == ("Job/default/train", f"metadata.annotations.{BMM}")
     assert repr(value) in info.value.message
+
+
+def test_job_negative_batch_min_member_warns_and_falls_back() -> None:
+    job = owner("batch/v1", "Job", "train", annotations={BMM: "-2"})
+    warning = inconsistent(pod(owned_by=job), job)
+    assert (warning.obj, warning.field) == ("Job/default/train", f"metadata.annotations.{BMM}")
 
 
 def test_cronjob_groups_by_its_job_with_the_default_grouper() -> None:

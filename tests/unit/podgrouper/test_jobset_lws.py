@@ -9,7 +9,7 @@ import pytest
 
 from kai.api.errors import ManifestError
 from kai.api.objects import TopologyConstraint
-from tests.unit.podgrouper.helpers import group, owner, pg, pod, subgroups
+from tests.unit.podgrouper.helpers import group, inconsistent, owner, pg, pod, subgroups
 
 RJ = "jobset.sigs.k8s.io/replicatedjob-name"
 IDX = "jobset.sigs.k8s.io/job-index"
@@ -86,9 +86,8 @@ def test_jobset_bad_leaf_min_member_names_the_template() -> None:
         spec={"replicatedJobs": [rjob("w", 1, 2, {"kai.scheduler/batch-min-member": "0"})]},
     )
     p, job = js_pod(js, "w", 0)
-    with pytest.raises(ManifestError) as info:
-        pg(p, job, js)
-    assert info.value.field == "spec.replicatedJobs[0].template.metadata.annotations.kai.scheduler/batch-min-member"
+    warning = inconsistent(p, job, js)
+    assert warning.field == "spec.replicatedJobs[0].template.metadata.annotations.kai.scheduler/batch-min-member"
 
 
 def test_jobset_pod_without_routing_labels_is_an_error() -> None:
@@ -200,11 +199,17 @@ def test_lws_segments_leader_excluded() -> None:
         ),
     ],
 )
-def test_lws_bad_segments_name_the_field(lwt: dict, field: str) -> None:
+def test_lws_inconsistent_segments_warn_naming_the_field(lwt: dict, field: str) -> None:
     top = lws(5, lwt=lwt)
+    warning = inconsistent(lws_pod(top, 0, 1), top)
+    assert (warning.obj, warning.field) == ("LeaderWorkerSet/default/vllm", field)
+
+
+def test_lws_unknown_subgroup_policy_is_an_error() -> None:
+    top = lws(5, lwt={"subGroupPolicy": {"subGroupSize": 2, "subGroupPolicyType": "Nope"}})
     with pytest.raises(ManifestError) as info:
         pg(lws_pod(top, 0, 1), top)
-    assert info.value.field == field
+    assert info.value.field == "spec.leaderWorkerTemplate.subGroupPolicy.subGroupPolicyType"
 
 
 def test_lws_segment_size_from_the_lws_annotation() -> None:

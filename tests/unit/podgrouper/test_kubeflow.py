@@ -9,7 +9,7 @@ import pytest
 
 from kai.api.errors import ManifestError
 from kai.api.objects import TopologyConstraint
-from tests.unit.podgrouper.helpers import FakeView, group, owner, pg, pod, subgroups
+from tests.unit.podgrouper.helpers import FakeView, group, inconsistent, owner, pg, pod, subgroups
 
 ROLE = "training.kubeflow.org/replica-type"
 INDEX = "training.kubeflow.org/replica-index"
@@ -47,22 +47,41 @@ def test_min_member(kind: str, spec: dict[str, Any], min_member: int) -> None:
     assert (g.meta.name, g.min_member, g.queue, g.priority_class_name) == ("pg-j", min_member, "q", "train")
 
 
-BAD_CASES = [
+INCONSISTENT_CASES = [
     ("TFJob", {}, "spec.tfReplicaSpecs"),
     ("TFJob", {"tfReplicaSpecs": specs(Worker=0)}, "spec.tfReplicaSpecs.Worker.replicas"),
+    ("TFJob", {"tfReplicaSpecs": specs(Worker=-2)}, "spec.tfReplicaSpecs.Worker.replicas"),
     ("XGBoostJob", {"xgbReplicaSpecs": specs(Worker=2)}, "spec.xgbReplicaSpecs"),
     ("JAXJob", {"jaxReplicaSpecs": specs(Chief=1)}, "spec.jaxReplicaSpecs"),
     ("MPIJob", {"mpiReplicaSpecs": specs(Worker=2)}, "spec.mpiReplicaSpecs"),
-    ("TFJob", {"tfReplicaSpecs": {"Worker": {"replicas": "3"}}}, "spec.tfReplicaSpecs.Worker.replicas"),
+    ("PyTorchJob", {"pytorchReplicaSpecs": specs(Master=1, Worker=-1)}, "spec.pytorchReplicaSpecs.Worker.replicas"),
+    (
+        "PyTorchJob",
+        {"pytorchReplicaSpecs": specs(Worker=2), "elasticPolicy": {"minReplicas": -1}},
+        "spec.elasticPolicy.minReplicas",
+    ),
+    (
+        "TFJob",
+        {"tfReplicaSpecs": specs(Worker=2), "runPolicy": {"schedulingPolicy": {"minAvailable": -3}}},
+        "spec.runPolicy.schedulingPolicy.minAvailable",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("kind", "spec", "field"), BAD_CASES)
-def test_bad_replica_specs_name_the_field(kind: str, spec: dict[str, Any], field: str) -> None:
+@pytest.mark.parametrize(("kind", "spec", "field"), INCONSISTENT_CASES)
+def test_inconsistent_replica_specs_warn_and_fall_back_to_the_default_group(
+    kind: str, spec: dict[str, Any], field: str
+) -> None:
     job = owner("kubeflow.org/v1", kind, "j", spec=spec)
+    warning = inconsistent(pod(owned_by=job), job)
+    assert (warning.obj, warning.field) == (f"{kind}/default/j", field)
+
+
+def test_a_malformed_replica_count_is_still_an_error() -> None:
+    job = owner("kubeflow.org/v1", "TFJob", "j", spec={"tfReplicaSpecs": {"Worker": {"replicas": "3"}}})
     with pytest.raises(ManifestError) as info:
         pg(pod(owned_by=job), job)
-    assert (info.value.obj, info.value.field) == (f"{kind}/default/j", field)
+    assert (info.value.obj, info.value.field) == ("TFJob/default/j", "spec.tfReplicaSpecs.Worker.replicas")
 
 
 def test_pytorch_master_and_worker_subgroups() -> None:
@@ -106,14 +125,22 @@ def test_pytorch_worker_segments_from_the_template_annotation() -> None:
     assert g.podgroup.sub_groups[2].topology_constraint == TopologyConstraint("dc", "rack", "")
 
 
-def test_pytorch_bad_segment_size_names_the_template_field() -> None:
+SEGMENT_FIELD = "spec.pytorchReplicaSpecs.Worker.template.metadata.annotations.kai.scheduler/segment-size"
+
+
+def test_pytorch_segment_size_zero_warns_naming_the_template_field() -> None:
     workers = {"replicas": 4, "template": {"metadata": {"annotations": {"kai.scheduler/segment-size": "0"}}}}
+    job = owner("kubeflow.org/v1", "PyTorchJob", "pt", spec={"pytorchReplicaSpecs": {"Worker": workers}})
+    warning = inconsistent(pod(owned_by=job, labels={ROLE: "worker", INDEX: "0"}), job)
+    assert (warning.obj, warning.field) == ("PyTorchJob/default/pt", SEGMENT_FIELD)
+
+
+def test_pytorch_segment_size_not_a_number_is_an_error() -> None:
+    workers = {"replicas": 4, "template": {"metadata": {"annotations": {"kai.scheduler/segment-size": "two"}}}}
     job = owner("kubeflow.org/v1", "PyTorchJob", "pt", spec={"pytorchReplicaSpecs": {"Worker": workers}})
     with pytest.raises(ManifestError) as info:
         pg(pod(owned_by=job, labels={ROLE: "worker", INDEX: "0"}), job)
-    assert info.value.field == (
-        "spec.pytorchReplicaSpecs.Worker.template.metadata.annotations.kai.scheduler/segment-size"
-    )
+    assert info.value.field == SEGMENT_FIELD
 
 
 def test_mpi_wait_for_workers_leaves_the_launcher_out_until_it_exists() -> None:

@@ -12,7 +12,7 @@ import yaml
 from kai.api.errors import ManifestError
 from kai.api.objects import TopologyConstraint
 from kai.api.workloads import parse_workload
-from tests.unit.podgrouper.helpers import FakeView, group, owner, pg, pod, subgroups
+from tests.unit.podgrouper.helpers import FakeView, group, inconsistent, owner, pg, pod, subgroups
 
 WALKTHROUGH_RAYCLUSTER = """
 apiVersion: ray.io/v1
@@ -100,11 +100,25 @@ def test_gang_size_and_subgroups(groups: list, extra: dict, min_member: int, exp
     assert [(s.name, s.min_member) for s in g.sub_groups] == expected
 
 
-def test_min_replicas_above_replicas_is_an_error_naming_the_group() -> None:
-    rc = owner("ray.io/v1", "RayCluster", "rc", spec={"workerGroupSpecs": [group_spec("a", replicas=1, minReplicas=2)]})
-    with pytest.raises(ManifestError) as info:
-        pg(head_pod(rc), rc)
-    assert (info.value.obj, info.value.field) == ("RayCluster/default/rc", "spec.workerGroupSpecs[0].minReplicas")
+INCONSISTENT_GROUPS = [
+    pytest.param(group_spec("a", replicas=1, minReplicas=2), "minReplicas", "more than replicas 1", id="min_gt_rep"),
+    pytest.param(
+        group_spec("a", replicas=3, minReplicas=3, maxReplicas=2),
+        "minReplicas",
+        "more than maxReplicas",
+        id="min_gt_max",
+    ),
+    pytest.param(group_spec("a", replicas=-1), "replicas", "-1 must not be negative", id="negative_replicas"),
+    pytest.param(group_spec("a", replicas=2, numOfHosts=-2), "numOfHosts", "must not be negative", id="negative_hosts"),
+]
+
+
+@pytest.mark.parametrize(("spec", "field", "text"), INCONSISTENT_GROUPS)
+def test_inconsistent_worker_group_warns_naming_the_group_and_falls_back(spec: dict, field: str, text: str) -> None:
+    rc = owner("ray.io/v1", "RayCluster", "rc", spec={"workerGroupSpecs": [group_spec("ok", replicas=1), spec]})
+    warning = inconsistent(head_pod(rc), rc)
+    assert (warning.obj, warning.field) == ("RayCluster/default/rc", f"spec.workerGroupSpecs[1].{field}")
+    assert text in warning.message
 
 
 def test_group_topology_from_template_annotations() -> None:
@@ -117,13 +131,12 @@ def test_group_topology_from_template_annotations() -> None:
     assert g.sub_groups[1].topology_constraint == TopologyConstraint("dc", "rack", "")
 
 
-def test_group_placement_without_topology_name_is_an_error() -> None:
+def test_group_placement_without_topology_name_warns() -> None:
     worker = group_spec("a", replicas=2)
     worker["template"]["metadata"] = {"annotations": {"kai.scheduler/topology-preferred-placement": "rack"}}
     rc = owner("ray.io/v1", "RayCluster", "rc", spec={"workerGroupSpecs": [worker]})
-    with pytest.raises(ManifestError) as info:
-        pg(head_pod(rc), rc)
-    assert info.value.field == "spec.workerGroupSpecs[0].template.metadata.annotations.kai.scheduler/topology"
+    warning = inconsistent(head_pod(rc), rc)
+    assert warning.field == "spec.workerGroupSpecs[0].template.metadata.annotations.kai.scheduler/topology"
 
 
 def test_ray_priority_class_label_overrides() -> None:

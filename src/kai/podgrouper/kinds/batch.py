@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kai.api import constants as C
-from kai.api.errors import ManifestError
+from kai.api.errors import ManifestError, OwnerSpecError
 from kai.api.workloads import annotation_int
 from kai.podgrouper._default import draft, origin
 from kai.podgrouper._model import Draft, Request
@@ -17,7 +17,7 @@ def job(req: Request) -> Draft:
     override = annotation_int(req.top.ref, req.top.meta.annotations, C.ANNOTATION_BATCH_MIN_MEMBER)
     if override is not None:
         if override < 0:
-            raise ManifestError(
+            raise OwnerSpecError(
                 f"{override} must not be negative",
                 obj=req.top.ref,
                 field=f"metadata.annotations.{C.ANNOTATION_BATCH_MIN_MEMBER}",

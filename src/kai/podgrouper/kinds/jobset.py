@@ -11,7 +11,7 @@ JobSet's ``batch-min-member`` (capped at the number of replicatedJobs). Pods are
 from __future__ import annotations
 
 from kai.api import constants as C
-from kai.api.errors import ManifestError
+from kai.api.errors import ManifestError, OwnerSpecError
 from kai.api.objects import SubGroup, TopologyConstraint, parse_go_int
 from kai.api.workloads import Fields, annotation_int
 from kai.podgrouper._default import draft, origin
@@ -22,7 +22,7 @@ def jobset(req: Request) -> Draft:
     spec = req.top.fields().at("spec")
     rjobs = spec.items("replicatedJobs")
     if not rjobs:
-        raise spec.error("a JobSet needs at least one replicated job", "replicatedJobs")
+        raise spec.inconsistent("a JobSet needs at least one replicated job", "replicatedJobs")
     d = draft(req)
     d.min_member = None
     d.min_subgroup = _root_min_subgroup(req, spec, len(rjobs))
@@ -48,7 +48,7 @@ def _root_min_subgroup(req: Request, spec: Fields, n: int) -> int:
     override = annotation_int(req.top.ref, req.top.meta.annotations, key)
     if override is not None:
         if override < 1:
-            raise ManifestError(f"{override} must be at least 1", obj=req.top.ref, field=f"metadata.annotations.{key}")
+            raise OwnerSpecError(f"{override} must be at least 1", obj=req.top.ref, field=f"metadata.annotations.{key}")
         return min(override, n)
     return 1 if spec.string("startupPolicy", "startupPolicyOrder") == "InOrder" else n
 
@@ -60,8 +60,10 @@ def _leaf_min_member(rj: Fields) -> int:
     if not text:
         return parallelism
     value = parse_go_int(text)
-    if value is None or not 1 <= value < 2**31:
+    if value is None or value >= 2**31:
         raise rj.error(f"{text!r} is not a positive integer", *path)
+    if value < 1:
+        raise rj.inconsistent(f"{text!r} is not a positive integer", *path)
     return value
 
 
@@ -84,7 +86,7 @@ def _leaf_of(req: Request, d: Draft) -> str:
             )
     leaf = f"{labels[C.LABEL_JOBSET_REPLICATED_JOB]}-replica-{labels[C.LABEL_JOBSET_JOB_INDEX]}"
     if not any(s.name == leaf for s in d.subgroups):
-        raise ManifestError(
+        raise OwnerSpecError(
             f"subgroup {leaf!r} is not in the JobSet",
             obj=origin(req.pod).ref,
             field=f"metadata.labels.{C.LABEL_JOBSET_JOB_INDEX}",

@@ -10,7 +10,7 @@ optionally cut into segments (``kai.scheduler/segment-size``) that carry their o
 from __future__ import annotations
 
 from kai.api import constants as C
-from kai.api.errors import ManifestError
+from kai.api.errors import ManifestError, OwnerSpecError
 from kai.api.objects import SubGroup, TopologyConstraint, parse_go_int
 from kai.api.workloads import Fields
 from kai.podgrouper._default import draft, origin, priority_class_for
@@ -22,16 +22,16 @@ MAX_SEGMENTS = 10000  # maxAllowedSegmentation
 def _total_replicas(spec: Fields, field: str, mandatory: tuple[str, ...]) -> int:
     """calcJobNumOfPods: every replica spec needs replicas > 0; the mandatory ones must exist."""
     if not spec.has(field):
-        raise spec.error("is required (the job has no replica specs)", field)
+        raise spec.inconsistent("is required (the job has no replica specs)", field)
     specs = spec.mapping(field)
     for name in mandatory:
         if name not in specs:
-            raise spec.error(f"a {name} replica spec is required", field)
+            raise spec.inconsistent(f"a {name} replica spec is required", field)
     total = 0
     for name in specs:
         replicas = spec.integer(field, name, "replicas")
-        if not replicas:
-            raise spec.error("must be greater than 0", field, name, "replicas")
+        if replicas is None or replicas <= 0:
+            raise spec.inconsistent("must be greater than 0", field, name, "replicas")
         total += replicas
     return total
 
@@ -40,9 +40,16 @@ def _distributed(req: Request, field: str, mandatory: tuple[str, ...] = ()) -> D
     """KubeflowDistributedGrouper: minAvailable if set, else the sum of the replicas."""
     d = draft(req)
     spec = req.top.fields().at("spec")
-    min_available = spec.integer("runPolicy", "schedulingPolicy", "minAvailable")
+    min_available = _non_negative(spec, "runPolicy", "schedulingPolicy", "minAvailable")
     d.min_member = min_available if min_available is not None else _total_replicas(spec, field, mandatory)
     return d
+
+
+def _non_negative(spec: Fields, *path: str) -> int | None:
+    value = spec.integer(*path)
+    if value is not None and value < 0:
+        raise spec.inconsistent(f"{value} must not be negative", *path)
+    return value
 
 
 def tfjob(req: Request) -> Draft:
@@ -86,10 +93,10 @@ def notebook(req: Request) -> Draft:
 def pytorchjob(req: Request) -> Draft:
     d = _distributed(req, "pytorchReplicaSpecs")
     spec = req.top.fields().at("spec")
-    min_replicas = spec.integer("elasticPolicy", "minReplicas")
+    min_replicas = _non_negative(spec, "elasticPolicy", "minReplicas")
     if min_replicas is not None:
         d.min_member = min_replicas
-    min_available = spec.integer("runPolicy", "schedulingPolicy", "minAvailable")
+    min_available = _non_negative(spec, "runPolicy", "schedulingPolicy", "minAvailable")
     if min_available is not None:
         d.min_member = min_available
     assert d.min_member is not None
@@ -118,7 +125,7 @@ def _pytorch_subgroups(req: Request, d: Draft, specs: Fields, total: int) -> Non
             workers = specs.integer("Worker", "replicas", default=1) or 0
             n = -(-workers // size)
             if n > MAX_SEGMENTS:
-                raise specs.error(f"{n} segments is more than the {MAX_SEGMENTS} allowed", "Worker", "replicas")
+                raise specs.inconsistent(f"{n} segments is more than the {MAX_SEGMENTS} allowed", "Worker", "replicas")
             topology = _segment_topology(req, specs)
             for i in range(n):
                 last_short = i == n - 1 and workers % size
@@ -160,8 +167,9 @@ def _segment_size(req: Request, specs: Fields) -> int | None:
     if size is None or size <= 0:
         message = f"{text!r} is not a positive integer"
         if from_pod:
-            raise ManifestError(message, obj=origin(req.pod).ref, field=f"metadata.annotations.{key}")
-        raise specs.error(message, *path)
+            error = OwnerSpecError if size is not None else ManifestError
+            raise error(message, obj=origin(req.pod).ref, field=f"metadata.annotations.{key}")
+        raise specs.inconsistent(message, *path) if size is not None else specs.error(message, *path)
     return size
 
 

@@ -11,9 +11,9 @@ LWS, else on its worker template), ``segment-<i>`` subgroups with the segment to
 from __future__ import annotations
 
 from kai.api import constants as C
-from kai.api.errors import ManifestError
+from kai.api.errors import ManifestError, OwnerSpecError
 from kai.api.objects import Pod, SubGroup, TopologyConstraint, parse_go_int
-from kai.api.workloads import Fields
+from kai.api.workloads import Fields, format_path
 from kai.podgrouper._default import draft, origin
 from kai.podgrouper._model import Draft, Request
 
@@ -25,7 +25,7 @@ def leaderworkerset(req: Request) -> Draft:
     spec = req.top.fields().at("spec")
     size = spec.integer("leaderWorkerTemplate", "size", default=1) or 0  # the CRD defaults size to 1
     if size <= 0:
-        raise spec.error(f"{size} is not a valid group size", "leaderWorkerTemplate", "size")
+        raise spec.inconsistent(f"{size} is not a valid group size", "leaderWorkerTemplate", "size")
     policy = spec.string("startupPolicy", default="LeaderCreated")
     worker_index = _worker_index(req.pod, required=False)
     if policy == "LeaderReady":
@@ -70,7 +70,7 @@ def _subgroups(req: Request, spec: Fields, replicas: int) -> tuple[list[SubGroup
     policy = spec.string("leaderWorkerTemplate", "subGroupPolicy", "subGroupPolicyType", default="LeaderWorker")
     n = _segment_index(replicas - 1, replicas, segment) + 1
     if n > MAX_SEGMENTS:
-        raise spec.error(f"{n} segments is more than the {MAX_SEGMENTS} allowed", "leaderWorkerTemplate", "size")
+        raise spec.inconsistent(f"{n} segments is more than the {MAX_SEGMENTS} allowed", "leaderWorkerTemplate", "size")
     topology = _segment_topology(req, spec)
     sizes = [segment] * n
     sizes[-1] = sum(1 for w in range(replicas) if _segment_index(w, replicas, segment) == n - 1)
@@ -89,7 +89,7 @@ def _subgroups(req: Request, spec: Fields, replicas: int) -> tuple[list[SubGroup
         return segments, ("workers" if pod_segment == 0 else f"segment-{pod_segment}")
     if policy == "LeaderExcluded":
         if not divisible:
-            raise spec.error(
+            raise spec.inconsistent(
                 f"LeaderExcluded needs size - 1 ({replicas - 1}) divisible by the segment size {segment}",
                 "leaderWorkerTemplate",
                 "subGroupPolicy",
@@ -121,12 +121,12 @@ def _segment_size(req: Request, spec: Fields, replicas: int) -> int | None:
     policy_path = ("leaderWorkerTemplate", "subGroupPolicy", "subGroupSize")
     template_path = ("leaderWorkerTemplate", "workerTemplate", "metadata", "annotations", key)
 
-    def error(message: str) -> ManifestError:
+    def error(message: str, kind: type[ManifestError] = ManifestError) -> ManifestError:
         if spec.has(*policy_path):
-            return spec.error(message, *policy_path)
+            return kind(message, obj=spec.ref, field=format_path(spec.base + policy_path))
         if key in req.top.meta.annotations:
-            return ManifestError(message, obj=req.top.ref, field=f"metadata.annotations.{key}")
-        return spec.error(message, *template_path)
+            return kind(message, obj=req.top.ref, field=f"metadata.annotations.{key}")
+        return kind(message, obj=spec.ref, field=format_path(spec.base + template_path))
 
     size = spec.integer(*policy_path)
     if size is None:
@@ -139,9 +139,9 @@ def _segment_size(req: Request, spec: Fields, replicas: int) -> int | None:
         if size is None:
             raise error(f"{text!r} is not an integer")
     if size <= 1:
-        raise error(f"segment size {size} must be greater than 1")
+        raise error(f"segment size {size} must be greater than 1", OwnerSpecError)
     if size > replicas:
-        raise error(f"segment size {size} is greater than the group size {replicas}")
+        raise error(f"segment size {size} is greater than the group size {replicas}", OwnerSpecError)
     return size
 
 

@@ -81,11 +81,19 @@ def gang(cluster: Workload) -> tuple[int, list[SubGroup]]:
             continue
         replicas = group.integer("replicas", default=0) or 0
         min_replicas = group.integer("minReplicas", default=0) or 0
+        max_replicas = group.integer("maxReplicas")
+        hosts = group.integer("numOfHosts", default=1) or 0
+        for field, value in (("replicas", replicas), ("minReplicas", min_replicas), ("numOfHosts", hosts)):
+            if value < 0:
+                raise group.inconsistent(f"{value} must not be negative", field)
         if min_replicas > replicas:
-            raise group.error(f"minReplicas {min_replicas} is more than replicas {replicas}", "minReplicas")
+            raise group.inconsistent(f"minReplicas {min_replicas} is more than replicas {replicas}", "minReplicas")
+        if max_replicas is not None and min_replicas > max_replicas:
+            raise group.inconsistent(
+                f"minReplicas {min_replicas} is more than maxReplicas {max_replicas}", "minReplicas"
+            )
         if replicas == 0 and min_replicas == 0:
             continue
-        hosts = group.integer("numOfHosts", default=1) or 0
         count = (min_replicas if autoscaling or min_replicas > 0 else replicas) * hosts
         total += count
         name = group.string("groupName") or f"worker-group-{i}"
@@ -104,5 +112,7 @@ def _template_topology(group: Fields) -> TopologyConstraint | None:
         return None
     topology = annotations.get(C.ANNOTATION_TOPOLOGY, "")
     if not topology:
-        raise group.error("is required when a topology placement annotation is set", *path, C.ANNOTATION_TOPOLOGY)
+        raise group.inconsistent(
+            "is required when a topology placement annotation is set", *path, C.ANNOTATION_TOPOLOGY
+        )
     return TopologyConstraint(topology, required, preferred)

@@ -8,6 +8,12 @@ any task is pipelined while the gang is below its minimum, the whole gang is
 pipelined. Commit on success, roll back on failure. A job with more pending
 tasks goes back into the queue so elastic pods interleave across queues.
 
+A job with subgroups or a topology constraint goes through
+``actions.gang``: its plan (every unsatisfied required subgroup's missing pods,
+or one elastic pod) is placed domain by domain, each domain tried from a
+Statement checkpoint; a constraint naming a missing Topology or level fails
+the job with that reason and touches nothing else.
+
 Fast path: capacity only shrinks during allocate, so once k tasks of one
 (signature, request) could not all be placed, no later attempt needing >= k of
 them can succeed; such jobs fail without a search, with the same reason.
@@ -16,11 +22,14 @@ them can succeed; such jobs fail without a search, with the same reason.
 from __future__ import annotations
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
+from kai.scheduler.actions.gang import JobPlacement, is_simple, job_constraints, plan_for
 from kai.scheduler.capacity import check_capacity
 from kai.scheduler.explain import explain_no_node, gang_message
+from kai.scheduler.gpusharing import NOW
 from kai.scheduler.model import JobInfo, TaskInfo, TaskStatus
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session, Statement
+from kai.scheduler.topology import TopologyError
 
 
 class Allocate:
@@ -34,11 +43,17 @@ class Allocate:
             if not ssn.job_ready(job):
                 continue
             candidates.append(job)
-        _honor_nominations(ssn, [job for job in candidates if _nominated(ssn, job)])
-        candidates = [job for job in candidates if ssn.pending_tasks(job)]
+        nominated = [job for job in candidates if _nominated(ssn, job)]
+        if nominated:
+            _honor_nominations(ssn, nominated)
+            candidates = [job for job in candidates if ssn.pending_tasks(job)]
         queue = JobQueue(ssn, candidates)
         impossible: dict[tuple[int, bytes], tuple[int, str]] = {}  # (sig, request) -> (min count that failed, why)
         while (job := queue.pop()) is not None:
+            if not is_simple(job):
+                if _allocate_gang(ssn, job):
+                    queue.push(job)
+                continue
             tasks = ssn.tasks_to_allocate(job)
             if not tasks:
                 continue
@@ -50,13 +65,15 @@ class Allocate:
             if shape is not None and shape in impossible and len(tasks) >= impossible[shape][0]:
                 ssn.fail(job, "Unschedulable", impossible[shape][1])
                 continue
+            # placing *tasks* takes exactly them out of PENDING, so what is left is known before placing
+            more_pending = len(ssn.pending_tasks(job)) > len(tasks)
             stmt = ssn.statement()
             placed, why = _place(ssn, stmt, tasks)
             if placed == len(tasks):
                 pipeline_whole_gang_if_needed(ssn, stmt, job)
                 stmt.commit()
                 ssn.failures.pop(job.index, None)
-                if ssn.pending_tasks(job):
+                if more_pending:
                     queue.push(job)
                 continue
             stmt.rollback()
@@ -69,8 +86,39 @@ class Allocate:
                     impossible[shape] = (len(tasks), message)
 
 
+def _allocate_gang(ssn: Session, job: JobInfo) -> bool:
+    """Subgroups or a topology constraint: one attempt of the job's plan (kai.scheduler.actions.gang), inside a
+    Statement. True when it was placed and has more pending pods (the caller queues it again)."""
+    try:
+        constraints = job_constraints(ssn, job)
+    except TopologyError as e:
+        ssn.fail(job, "Unschedulable", str(e))
+        return False
+    assert job.gang is not None
+    plan = plan_for(ssn, job)
+    tasks = plan.tasks(job.gang)
+    if not tasks and not plan.leaf_tasks:
+        return False
+    failure = check_capacity(ssn, job, tasks)
+    if failure is not None:
+        ssn.failures[job.index] = failure
+        return False
+    stmt = ssn.statement()
+    placement = JobPlacement(ssn, stmt, job, constraints)
+    if placement.run(plan):
+        pipeline_whole_gang_if_needed(ssn, stmt, job)
+        stmt.commit()
+        ssn.failures.pop(job.index, None)
+        return bool(ssn.pending_tasks(job))
+    stmt.rollback()
+    why = placement.why or "no node can take the pods"
+    ssn.fail(job, "Unschedulable", gang_message(placement.max_placed, len(tasks), why) if plan.gang_phase else why)
+    return False
+
+
 def _nominated(ssn: Session, job: JobInfo) -> bool:
-    return any(ssn.snap.tasks[t].nominated >= 0 for t in job.tasks if ssn.status[t] == TaskStatus.PENDING)
+    tasks, status, pending = ssn.snap.tasks, ssn.status, TaskStatus.PENDING  # asked of every candidate job
+    return any(tasks[t].nominated >= 0 for t in job.tasks if status[t] == pending)
 
 
 def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
@@ -89,9 +137,8 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
             continue
         stmt = ssn.statement()
         for task in todo:
-            cols = task.request.nonzero()[0]
             node = task.nominated
-            if not (ssn.static_fit(task).mask[node] and (ssn.idle[node, cols] >= task.request[cols]).all()):
+            if not (ssn.static_fit(task).mask[node] and ssn.fit_on(task, node) == NOW):
                 stmt.rollback()
                 break
             stmt.allocate(task, node)
@@ -102,6 +149,8 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
 def uniform_shape(tasks: list[TaskInfo]) -> tuple[int, bytes] | None:
     first = tasks[0]
     key = (first.signature, first.request.tobytes())
+    if len(tasks) == 1:  # most jobs: no generator to run
+        return key
     if all(t.signature == key[0] and t.request.tobytes() == key[1] for t in tasks[1:]):
         return key
     return None

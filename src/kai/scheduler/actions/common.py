@@ -14,6 +14,8 @@ def pipeline_whole_gang_if_needed(ssn: Session, stmt: Statement, job: JobInfo) -
     Binding some pods now while the rest wait for releases would hold GPUs idle
     in a gang that cannot start.
     """
+    if job.min_available <= 1:  # nothing to hold back: one placed pod, allocated or pipelined, meets the minimum
+        return
     status = ssn.status
     if not any(status[t] == TaskStatus.PIPELINED for t in job.tasks):
         return

@@ -12,7 +12,7 @@ from __future__ import annotations
 from kai.scheduler.actions.evicting import EvictingAction
 from kai.scheduler.actions.solver import Scenario
 from kai.scheduler.explain import fmt_amount
-from kai.scheduler.model import GPU, JobInfo, TaskInfo
+from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import Session
 
 
@@ -61,5 +61,6 @@ class Consolidation(EvictingAction):
 
 
 def _free_gpus(ssn: Session) -> int:
-    """Idle plus releasing GPUs over the cluster (milli-GPU): all that moving pods could gather."""
-    return int((ssn.idle[:, GPU] + ssn.releasing[:, GPU]).clip(min=0).sum())
+    """Idle plus releasing GPUs over the cluster (milli-GPU), what shared GPUs have left included: all
+    that moving pods could gather (two half-used GPUs make one whole GPU once a fraction moves)."""
+    return int(ssn.free_gpu_milli().sum())

@@ -13,11 +13,13 @@ from __future__ import annotations
 from kai.api.duration import format_duration
 from kai.api.objects import format_time
 from kai.scheduler.actions.allocate import uniform_shape
+from kai.scheduler.actions.gang import is_simple, job_constraints, tasks_to_allocate
 from kai.scheduler.actions.solver import Budget, Scenario, Solver, SolveResult
 from kai.scheduler.capacity import check_capacity, job_request
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session
+from kai.scheduler.topology import TopologyError
 from kai.scheduler.victims import VictimOrder
 
 
@@ -74,7 +76,14 @@ class EvictingAction:
         queue = JobQueue(ssn, [job for job in candidates if self._outside_delay(ssn, job)])
         failed: dict[tuple, tuple[int, str]] = {}  # KAI's scheduling signatures: skip jobs no easier than a failure
         while (job := queue.pop()) is not None:
-            tasks = ssn.tasks_to_allocate(job)
+            if not is_simple(job):
+                try:
+                    job_constraints(ssn, job)
+                except TopologyError as e:
+                    if job.index not in ssn.failures:  # allocate, when it ran, already said so
+                        ssn.note(job, self.name, str(e))
+                    continue
+            tasks = tasks_to_allocate(ssn, job)
             if not tasks:
                 continue
             over = check_capacity(ssn, job, tasks)  # limits and non-preemptible quota bind evictions too
@@ -158,6 +167,8 @@ def _pending_ready(ssn: Session) -> list[JobInfo]:
 
 def _shape(job: JobInfo, tasks: list[TaskInfo]) -> tuple | None:
     """KAI's scheduling signature for eviction actions: the pod shape, within one queue and priority."""
+    if not is_simple(job):
+        return None  # subgroups and topology constraints make jobs of one pod shape differ in difficulty
     shape = uniform_shape(tasks)
     return None if shape is None else (job.queue, job.priority, job.preemptible, *shape)
 

@@ -30,8 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
-from kai.scheduler.model import JobInfo, TaskInfo
+from kai.scheduler.actions.gang import is_simple, job_constraints, place_fixed
+from kai.scheduler.gpusharing import LATER, NOW
+from kai.scheduler.model import GPU, JobInfo, TaskInfo
 from kai.scheduler.session import Session, Statement
+from kai.scheduler.topology import TopologyError
 from kai.scheduler.victims import VictimUnit
 
 _GROWTH = 1.5  # simulate the multi-node set again once it has grown by this factor
@@ -82,6 +85,7 @@ class Solver:
         self.validator = validator
         self.all_must_move = all_must_move
         self.budget = budget
+        self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
 
     # --- search ---------------------------------------------------------------------------------------
 
@@ -96,6 +100,8 @@ class Solver:
         if not static.any():
             return result
         free = ssn.idle + ssn.releasing  # per node, before any victim
+        if ssn.any_groups:  # what GPU groups have left counts too: a bound, the simulation decides
+            free[:, GPU] = ssn.free_gpu_milli()
         cols = np.flatnonzero(request)
         seen: list[VictimUnit] = []
         # a unit a PodDisruptionBudget fully protects can never be part of an accepted set: skip it early,
@@ -132,7 +138,11 @@ class Solver:
         # multi-node: everything seen so far, then more, in victim order. A set is simulated only when the
         # freed room could hold every pod (_Room, a necessary condition), and after a failure only once it
         # has grown by _GROWTH, so a 2,000-pod gang costs a handful of simulations, not thousands.
-        room = _Room(free, static, tasks, cols)
+        room = _Room(free, static, tasks, cols, _required_domains(ssn, job))
+        if ssn.any_groups:
+            # GPU groups make the per-node count a bound only (free share may be split over several GPUs, and
+            # a victim that does not raise the count can still empty a GPU): never drop victims as useless
+            room.exact = False
         chosen: list[VictimUnit] = []
         next_try = tried_len = 0
         for unit in itertools.chain(seen, it):
@@ -159,7 +169,7 @@ class Solver:
         ssn = self.ssn
         before = [row[:] for row in ssn.queues.alloc]
         stmt = ssn.statement()
-        plan = self._simulate(stmt, tasks, units)
+        plan = self._simulate(stmt, job, tasks, units)
         stmt.rollback()
         if plan is None:
             result.rejections["the job does not fit even with these victims gone"] = (
@@ -196,23 +206,29 @@ class Solver:
         return True
 
     def _simulate(
-        self, stmt: Statement, tasks: list[TaskInfo], units: list[VictimUnit]
+        self, stmt: Statement, job: JobInfo, tasks: list[TaskInfo], units: list[VictimUnit]
     ) -> tuple[list[int], set[int], dict[int, int]] | None:
         """Evict *units*, place *tasks*, put victims back; None if the job does not fit."""
         ssn = self.ssn
         snap = ssn.snap
         placer = ssn.placer
-        home = {t: ssn.node[t] for u in units for t in u.tasks}
+        home = {t: (ssn.node[t], ssn.gpus[t]) for u in units for t in u.tasks}  # node, and GPU groups if shared
         for u in units:
             for t in u.tasks:
                 stmt.evict(snap.tasks[t])
         placements = []
-        for task in tasks:
-            node, now = placer.best_node(task)
-            if node < 0:
+        if is_simple(job):
+            for task in tasks:
+                node, now = placer.best_node(task)
+                if node < 0:
+                    return None
+                (stmt.allocate if now else stmt.pipeline)(task, node)
+                placements.append(node)
+        else:  # subgroups or a topology constraint: the preemptor's pods go where allocate would put them
+            fixed = place_fixed(ssn, stmt, job, tasks)
+            if fixed is None:
                 return None
-            (stmt.allocate if now else stmt.pipeline)(task, node)
-            placements.append(node)
+            placements = fixed
         # Victims come back whole units at a time, in job order (the most deserving job first), each on the
         # best node (KAI's way). That can pack a victim onto another victim's home and cascade into many
         # moves, so when it moves anything, a second pass that first keeps every unit fitting at home is
@@ -229,7 +245,12 @@ class Solver:
         return placements, back_home, moved
 
     def _put_back(
-        self, stmt: Statement, units: list[VictimUnit], home: dict[int, int], *, home_first: bool
+        self,
+        stmt: Statement,
+        units: list[VictimUnit],
+        home: dict[int, tuple[int, tuple[int, ...]]],
+        *,
+        home_first: bool,
     ) -> tuple[set[int], dict[int, int]]:
         """Re-place victim units (pipeline only); returns (tasks back on their own node, moved task -> node)."""
         ssn = self.ssn
@@ -244,13 +265,13 @@ class Solver:
                 mark = stmt.checkpoint()
                 for t in u.tasks:
                     task = snap.tasks[t]
-                    node = home[t]
-                    cols = task.request.nonzero()[0]
-                    if not (ssn.idle[node, cols] + ssn.releasing[node, cols] >= task.request[cols]).all():
+                    node, gpus = home[t]
+                    shared_gpus = gpus if task.share is not None else None
+                    if not ssn.fit_on(task, node, shared_gpus):
                         stmt.rollback(mark)
                         homeless.append(u)
                         break
-                    stmt.pipeline(task, node)
+                    stmt.pipeline(task, node, shared_gpus)
                 else:
                     back_home.update(u.tasks)
         for u in homeless:
@@ -264,10 +285,11 @@ class Solver:
                 spots.append((t, node))
             else:
                 for t, node in spots:
-                    if node == home[t]:
+                    if (node, ssn.gpus[t]) == home[t]:  # a shared pod on other GPUs of its node has moved
                         back_home.add(t)
                     else:
                         moved[t] = node
+                        self._moved_gpus[t] = ssn.gpus[t]
                 continue
             stmt.rollback(mark)
         return back_home, moved
@@ -287,19 +309,19 @@ class Solver:
         for t in evicted:
             stmt.evict(snap.tasks[t])
         for task, node in zip(tasks, placements):
-            cols = np.flatnonzero(task.request)
-            if (ssn.idle[node, cols] >= task.request[cols]).all():
+            fit = ssn.fit_on(task, node)
+            if fit == NOW:
                 stmt.allocate(task, node)
-            elif (ssn.idle[node, cols] + ssn.releasing[node, cols] >= task.request[cols]).all():
+            elif fit == LATER:
                 stmt.pipeline(task, node)
             else:
                 return False
         for t, node in sorted(moved.items()):
             task = snap.tasks[t]
-            cols = np.flatnonzero(task.request)
-            if not (ssn.idle[node, cols] + ssn.releasing[node, cols] >= task.request[cols]).all():
+            gpus = self._moved_gpus.get(t) if task.share is not None else None  # the GPUs the simulation chose
+            if not ssn.fit_on(task, node, gpus):
                 return False
-            stmt.pipeline(task, node)
+            stmt.pipeline(task, node, gpus)
         pipeline_whole_gang_if_needed(ssn, stmt, job)
         return True
 
@@ -315,14 +337,25 @@ class _Room:
     When all the job's pods ask for the same amounts, the count is exact per node, so a victim on a node
     whose count did not grow cannot help the job in: ``useful`` leaves such victims out of the simulated
     set. Evicting them would only churn (they would be put back, perhaps elsewhere: a needless move).
+
+    With *domain* (per node, the job's domain at its required topology level; -1 outside the topology) the
+    pods must fit in one domain, so the condition is per domain: some domain's sum must reach the pods.
     """
 
-    def __init__(self, free: np.ndarray, static: np.ndarray, tasks: list[TaskInfo], cols: np.ndarray) -> None:
+    def __init__(
+        self,
+        free: np.ndarray,
+        static: np.ndarray,
+        tasks: list[TaskInfo],
+        cols: np.ndarray,
+        domain: np.ndarray | None = None,
+    ) -> None:
         smallest = np.min([t.request for t in tasks], axis=0)
         self._cols = [int(c) for c in cols if smallest[c] > 0]
         self._smallest = [int(smallest[c]) for c in self._cols]
         self._pods = len(tasks)
         self._uniform = all((t.request == tasks[0].request).all() for t in tasks[1:])
+        self.exact = True  # the per-node count is exact for uniform pods (False when GPUs are shared)
         self._static = static.tolist()
         self._free: dict[int, list[int]] = {}
         self._base = free
@@ -333,6 +366,14 @@ class _Room:
             self._total = int(self._cap.sum())
         else:
             self._total = self._pods  # pods that request nothing fit anywhere: never skip
+        self._domain: list[int] | None = None
+        if domain is not None and self._cols:
+            inside = domain >= 0
+            self._cap[~inside] = 0
+            self._domain = domain.tolist()
+            self._domain_total = np.bincount(
+                domain[inside], weights=self._cap[inside], minlength=int(domain.max()) + 1
+            ).astype(np.int64).tolist()
 
     def free_unit(self, node_of: list[int], unit_tasks: tuple[int, ...], request: list[np.ndarray]) -> None:
         if not self._cols:
@@ -348,17 +389,38 @@ class _Room:
             for i, c in enumerate(self._cols):
                 got[i] += int(r[c])
             cap = min(max(g, 0) // q for g, q in zip(got, self._smallest))
+            if self._domain is not None:
+                d = self._domain[n]
+                if d < 0:
+                    continue
+                self._domain_total[d] += cap - int(self._cap[n])
             self._total += cap - int(self._cap[n])
             self._cap[n] = cap
 
     def enough(self) -> bool:
+        if self._domain is not None:
+            return max(self._domain_total, default=0) >= self._pods
         return self._total >= self._pods
 
     def useful(self, units: list[VictimUnit], node_of: list[int]) -> list[VictimUnit]:
-        if not self._uniform or not self._cols:
+        if not self._uniform or not self.exact or not self._cols:
             return list(units)
         grown = {n for n in self._free if self._cap[n] > self._base_cap[n]}
         return [u for u in units if any(node_of[t] in grown for t in u.tasks)]
+
+
+def _required_domains(ssn: Session, job: JobInfo) -> np.ndarray | None:
+    """Per node, the job's domain at the required level of its PodGroup-level constraint (-1 outside the
+    topology), or None without one: victims only help the job inside one such domain."""
+    if is_simple(job):
+        return None
+    try:
+        con = job_constraints(ssn, job)[0]
+    except TopologyError:
+        return None
+    if con is None or con.required is None:
+        return None
+    return con.tree.domain[con.required]
 
 
 def _job_order(job: JobInfo) -> tuple:

@@ -12,30 +12,26 @@ to the cluster. A job no longer stale has its stamp cleared (reference 4.2).
 
 from __future__ import annotations
 
-from kai.api import constants as C
 from kai.scheduler.model import ACTIVE_ALLOCATED, ACTIVE_USED, JobInfo, TaskStatus
 from kai.scheduler.session import Session
+from kai.scheduler.subgroups import counts, first_unsatisfied, min_pods
 
 
 def _unsatisfied(ssn: Session, job: JobInfo) -> tuple[str, int] | None:
-    """(sub-group name or '', its minimum) of the first PodSet below its minimum; None if all are satisfied."""
-    tasks = ssn.snap.tasks
-    leaves = [g for g in job.podgroup.sub_groups if g.min_member is not None and g.min_subgroup is None]
-    parents = {g.parent for g in job.podgroup.sub_groups if g.parent}
-    leaves = [g for g in leaves if g.name not in parents]
-    if not leaves:
+    """(sub-group name or '', its minimum in pods) of the PodSet keeping the gang unsatisfied; None if satisfied.
+
+    Subgroup jobs are judged per subgroup (leaves' minMember, sets' minSubGroup), so one leaf short makes the
+    whole job stale."""
+    gang = job.gang
+    if gang is None or gang.flat:
         active = sum(1 for t in job.tasks if ssn.status[t] in ACTIVE_USED)
         return None if active >= job.min_available else ("", job.min_available)
-    for g in leaves:
-        active = sum(
-            1
-            for t in job.tasks
-            if ssn.status[t] in ACTIVE_USED
-            and tasks[t].pod.meta.labels.get(C.LABEL_SUBGROUP_NAME, C.DEFAULT_SUBGROUP) == g.name
-        )
-        if active < (g.min_member or 0):
-            return g.name, g.min_member or 0
-    return None
+    count = counts(gang, ssn.status, ACTIVE_USED)
+    hit = first_unsatisfied(gang, count)
+    if hit is None:
+        return None
+    g = gang.nodes[hit]
+    return g.name, (g.min_member if g.leaf else min_pods(gang, hit))
 
 
 class StaleGangEviction:

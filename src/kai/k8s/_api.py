@@ -1,0 +1,181 @@
+"""A thin async HTTP layer over the Kubernetes API: JSON in and out, errors as ApiError, retries with backoff.
+
+Rules: this module knows URLs, verbs and status codes, nothing about scheduling. The connection (server,
+TLS, credentials, token rotation) comes from lightkube's kubeconfig loader and its httpx adapter; requests
+are plain JSON (msgspec encodes and decodes), because the scheduler's hot calls (bind, list, watch) need
+no typed models and typed clients cost ~10x on 10k pods. ``retrying`` wraps a call with exponential backoff
+for the errors worth retrying (connection errors, 429, 5xx); everything else is raised at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx2 as httpx
+import msgspec
+from lightkube import KubeConfig
+from lightkube.config.client_adapter import ConnectionParams
+from lightkube.config.kubeconfig import SingleConfig
+
+from kai.k8s._fasthttp import FastHttp, HttpError
+
+log = logging.getLogger("kai.k8s.api")
+T = TypeVar("T")
+
+_json = msgspec.json.Encoder()
+_decode_any = msgspec.json.Decoder()
+
+
+class ApiError(Exception):
+    """The API server answered with an error status (``code``), or could not be reached (``code`` 0)."""
+
+    def __init__(self, code: int, message: str, reason: str = "") -> None:
+        super().__init__(f"{code} {reason}: {message}" if reason else f"{code}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+    @property
+    def retriable(self) -> bool:
+        return self.code == 0 or self.code == 429 or self.code >= 500
+
+
+def load_config(kubeconfig: str | None) -> SingleConfig:
+    """From KUBECONFIG, or else in-cluster config, $KUBECONFIG or ~/.kube/config."""
+    return (KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()).get()
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential backoff with jitter: ``initial`` doubling up to ``cap`` seconds."""
+
+    initial: float = 0.2
+    cap: float = 10.0
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.cap, self.initial * (2**attempt))
+        return base * (0.5 + random.random() / 2)
+
+
+_DEFAULT_BACKOFF = Backoff()
+
+
+class Api:
+    """JSON requests to one API server. ``max_connections`` bounds the HTTP connection pool."""
+
+    def __init__(
+        self, config: SingleConfig, *, max_connections: int = 128, timeout: float = 30.0, fast: bool = True
+    ) -> None:
+        params = ConnectionParams(timeout=httpx.Timeout(timeout))
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._http = httpx.AsyncClient(limits=limits, **params.httpx_params(config))
+        self._fast = FastHttp.for_config(config, max_connections=max_connections) if fast else None
+        self.server = config.cluster.server
+        self._timeout = timeout
+
+    async def close(self) -> None:
+        await self._http.aclose()
+        if self._fast is not None:
+            await self._fast.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        """Send one request; the decoded JSON answer, or ApiError (code 0 when the server is unreachable)."""
+        content = _json.encode(body) if body is not None else None
+        if self._fast is not None and params is None:
+            try:
+                status, data = await asyncio.wait_for(
+                    self._fast.request(method, path, content, content_type), timeout=self._timeout
+                )
+            except (HttpError, TimeoutError) as e:
+                raise ApiError(0, f"{type(e).__name__}: {e}") from e
+            if status >= 400:
+                raise _error(status, data)
+            return _decode_any.decode(data) if data else None
+        headers = {"Accept": "application/json"}
+        if content is not None:
+            headers["Content-Type"] = content_type
+        try:
+            resp = await self._http.request(method, path, content=content, params=params, headers=headers)
+        except httpx.TransportError as e:
+            raise ApiError(0, f"{type(e).__name__}: {e}") from e
+        data = resp.content
+        if resp.status_code >= 400:
+            raise _error(resp.status_code, data)
+        return _decode_any.decode(data) if data else None
+
+    async def get_raw(self, path: str, params: dict[str, str] | None = None) -> bytes:
+        """GET *path*; the undecoded body (the caller decodes it into its own structs)."""
+        try:
+            resp = await self._http.get(path, params=params, headers={"Accept": "application/json"})
+        except httpx.TransportError as e:
+            raise ApiError(0, f"{type(e).__name__}: {e}") from e
+        if resp.status_code >= 400:
+            raise _error(resp.status_code, resp.content)
+        return resp.content
+
+    async def stream_lines(self, path: str, params: dict[str, str], read_timeout: float) -> AsyncIterator[bytes]:
+        """A watch: GET *path* and yield each line of the chunked answer (one JSON event per line)."""
+        timeout = httpx.Timeout(10.0, read=read_timeout)
+        try:
+            async with self._http.stream("GET", path, params=params, timeout=timeout) as resp:
+                if resp.status_code >= 400:
+                    raise _error(resp.status_code, await resp.aread())
+                buf = b""
+                async for chunk in resp.aiter_bytes():
+                    buf += chunk
+                    while True:
+                        i = buf.find(b"\n")
+                        if i < 0:
+                            break
+                        line, buf = buf[:i], buf[i + 1 :]
+                        if line.strip():
+                            yield line
+        except httpx.TransportError as e:
+            raise ApiError(0, f"{type(e).__name__}: {e}") from e
+
+
+class _Status(msgspec.Struct):
+    message: str = ""
+    reason: str = ""
+    code: int = 0
+
+
+def _error(code: int, data: bytes) -> ApiError:
+    try:
+        st = msgspec.json.decode(data, type=_Status)
+        return ApiError(code, st.message or data[:200].decode(errors="replace"), st.reason)
+    except msgspec.DecodeError:
+        return ApiError(code, data[:200].decode(errors="replace"))
+
+
+async def retrying(
+    what: str,
+    call: Callable[[], Awaitable[T]],
+    *,
+    attempts: int = 6,
+    backoff: Backoff = _DEFAULT_BACKOFF,
+) -> T:
+    """Run *call*, retrying retriable ApiErrors with backoff; the last error is raised after *attempts*."""
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except ApiError as e:
+            if not e.retriable or attempt == attempts - 1:
+                raise
+            delay = backoff.delay(attempt)
+            log.warning("retrying", extra={"call": what, "error": str(e), "delay_s": round(delay, 3)})
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")

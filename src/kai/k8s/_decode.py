@@ -1,0 +1,237 @@
+"""API server JSON → kai's typed objects, decoding only the fields the scheduler reads.
+
+Rules: Pods and Nodes, the kinds that come by the thousand, are decoded into msgspec structs that name
+only the fields kai uses (managedFields, container images, env, volumes are skipped by the C decoder
+without building Python objects). The structs are then turned into plain dicts and handed to the same
+``kai.api`` parsers that read manifests, so a pod means the same thing in ``kai sim`` and on a cluster,
+and a bad field is a ManifestError naming it. The few other kinds (Queues, PodGroups, PriorityClasses,
+Topologies, PDBs, SchedulingShards) are decoded whole.
+
+``KINDS`` lists every kind the scheduler watches: its API path, and how an item becomes a kai object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from kai.api.objects import (
+    parse_node,
+    parse_pod,
+    parse_podgroup,
+    parse_priority_class,
+    parse_queue,
+    parse_shard,
+    parse_topology,
+)
+from kai.api.pdb import parse_pdb
+
+Json = Any
+
+
+class OwnerRef(msgspec.Struct, omit_defaults=True):
+    apiVersion: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+class Meta(msgspec.Struct, omit_defaults=True):
+    name: str = ""
+    namespace: str | None = None
+    uid: str = ""
+    resourceVersion: str = ""
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+    ownerReferences: list[OwnerRef] | None = None
+
+
+class Resources(msgspec.Struct, omit_defaults=True):
+    requests: dict[str, Json] | None = None
+    limits: dict[str, Json] | None = None
+
+
+class Container(msgspec.Struct, omit_defaults=True):
+    name: str = ""
+    resources: Resources | None = None
+    restartPolicy: str | None = None
+
+
+class Affinity(msgspec.Struct, omit_defaults=True):
+    nodeAffinity: Json = None
+
+
+class PodSpec(msgspec.Struct, omit_defaults=True):
+    nodeName: str | None = None
+    schedulerName: str | None = None
+    priorityClassName: str | None = None
+    priority: int | None = None
+    nodeSelector: dict[str, str] | None = None
+    affinity: Affinity | None = None
+    tolerations: list[Json] | None = None
+    containers: list[Container] | None = None
+    initContainers: list[Container] | None = None
+    overhead: dict[str, Json] | None = None
+    schedulingGates: list[Json] | None = None
+
+
+class PodCondition(msgspec.Struct, omit_defaults=True):
+    type: str = ""
+    status: str = ""
+    reason: str | None = None
+    message: str | None = None
+
+
+class PodStatus(msgspec.Struct, omit_defaults=True):
+    phase: str | None = None
+    nominatedNodeName: str | None = None
+    startTime: str | None = None
+    conditions: list[PodCondition] | None = None
+
+
+class PodDoc(msgspec.Struct, omit_defaults=True):
+    metadata: Meta
+    spec: PodSpec | None = None
+    status: PodStatus | None = None
+
+
+class NodeSpec(msgspec.Struct, omit_defaults=True):
+    taints: list[Json] | None = None
+    unschedulable: bool | None = None
+
+
+class NodeCondition(msgspec.Struct, omit_defaults=True):
+    type: str = ""
+    status: str = ""
+
+
+class NodeStatus(msgspec.Struct, omit_defaults=True):
+    allocatable: dict[str, Json] | None = None
+    capacity: dict[str, Json] | None = None
+    conditions: list[NodeCondition] | None = None
+
+
+class NodeDoc(msgspec.Struct, omit_defaults=True):
+    metadata: Meta
+    spec: NodeSpec | None = None
+    status: NodeStatus | None = None
+
+
+class AnyDoc(msgspec.Struct):
+    """A whole object, kept as a dict (the small kinds)."""
+
+    metadata: Meta
+
+
+class ListMeta(msgspec.Struct, omit_defaults=True):
+    resourceVersion: str = ""
+    # "continue" is a Python keyword: renamed
+    cont: str = msgspec.field(default="", name="continue")
+
+
+class WatchEvent(msgspec.Struct):
+    type: str
+    object: msgspec.Raw
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """One object off the wire: its API resourceVersion, a dict for the parser, and the raw status."""
+
+    resource_version: str
+    doc: dict[str, Any]
+    status: Any
+
+
+class KindCodec:
+    """How one kind is decoded: a struct for the hot kinds, a plain dict for the rest."""
+
+    def __init__(self, struct: type | None) -> None:
+        self._struct = struct
+        self._item = msgspec.json.Decoder(struct) if struct is not None else msgspec.json.Decoder()
+        fields = struct if struct is not None else Any
+        self._list = msgspec.json.Decoder(_list_type(fields))
+
+    def decode_list(self, data: bytes) -> tuple[ListMeta, list[Decoded]]:
+        lst = self._list.decode(data)
+        return lst.metadata, [self._decoded(x) for x in (lst.items or ())]
+
+    def decode_item(self, raw: bytes) -> Decoded:
+        return self._decoded(self._item.decode(raw))
+
+    def _decoded(self, item: Any) -> Decoded:
+        if self._struct is None:
+            doc = item
+            meta = doc.get("metadata") or {}
+            doc["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+            return Decoded(str(meta.get("resourceVersion", "")), doc, doc.get("status"))
+        doc = msgspec.to_builtins(item)
+        return Decoded(item.metadata.resourceVersion, doc, item.status)
+
+
+_LIST_TYPES: dict[Any, type] = {}
+
+
+def _list_type(item: Any) -> type:
+    """A ``{metadata: ListMeta, items: [item]}`` struct for *item* (made once per item type)."""
+    if item not in _LIST_TYPES:
+        _LIST_TYPES[item] = msgspec.defstruct(
+            f"List_{getattr(item, '__name__', 'any')}",
+            [("metadata", ListMeta, msgspec.field(default_factory=ListMeta)), ("items", list[item] | None, None)],
+        )
+    return _LIST_TYPES[item]
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A kind the scheduler watches: where it is served and how an item becomes a kai object."""
+
+    kind: str  # kai's kind name (Store collection)
+    api_version: str
+    plural: str
+    parse: Callable[[dict[str, Any]], Any]
+    codec: KindCodec
+    namespaced: bool = False
+
+    def path(self, namespace: str | None = None) -> str:
+        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if namespace:
+            return f"{base}/namespaces/{namespace}/{self.plural}"
+        return f"{base}/{self.plural}"
+
+
+def _pdb_v1beta1(doc: dict[str, Any]) -> Any:
+    return parse_pdb(doc)
+
+
+KINDS: tuple[KindSpec, ...] = (
+    KindSpec("Node", "v1", "nodes", parse_node, KindCodec(NodeDoc)),
+    KindSpec("Pod", "v1", "pods", parse_pod, KindCodec(PodDoc), namespaced=True),
+    KindSpec("Queue", "scheduling.run.ai/v2", "queues", parse_queue, KindCodec(None)),
+    KindSpec("PodGroup", "scheduling.run.ai/v2alpha2", "podgroups", parse_podgroup, KindCodec(None), namespaced=True),
+    KindSpec("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", parse_priority_class, KindCodec(None)),
+    KindSpec("Topology", "kai.scheduler/v1alpha1", "topologies", parse_topology, KindCodec(None)),
+    KindSpec("SchedulingShard", "kai.scheduler/v1", "schedulingshards", parse_shard, KindCodec(None)),
+    KindSpec("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", parse_pdb, KindCodec(None), namespaced=True),
+)
+
+# Kubernetes 1.20 serves PodDisruptionBudgets as policy/v1beta1 only (policy/v1 came with 1.21).
+PDB_V1BETA1 = KindSpec(
+    "PodDisruptionBudget", "policy/v1beta1", "poddisruptionbudgets", _pdb_v1beta1, KindCodec(None), namespaced=True
+)
+
+
+def pod_scheduled_condition(status: Any) -> tuple[str, str, str] | None:
+    """(status, reason, message) of a decoded pod status's PodScheduled condition, if any."""
+    if status is None or not status.conditions:
+        return None
+    for c in status.conditions:
+        if c.type == "PodScheduled":
+            return (c.status, c.reason or "", c.message or "")
+    return None

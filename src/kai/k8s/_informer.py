@@ -1,0 +1,262 @@
+"""Informers: list + watch one kind into the Store, as client-go's reflector does.
+
+Theory of operation, per kind:
+
+1. **List** (the first from the watch cache, later ones paginated from etcd), then **diff**
+   against what the Store holds of the kind: objects gone from the list are deleted, new or
+   changed ones (by the API's resourceVersion) are put. The first list sets ``synced``.
+2. **Watch** from the list's resourceVersion with bookmarks, so a quiet kind still advances its
+   resourceVersion. Each event updates the Store at once; a watch that times out is simply re-opened
+   from the last resourceVersion seen.
+3. **410 Gone** (the resourceVersion fell out of the API server's window, as an HTTP status or an
+   ERROR event): ``synced`` is cleared, and the kind is listed and diffed again. The scheduler does
+   not run a cycle while any informer is unsynced, so no decision is taken on data a watch may have
+   missed.
+4. Any other failure (connection refused while the API server restarts, 5xx, 429) backs off
+   exponentially and re-watches from the last resourceVersion; the informer never gives up.
+
+An object the parser rejects (an invalid Queue or PodGroup) is kept out of the Store (an older valid
+version is removed too) and reported once per resourceVersion through ``on_invalid``, which names
+the field; everything else keeps scheduling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from kai.api.errors import ManifestError
+from kai.k8s._api import Api, ApiError, Backoff
+from kai.k8s._decode import AnyDoc, Decoded, KindSpec, WatchEvent
+from kai.store import Key, Store
+
+_WATCH_BACKOFF = Backoff(initial=0.2, cap=5.0)
+log = logging.getLogger("kai.k8s.informer")
+
+OnChange = Callable[[str, Key, Any, Any], None]  # (op ADDED|MODIFIED|DELETED, key, new object or None, old or None)
+OnInvalid = Callable[[KindSpec, dict[str, Any], ManifestError], None]
+
+_event = msgspec.json.Decoder(WatchEvent)
+_bookmark = msgspec.json.Decoder(AnyDoc)
+
+
+class _Status(msgspec.Struct):
+    code: int = 0
+    message: str = ""
+    reason: str = ""
+
+
+_status = msgspec.json.Decoder(_Status)
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
+
+
+def _key(doc: dict[str, Any]) -> Key:
+    meta = doc["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+class Informer:
+    """Keeps the Store's objects of one kind equal to the API server's."""
+
+    def __init__(
+        self,
+        api: Api,
+        spec: KindSpec,
+        store: Store,
+        *,
+        on_change: OnChange | None = None,
+        on_invalid: OnInvalid | None = None,
+        page_size: int = 500,
+        watch_timeout_s: int = 300,
+        backoff: Backoff = _WATCH_BACKOFF,
+    ) -> None:
+        self.api = api
+        self.spec = spec
+        self.store = store
+        self.on_change = on_change
+        self.on_invalid = on_invalid
+        self.page_size = page_size
+        self.watch_timeout_s = watch_timeout_s
+        self.backoff = backoff
+        self.synced = asyncio.Event()
+        self.resource_version = ""  # the last resourceVersion seen (list, event or bookmark)
+        self.api_versions: dict[Key, str] = {}  # resourceVersion per object held (Store stamps its own)
+        self.statuses: dict[Key, Any] = {}  # the status each object had on the wire
+        self.relists = 0
+        self._invalid: dict[Key, str] = {}  # rejected objects → the resourceVersion reported
+        self._resume_from: str | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        self._running = asyncio.Event()
+        self._running.set()
+
+    # ---- test and fault hooks --------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Break the current watch and open none until ``resume_watch_from`` (a watch that is down)."""
+        self._running.clear()
+        self._resume_from = self.resource_version
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+
+    def resume_watch_from(self, resource_version: str) -> None:
+        """Break the current watch and re-open it from *resource_version* (a stale one gets 410 Gone)."""
+        self._resume_from = resource_version
+        self._running.set()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List, then watch forever (see the module docstring)."""
+        await self._list_until_done()
+        failures = 0
+        while True:
+            await self._running.wait()
+            if self._resume_from is not None:
+                self.resource_version, self._resume_from = self._resume_from, None
+            self._watch_task = asyncio.ensure_future(self._watch())
+            try:
+                await self._watch_task
+                failures = 0
+            except asyncio.CancelledError:
+                if self._resume_from is None:
+                    raise  # the informer itself is being stopped
+                continue
+            except Gone:
+                log.info("watch expired; listing again", extra={"kind": self.spec.kind})
+                self.synced.clear()
+                await self._list_until_done()
+                failures = 0
+            except ApiError as e:
+                delay = self.backoff.delay(failures)
+                failures += 1
+                log.warning("watch failed", extra={"kind": self.spec.kind, "error": str(e), "delay_s": round(delay, 3)})
+                await asyncio.sleep(delay)
+            finally:
+                self._watch_task = None
+
+    async def _list_until_done(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self._list()
+                self.relists += 1
+                self.synced.set()
+                return
+            except ApiError as e:
+                if e.code == 404:  # the kind is not served (its CRD is missing): empty until it is
+                    log.warning("kind not served", extra={"kind": self.spec.kind, "path": self.spec.path()})
+                    self._diff({})
+                    self.synced.set()
+                    await asyncio.sleep(30)
+                    continue
+                delay = self.backoff.delay(failures)
+                failures += 1
+                log.warning("list failed", extra={"kind": self.spec.kind, "error": str(e), "delay_s": round(delay, 3)})
+                await asyncio.sleep(delay)
+
+    async def _list(self) -> None:
+        """The first list is served from the API server's watch cache (resourceVersion=0, as client-go's
+        reflector does: no etcd read, no pagination); a list after 410 Gone reads etcd, page by page."""
+        items: dict[Key, Decoded] = {}
+        cont = ""
+        rv = ""
+        while True:
+            params = {"limit": str(self.page_size)}
+            if self.relists == 0:
+                params["resourceVersion"] = "0"
+            if cont:
+                params["continue"] = cont
+            data = await self.api.get_raw(self.spec.path(), params)
+            meta, page = self.spec.codec.decode_list(data)
+            for d in page:
+                items[_key(d.doc)] = d
+            rv = meta.resourceVersion or rv
+            if not meta.cont:
+                break
+            cont = meta.cont
+        self._diff(items)
+        self.resource_version = rv
+
+    def _diff(self, items: dict[Key, Decoded]) -> None:
+        """Make the Store's objects of this kind equal to *items* (a fresh list)."""
+        kind = self.spec.kind
+        for obj in self.store.list(kind):
+            key = (obj.meta.namespace or "", obj.meta.name)
+            if key not in items:
+                self._delete(key)
+        for key in list(self._invalid):
+            if key not in items:
+                del self._invalid[key]
+        for key, d in items.items():
+            if self.api_versions.get(key) == d.resource_version and self.store.get(kind, key) is not None:
+                continue
+            self._put(key, d)
+
+    async def _watch(self) -> None:
+        params = {
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self.watch_timeout_s),
+        }
+        if self.resource_version:
+            params["resourceVersion"] = self.resource_version
+        stream = self.api.stream_lines(self.spec.path(), params, read_timeout=self.watch_timeout_s + 30)
+        try:
+            async for line in stream:
+                ev = _event.decode(line)
+                if ev.type == "ERROR":
+                    st = _status.decode(ev.object)
+                    if st.code == 410:
+                        raise Gone(st.message)
+                    raise ApiError(st.code, st.message, st.reason)
+                if ev.type == "BOOKMARK":
+                    self.resource_version = _bookmark.decode(ev.object).metadata.resourceVersion
+                    continue
+                d = self.spec.codec.decode_item(ev.object)
+                key = _key(d.doc)
+                if ev.type == "DELETED":
+                    self._invalid.pop(key, None)
+                    self._delete(key)
+                else:
+                    self._put(key, d)
+                self.resource_version = d.resource_version
+        except ApiError as e:
+            if e.code == 410:
+                raise Gone(e.message) from e
+            raise
+
+    # ---- Store writes --------------------------------------------------------------------
+
+    def _put(self, key: Key, d: Decoded) -> None:
+        try:
+            obj = self.spec.parse(d.doc)
+        except ManifestError as e:
+            self._delete(key)
+            if self._invalid.get(key) != d.resource_version:
+                self._invalid[key] = d.resource_version
+                if self.on_invalid is not None:
+                    self.on_invalid(self.spec, d.doc, e)
+            return
+        self._invalid.pop(key, None)
+        old = self.store.get(self.spec.kind, key)
+        self.api_versions[key] = d.resource_version
+        self.statuses[key] = d.status
+        self.store.put(obj)
+        if self.on_change is not None:
+            self.on_change("MODIFIED" if old is not None else "ADDED", key, obj, old)
+
+    def _delete(self, key: Key) -> None:
+        self.api_versions.pop(key, None)
+        self.statuses.pop(key, None)
+        change = self.store.delete(self.spec.kind, key)
+        if change is not None and self.on_change is not None:
+            self.on_change("DELETED", key, None, change.obj)

@@ -1,0 +1,161 @@
+"""Leader election through a ``coordination.k8s.io/v1`` Lease, with client-go's rules and timings.
+
+Theory of operation (client-go's leaderelection, LeaseLock):
+
+* A candidate reads the Lease. It takes it when there is none (create), when it already holds it,
+  or when the holder has not renewed it for ``lease_duration`` seconds *as observed locally*: the
+  candidate notes the local monotonic time whenever the Lease's record changes, so clocks of
+  different machines never matter. Taking and renewing are updates carrying the resourceVersion
+  read, so two candidates cannot both win (the loser gets 409 and tries again).
+* Candidates retry every ``retry_period``. The leader renews every ``retry_period`` too, and steps
+  down when it could not renew within ``renew_deadline``; ``run`` then returns and the process
+  exits, as kube-scheduler does, so a replica that lost the lease never schedules again.
+* Defaults: lease 15 s, renew deadline 10 s, retry 2 s (client-go's); flags shorten them for tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kai.k8s._api import Api, ApiError
+
+log = logging.getLogger("kai.k8s.leader")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseConfig:
+    namespace: str = "kai-scheduler"
+    name: str = "kai-scheduler"
+    lease_duration_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_period_s: float = 2.0
+
+
+def _micro_time(t: float) -> str:
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """One candidate. ``await acquire()`` returns once this identity holds the Lease; ``await hold()``
+    renews it and returns when leadership is lost."""
+
+    def __init__(self, api: Api, identity: str, config: LeaseConfig) -> None:
+        self.api = api
+        self.identity = identity
+        self.config = config
+        self.is_leader = False
+        self._observed: tuple[Any, ...] | None = None  # (holder, renewTime, transitions) last seen
+        self._observed_at = 0.0  # local monotonic time of the last change of the record
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{config.namespace}/leases/{config.name}"
+
+    async def acquire(self) -> None:
+        logged = False
+        while True:
+            if await self._try():
+                self.is_leader = True
+                log.info("became leader", extra={"identity": self.identity, "lease": self._path})
+                return
+            if not logged:
+                log.info("waiting for the lease", extra={"identity": self.identity, "holder": self._holder()})
+                logged = True
+            await asyncio.sleep(self.config.retry_period_s)
+
+    async def hold(self) -> None:
+        """Renew until a renewal has not succeeded for renew_deadline; then leadership is lost."""
+        last_renew = time.monotonic()
+        while True:
+            await asyncio.sleep(self.config.retry_period_s)
+            try:
+                ok = await asyncio.wait_for(self._try(), timeout=self.config.renew_deadline_s)
+            except TimeoutError:
+                ok = False
+            if ok:
+                last_renew = time.monotonic()
+            elif time.monotonic() - last_renew >= self.config.renew_deadline_s:
+                self.is_leader = False
+                log.error("lost the lease", extra={"identity": self.identity, "holder": self._holder()})
+                return
+
+    async def release(self) -> None:
+        """Give the lease up at a clean shutdown, so another replica need not wait for it to expire."""
+        if not self.is_leader:
+            return
+        try:
+            lease = await self.api.request("GET", self._path)
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") == self.identity:
+                spec["holderIdentity"] = ""
+                spec["leaseDurationSeconds"] = 1
+                await self.api.request("PUT", self._path, body=lease)
+        except ApiError as e:
+            log.info("lease not released", extra={"error": str(e)})
+        self.is_leader = False
+
+    def _holder(self) -> str:
+        return str(self._observed[0]) if self._observed else ""
+
+    async def _try(self) -> bool:
+        now = time.time()
+        spec = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.config.lease_duration_s)),
+            "acquireTime": _micro_time(now),
+            "renewTime": _micro_time(now),
+            "leaseTransitions": 0,
+        }
+        try:
+            lease = await self.api.request("GET", self._path)
+        except ApiError as e:
+            if e.code != 404:
+                log.warning("lease read failed", extra={"error": str(e)})
+                return False
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.config.name, "namespace": self.config.namespace},
+                "spec": spec,
+            }
+            try:
+                await self.api.request(
+                    "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases", body=body
+                )
+            except ApiError as e2:
+                if e2.code == 409:
+                    log.info("lease create lost", extra={"error": str(e2)})
+                else:  # e.g. the namespace does not exist, or RBAC refuses: say so, keep trying
+                    log.warning("cannot create the lease %s: %s", self._path, e2, extra={"error": str(e2)})
+                return False
+            self._observe((self.identity, spec["renewTime"], 0))
+            return True
+        old = lease.get("spec") or {}
+        record = (old.get("holderIdentity") or "", old.get("renewTime"), old.get("leaseTransitions") or 0)
+        self._observe(record)
+        holder = record[0]
+        mine = holder == self.identity
+        if holder and not mine:
+            duration = float(old.get("leaseDurationSeconds") or self.config.lease_duration_s)
+            if time.monotonic() - self._observed_at < duration:
+                return False  # held by someone who renewed recently
+        if mine:
+            spec["acquireTime"] = old.get("acquireTime") or spec["acquireTime"]
+            spec["leaseTransitions"] = record[2]
+        else:
+            spec["leaseTransitions"] = record[2] + 1
+        lease["spec"] = spec
+        try:
+            await self.api.request("PUT", self._path, body=lease)
+        except ApiError as e:
+            log.info("lease update lost", extra={"error": str(e)})
+            return False
+        self._observe((self.identity, spec["renewTime"], spec["leaseTransitions"]))
+        return True
+
+    def _observe(self, record: tuple[Any, ...]) -> None:
+        if record != self._observed:
+            self._observed = record
+            self._observed_at = time.monotonic()

@@ -1,0 +1,142 @@
+"""Prometheus metrics with KAI's names (prefix ``kai_``, reference section 8) and the HTTP endpoints
+``/metrics``, ``/healthz`` and ``/readyz``.
+
+Rules: one registry per process object (tests run several schedulers in one interpreter); the engine
+never touches metrics: the scheduler loop records what a CycleResult and the API calls say.
+Latencies of the last cycle are gauges in milliseconds, as KAI exports them; bind latency is a
+histogram (5 ms to 2560 ms buckets, as KAI's ``task_bind_latency_milliseconds``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from kai.scheduler.decisions import CycleResult
+
+log = logging.getLogger("kai.k8s.metrics")
+PREFIX = "kai"
+_BUCKETS_MS = tuple(5.0 * 2**i for i in range(10))  # 5 ms .. 2560 ms
+_QUEUE_LABELS = ("queue_name", "queue_metadata_name", "queue_display_name")
+
+
+class Metrics:
+    """Every metric kai scheduler exports."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        ms = "milliseconds"
+        self.e2e = Gauge("e2e_scheduling_latency", "Last cycle, end to end.", unit=ms, namespace=PREFIX, registry=r)
+        self.open_session = Gauge(
+            "open_session_latency", "Last cycle: snapshot and session set-up.", unit=ms, namespace=PREFIX, registry=r
+        )
+        self.close_session = Gauge(
+            "close_session_latency", "Last cycle: applying decisions.", unit=ms, namespace=PREFIX, registry=r
+        )
+        self.action = Gauge(
+            "action_scheduling_latency", "Last cycle, per action.", ["action"], unit=ms, namespace=PREFIX, registry=r
+        )
+        self.bind_latency = Histogram(
+            "task_bind_latency", "One bind call.", unit=ms, namespace=PREFIX, registry=r, buckets=_BUCKETS_MS
+        )
+        self.scheduled = Counter(
+            "podgroups_scheduled_by_action", "Pods bound, by action.", ["action"], namespace=PREFIX, registry=r
+        )
+        self.evicted = Counter(
+            "pod_group_evicted_pods",
+            "Pods evicted.",
+            ["podgroup", "uid", "nodepool", "action"],
+            namespace=PREFIX,
+            registry=r,
+        )
+        self.fair_share_gpu = Gauge(
+            "queue_fair_share_gpu", "Fair share, GPUs.", _QUEUE_LABELS, namespace=PREFIX, registry=r
+        )
+        self.fair_share_cpu = Gauge(
+            "queue_fair_share_cpu_cores", "Fair share, CPU cores.", _QUEUE_LABELS, namespace=PREFIX, registry=r
+        )
+        self.fair_share_mem = Gauge(
+            "queue_fair_share_memory_gb", "Fair share, memory GB.", _QUEUE_LABELS, namespace=PREFIX, registry=r
+        )
+        self.gpu_usage = Gauge("queue_gpu_usage", "Allocated GPUs.", _QUEUE_LABELS, namespace=PREFIX, registry=r)
+        self.cpu_usage = Gauge("queue_cpu_usage", "Allocated CPU cores.", _QUEUE_LABELS, namespace=PREFIX, registry=r)
+        self.mem_usage = Gauge(
+            "queue_memory_usage", "Allocated memory GB.", _QUEUE_LABELS, namespace=PREFIX, registry=r
+        )
+        self.allocated_gpus = Gauge(
+            "queue_allocated_gpus", "Allocated GPUs.", ["queue_name"], namespace=PREFIX, registry=r
+        )
+        self.deserved_gpus = Gauge(
+            "queue_deserved_gpus", "Queue GPU quota.", ["queue_name"], namespace=PREFIX, registry=r
+        )
+        # kai's own
+        self.cycles = Counter("scheduler_cycles", "Cycles run.", namespace=PREFIX, registry=r)
+        self.binds = Counter("binds", "Bind calls by result.", ["result"], namespace=PREFIX, registry=r)
+        self.api_errors = Counter("api_errors", "Failed API calls by operation.", ["op"], namespace=PREFIX, registry=r)
+        self.events_dropped = Counter(
+            "events_dropped", "Events not written (queue full or refused).", namespace=PREFIX, registry=r
+        )
+        self.relists = Counter("informer_relists", "Re-lists after 410 Gone.", ["kind"], namespace=PREFIX, registry=r)
+        self.leader = Gauge("is_leader", "1 while this replica holds the lease.", namespace=PREFIX, registry=r)
+
+    def record_cycle(self, result: CycleResult, *, e2e_s: float, snapshot_s: float, apply_s: float) -> None:
+        self.cycles.inc()
+        self.e2e.set(e2e_s * 1000)
+        self.open_session.set((snapshot_s + result.stats.get("open_session_s", 0.0)) * 1000)
+        self.close_session.set(apply_s * 1000)
+        for k, v in result.stats.items():
+            if k.startswith("action_") and k.endswith("_s"):
+                self.action.labels(k[len("action_") : -2]).set(v * 1000)
+        for q in result.queues:
+            labels = (q.name, q.name, q.name)
+            self.fair_share_gpu.labels(*labels).set(max(q.fair_share["gpu"], 0))
+            self.fair_share_cpu.labels(*labels).set(q.fair_share["cpu"] / 1000)
+            self.fair_share_mem.labels(*labels).set(q.fair_share["memory"] / 1e9)
+            self.gpu_usage.labels(*labels).set(q.allocated["gpu"])
+            self.cpu_usage.labels(*labels).set(q.allocated["cpu"] / 1000)
+            self.mem_usage.labels(*labels).set(q.allocated["memory"] / 1e9)
+            self.allocated_gpus.labels(q.name).set(q.allocated["gpu"])
+            self.deserved_gpus.labels(q.name).set(q.deserved["gpu"])
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+Probe = Callable[[], tuple[bool, str]]
+
+
+async def serve_http(host: str, port: int, metrics: Metrics, *, healthz: Probe, readyz: Probe) -> asyncio.Server:
+    """A minimal HTTP/1.1 server for the three endpoints (one request per connection)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
+            parts = head.split(b" ", 2)
+            path = parts[1].decode(errors="replace").split("?", 1)[0] if len(parts) > 1 else "/"
+            if path == "/metrics":
+                status, ctype, body = 200, CONTENT_TYPE_LATEST, metrics.exposition()
+            elif path in ("/healthz", "/readyz"):
+                ok, text = (healthz if path == "/healthz" else readyz)()
+                status, ctype, body = (200 if ok else 503), "text/plain; charset=utf-8", text.encode()
+            else:
+                status, ctype, body = 404, "text/plain; charset=utf-8", b"not found"
+            reason = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}[status]
+            writer.write(
+                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    return await asyncio.start_server(handle, host, port)

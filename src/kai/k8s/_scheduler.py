@@ -1,0 +1,417 @@
+"""``kai scheduler``: one process running the scheduler, binder, pod-grouper and status updaters.
+
+Theory of operation:
+
+1. With leader election on, wait for the Lease (a second replica waits here, doing nothing else).
+2. Start one Informer per kind (Nodes, Pods, Queues, PodGroups, PriorityClasses, Topologies,
+   SchedulingShards, PodDisruptionBudgets) into one Store; wait until every kind is listed, then
+   ``gc.freeze()`` the initial objects so the collector stops rescanning them.
+3. The pod-grouper groups every pending kai pod that names no PodGroup, now and as pods arrive.
+4. Cycle every ``schedule_period`` and as soon as new schedulable pods arrive: Store (with the
+   binds and evictions this process made that the watch has not shown yet laid over it) →
+   ``build_snapshot`` → ``run_cycle`` (the pure engine, in a worker thread so watches keep flowing) →
+   the Applier sends the decisions. No cycle runs while an informer is re-listing after a 410.
+5. Losing the Lease ends ``run`` with exit code 1 (the process exits, as kube-scheduler does).
+
+Network I/O lives in the Informers, Applier, EventRecorder, PodGrouper and LeaderElector; this module
+only wires them and never decides anything about placement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kai.api import constants as C
+from kai.api.errors import ManifestError
+from kai.k8s._api import Api, ApiError, load_config
+from kai.k8s._apply import Applier
+from kai.k8s._decode import KINDS, PDB_V1BETA1, KindSpec
+from kai.k8s._events import EventRecorder
+from kai.k8s._grouper import PodGrouper, needs_group
+from kai.k8s._informer import Informer
+from kai.k8s._leader import LeaderElector, LeaseConfig
+from kai.k8s._metrics import Metrics, serve_http
+from kai.scheduler.conf import ConfigError, SchedulerConf
+from kai.scheduler.cycle import run_cycle
+from kai.scheduler.decisions import CycleResult, Event
+from kai.scheduler.snapshot import build_snapshot
+from kai.store import Key, Store
+
+log = logging.getLogger("kai.k8s.scheduler")
+
+EXIT_OK = 0
+EXIT_LOST_LEASE = 1
+NEW_POD_DEBOUNCE_S = 0.02  # a burst of new pods becomes one cycle
+
+
+@dataclass
+class SchedulerOptions:
+    kubeconfig: str | None = None
+    schedule_period_s: float = 1.0
+    actions: tuple[str, ...] | None = None
+    shard: str = "default"
+    leader_elect: bool = True
+    lease: LeaseConfig = field(default_factory=LeaseConfig)
+    identity: str = ""
+    metrics_address: str = "0.0.0.0"
+    metrics_port: int | None = 8080  # None: no HTTP endpoints; 0: any free port
+    bind_concurrency: int = 64
+    max_connections: int = 128
+
+
+@dataclass
+class CycleRecord:
+    """What one cycle did (for logs, tests and benchmarks)."""
+
+    index: int
+    pods: int
+    binds: int
+    evictions: int
+    pipelined: int
+    seconds: float
+    engine_s: float
+
+
+class KaiScheduler:
+    """The process's state: Store, informers, applier, pod-grouper, leader elector."""
+
+    def __init__(self, options: SchedulerOptions) -> None:
+        self.options = options
+        self.identity = options.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        self.store = Store(feed_limit=1000)
+        self.metrics = Metrics()
+        self.informers: dict[str, Informer] = {}
+        self.cycles: list[CycleRecord] = []
+        self.last_result: CycleResult | None = None
+        self.leader: LeaderElector | None = None
+        self.api: Api | None = None
+        self.applier: Applier | None = None
+        self.grouper: PodGrouper | None = None
+        self.events: EventRecorder | None = None
+        self.http_port = 0
+        self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._started_sync = False
+        self._conf_error = ""
+        self._relists_counted: dict[str, int] = {}
+
+    # ---- probes ----------------------------------------------------------------------------
+
+    def synced(self) -> bool:
+        return bool(self.informers) and all(i.synced.is_set() for i in self.informers.values())
+
+    def _healthz(self) -> tuple[bool, str]:
+        return True, "ok"
+
+    def _readyz(self) -> tuple[bool, str]:
+        if self.leader is not None and not self.leader.is_leader:
+            return False, "standby: waiting for the leader lease"
+        if not self.synced():
+            return False, "syncing informers"
+        return True, "ok"
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    # ---- life cycle ------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Run until stop() (exit 0) or until the Lease is lost (exit 1)."""
+        self.api = Api(load_config(self.options.kubeconfig), max_connections=self.options.max_connections)
+        server = None
+        tasks: list[asyncio.Task[Any]] = []
+        try:
+            if self.options.metrics_port is not None:
+                server = await serve_http(
+                    self.options.metrics_address,
+                    self.options.metrics_port,
+                    self.metrics,
+                    healthz=self._healthz,
+                    readyz=self._readyz,
+                )
+                self.http_port = server.sockets[0].getsockname()[1]
+            if self.options.leader_elect:
+                self.leader = LeaderElector(self.api, self.identity, self.options.lease)
+                acquired = asyncio.ensure_future(self.leader.acquire())
+                stopped = asyncio.ensure_future(self._stop.wait())
+                await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if not acquired.done():
+                    acquired.cancel()
+                    return EXIT_OK
+                stopped.cancel()
+                self.metrics.leader.set(1)
+            # Renew the Lease from the moment it is held: a long first sync must not let it lapse.
+            hold = asyncio.ensure_future(self.leader.hold()) if self.leader is not None else None
+            stopped = asyncio.ensure_future(self._stop.wait())
+            start = asyncio.ensure_future(self._start_components(tasks))
+            done, _ = await asyncio.wait(
+                {start, stopped} | ({hold} if hold is not None else set()), return_when=asyncio.FIRST_COMPLETED
+            )
+            if start not in done:
+                start.cancel()
+                await asyncio.gather(start, return_exceptions=True)
+            elif start.exception() is not None:
+                raise start.exception()  # type: ignore[misc]
+            else:
+                loop_task = asyncio.ensure_future(self._loop())
+                tasks.append(loop_task)
+                waits: set[asyncio.Future[Any]] = {loop_task, stopped}
+                if hold is not None:
+                    waits.add(hold)
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if loop_task in done and loop_task.exception() is not None:
+                    raise loop_task.exception()  # type: ignore[misc]
+            for t in (stopped, hold):
+                if t is not None and not t.done():
+                    t.cancel()
+            if hold is not None and hold in done:
+                self.metrics.leader.set(0)
+                return EXIT_LOST_LEASE
+            return EXIT_OK
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.grouper is not None:
+                await self.grouper.close()
+            if self.events is not None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.events.flush(), timeout=2)
+                await self.events.close()
+            if self.leader is not None:
+                await self.leader.release()
+            if server is not None:
+                server.close()
+            await self.api.close()
+
+    async def _start_components(self, tasks: list[asyncio.Task[Any]]) -> None:
+        assert self.api is not None
+        api = self.api
+        self.events = EventRecorder(api, self._resolve, self.metrics, instance=self.identity)
+        self.grouper = PodGrouper(api, self.store, self.events.record)
+        pdb_spec = await self._pdb_spec()
+        for spec in KINDS:
+            if spec.kind == "PodDisruptionBudget":
+                spec = pdb_spec
+            inf = Informer(api, spec, self.store, on_change=self._on_change(spec.kind), on_invalid=self._on_invalid)
+            self.informers[spec.kind] = inf
+            tasks.append(asyncio.ensure_future(inf.run()))
+        self.applier = Applier(
+            api,
+            self.store,
+            self.informers["Pod"],
+            self.informers["PodGroup"],
+            self.informers["Queue"],
+            self.events,
+            self.metrics,
+            bind_concurrency=self.options.bind_concurrency,
+            pdb_api_version=pdb_spec.api_version,
+        )
+        t0 = time.perf_counter()
+        await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
+        gc.collect()
+        gc.freeze()  # the initial objects live for the process's life: stop rescanning them
+        self._started_sync = True
+        log.info(
+            "informers synced",
+            extra={
+                "seconds": round(time.perf_counter() - t0, 3),
+                **{k.lower() + "s": self.store.count(k) for k in ("Node", "Pod", "Queue", "PodGroup")},
+            },
+        )
+        for pod in self.store.list("Pod"):
+            if needs_group(pod):
+                self.grouper.enqueue((pod.meta.namespace or "", pod.meta.name))
+
+    async def _pdb_spec(self) -> KindSpec:
+        """policy/v1 where served (1.21+), else policy/v1beta1 (Kubernetes 1.20)."""
+        assert self.api is not None
+        try:
+            doc = await self.api.request("GET", "/apis/policy/v1")
+            if any(r.get("name") == "poddisruptionbudgets" for r in doc.get("resources", [])):
+                return next(k for k in KINDS if k.kind == "PodDisruptionBudget")
+        except ApiError as e:
+            if e.code not in (403, 404):
+                log.warning("discovery failed; assuming policy/v1beta1", extra={"error": str(e)})
+        return PDB_V1BETA1
+
+    # ---- notifications ---------------------------------------------------------------------
+
+    def _on_change(self, kind: str) -> Any:
+        def changed(op: str, key: Key, obj: Any, old: Any) -> None:
+            if not self._started_sync:
+                return
+            if kind == "Pod" and obj is not None:
+                if needs_group(obj):
+                    if self.grouper is not None:
+                        self.grouper.enqueue(key)
+                elif _schedulable(obj) and (old is None or not _schedulable(old)):
+                    self._wake_soon()  # a new pending pod, or one the pod-grouper just grouped
+            elif kind == "PodGroup" and op == "ADDED":
+                self._wake_soon()
+
+        return changed
+
+    def _wake_soon(self) -> None:
+        self._wake.set()
+
+    def _on_invalid(self, spec: KindSpec, doc: dict[str, Any], err: ManifestError) -> None:
+        meta = doc.get("metadata") or {}
+        ns = meta.get("namespace") or ""
+        name = meta.get("name", "")
+        obj = f"{spec.kind}/{ns}/{name}" if ns else f"{spec.kind}/{name}"
+        message = f"{spec.kind} {name} is ignored: {err.field}: {err.message}" if err.field else str(err)
+        log.warning("invalid object", extra={"object": obj, "field": err.field, "error": err.message})
+        if self.events is not None:
+            regarding = {"apiVersion": spec.api_version, "kind": spec.kind, "name": name, "uid": meta.get("uid", "")}
+            if ns:
+                regarding["namespace"] = ns
+            self.events.record_about(Event(obj, "Warning", "InvalidObject", message), regarding)
+
+    def _resolve(self, ref: str) -> dict[str, str] | None:
+        kind, _, rest = ref.partition("/")
+        ns, _, name = rest.rpartition("/")
+        api_version = {"Pod": "v1", "PodGroup": C.PODGROUP_API_VERSION, "Queue": C.QUEUE_API_VERSION}.get(kind)
+        if api_version is None:
+            return None
+        obj = self.store.get(kind, (ns, name))
+        if obj is None:
+            return None
+        out = {"apiVersion": api_version, "kind": kind, "name": name, "uid": obj.meta.uid}
+        if ns:
+            out["namespace"] = ns
+        return out
+
+    # ---- cycles ----------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        period = self.options.schedule_period_s
+        next_due = time.monotonic()
+        while not self._stop.is_set():
+            timeout = max(0.0, next_due - time.monotonic())
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+            if self._stop.is_set():
+                return
+            if self._wake.is_set():
+                self._wake.clear()
+                await asyncio.sleep(NEW_POD_DEBOUNCE_S)
+            next_due = time.monotonic() + period
+            if not self.synced():
+                continue  # a kind is re-listing after 410 Gone: decide nothing on stale data
+            try:
+                await self.cycle()
+            except Exception:  # a bug must not stop the scheduler: log it, try again next period
+                log.exception("cycle failed")
+
+    def conf(self) -> SchedulerConf:
+        shards = {s.meta.name: s for s in self.store.list("SchedulingShard")}
+        shard = shards.get(self.options.shard)
+        try:
+            conf = SchedulerConf.from_shard(shard, actions=self.options.actions)
+            self._conf_error = ""
+            return conf
+        except ConfigError as e:
+            if str(e) != self._conf_error:
+                self._conf_error = str(e)
+                log.error("bad SchedulingShard; using the defaults", extra={"error": str(e)})
+            return SchedulerConf.from_shard(None, actions=self.options.actions)
+
+    async def cycle(self) -> CycleRecord:
+        """One cycle: snapshot, engine, apply."""
+        assert self.applier is not None
+        t0 = time.perf_counter()
+        now = time.time()
+        self.applier.assumed.expire(self.store, self.applier.assume_ttl_s, time.monotonic())
+        pods = self.applier.assumed.pods(self.store, now)
+        snap = build_snapshot(
+            nodes=self.store.list("Node"),
+            pods=pods,
+            podgroups=self.store.list("PodGroup"),
+            queues=self.store.list("Queue"),
+            priority_classes=self.store.list("PriorityClass"),
+            now=now,
+            pdbs=self.store.list("PodDisruptionBudget"),
+            topologies=self.store.list("Topology"),
+        )
+        t1 = time.perf_counter()
+        result = await asyncio.to_thread(run_cycle, snap, self.conf())
+        t2 = time.perf_counter()
+        uids = {(p.meta.namespace or "", p.meta.name): p.meta.uid for p in pods}
+        stats = await self.applier.apply(result, uids)
+        t3 = time.perf_counter()
+        self.last_result = result
+        self.metrics.record_cycle(result, e2e_s=t3 - t0, snapshot_s=t1 - t0, apply_s=t3 - t2)
+        for kind, inf in self.informers.items():  # lists after the first one: re-lists after 410 Gone
+            gone = inf.relists - 1 - self._relists_counted.get(kind, 0)
+            if gone > 0:
+                self.metrics.relists.labels(kind).inc(gone)
+                self._relists_counted[kind] = inf.relists - 1
+        rec = CycleRecord(
+            index=len(self.cycles),
+            pods=len(snap.tasks),
+            binds=stats.bound,
+            evictions=stats.evicted,
+            pipelined=len(result.pipelines),
+            seconds=t3 - t0,
+            engine_s=t2 - t1,
+        )
+        self.cycles.append(rec)
+        if result.binds or result.evictions or stats.bind_failed:
+            log.info(
+                "cycle",
+                extra={
+                    "cycle": rec.index,
+                    "tasks": rec.pods,
+                    "bound": stats.bound,
+                    "already_bound": stats.already_bound,
+                    "bind_failed": stats.bind_failed,
+                    "evicted": stats.evicted,
+                    "pipelined": rec.pipelined,
+                    "status_writes": stats.status_writes,
+                    "snapshot_s": round(t1 - t0, 3),
+                    "engine_s": round(t2 - t1, 3),
+                    "bind_s": round(stats.bind_s, 3),
+                    "status_s": round(stats.status_s, 3),
+                },
+            )
+        return rec
+
+
+def _schedulable(pod: Any) -> bool:
+    """A pending kai pod that names its PodGroup: the engine can consider it."""
+    return (
+        pod.scheduler_name == C.SCHEDULER_NAME
+        and not pod.node_name
+        and pod.meta.deletion_timestamp is None
+        and C.ANNOTATION_POD_GROUP_NAME in pod.meta.annotations
+    )
+
+
+def run_scheduler(options: SchedulerOptions) -> int:
+    """Run ``kai scheduler`` until SIGTERM/SIGINT (exit 0) or the Lease is lost (exit 1)."""
+    import signal
+
+    async def main() -> int:
+        s = KaiScheduler(options)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, s.stop)
+        return await s.run()
+
+    return asyncio.run(main())
+
+
+def default_identity() -> str:
+    """The Lease holder identity: the pod's name in a cluster (HOSTNAME), plus a random suffix."""
+    return f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,348 @@
+"""Topology domains from node labels, and the domains a (sub)group may be placed in (reference 6).
+
+Rules: NumPy over nodes, no Python loop over nodes per task. A Topology's
+domains are built once per session (``topology_index``); everything else is a
+function of a domain table and the session's free-resource arrays.
+
+Theory of operation.
+
+* Domains. ``spec.levels`` run from the highest level to the lowest. A node
+  belongs to a topology when it carries every level's label. Its domain at
+  level l is the tuple of its label values at levels 0..l (KAI's
+  ``calcDomainId``: two racks named ``r1`` in different blocks are different
+  domains), numbered per level: ``domain[l]`` is an (n_nodes,) int array,
+  -1 for nodes outside the topology. The root holds every member node.
+* Constraint. ``requiredTopologyLevel`` and ``preferredTopologyLevel`` name a
+  level by nodeLabel or alias. The levels tried run from the preferred level
+  (else the required one) up to the required level (else the root), lowest
+  first.
+* Candidates. For the pods to place, each node's room is how many copies of
+  the largest pod request fit on its idle plus releasing resources (KAI's
+  ``AllocatablePods``); a domain qualifies when its nodes hold all the pods.
+  Within a level, the most packed domain comes first: the larger share of its
+  free resources the pods would take (dominant resource), then the domain
+  name. Allocate tries each candidate inside a Statement, in this order.
+* Node order inside a candidate above the preferred level: nodes get
+  ``TOPOLOGY_SCORE * (k - i) / k`` where i is the rank of their preferred-level
+  domain in the same packing order, so the pods fill the most packed preferred
+  domain first and spill into the next (the reference's example: inside zone A,
+  rack A1 with 2 free GPUs is filled before A2 with 3). The bonus outweighs
+  the Placer's own scores, as KAI's topology score outweighs node availability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kai.api.objects import Topology, TopologyConstraint
+from kai.scheduler.model import GPU, MILLI
+
+TOPOLOGY_SCORE = 100_000.0
+ROOT = -1  # level index of the root domain
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyTree:
+    """One Topology's domains over the session's nodes."""
+
+    name: str
+    labels: tuple[str, ...]  # nodeLabel per level, highest first
+    aliases: tuple[str, ...]
+    domain: np.ndarray  # (n_levels, n_nodes) int64: domain number at each level, -1 outside the topology
+    domain_names: tuple[tuple[str, ...], ...]  # per level: "zone-a/block-1/rack-3" per domain number
+    member: np.ndarray  # (n_nodes,) bool: the node carries every level's label
+
+    def level(self, name: str) -> int | None:
+        """Index of the level named *name* (nodeLabel or alias), None if there is none."""
+        for i, (label, alias) in enumerate(zip(self.labels, self.aliases)):
+            if name in (label, alias):
+                return i
+        return None
+
+    def level_name(self, level: int) -> str:
+        if level == ROOT:
+            return "topology"
+        return self.aliases[level] or self.labels[level]
+
+    def domain_name(self, level: int, d: int) -> str:
+        return self.name if level == ROOT else self.domain_names[level][d]
+
+
+def build_tree(topology: Topology, node_labels: tuple[dict[str, str], ...]) -> TopologyTree:
+    """Number the domains of *topology* over nodes with *node_labels* (rows in node order)."""
+    n = len(node_labels)
+    levels = topology.levels
+    member = np.ones(n, dtype=bool)
+    domain = np.full((len(levels), n), -1, dtype=np.int64)
+    names: list[tuple[str, ...]] = []
+    values = [np.array([lb.get(lv.node_label) or "" for lb in node_labels], dtype=object) for lv in levels]
+    for v in values:
+        member &= v != ""
+    key = np.zeros(n, dtype=np.int64)
+    for li, v in enumerate(values):
+        codes = np.zeros(n, dtype=np.int64)
+        if member.any():
+            _, inv = np.unique(v[member].astype(str), return_inverse=True)
+            codes[member] = inv
+        combined = key * (n + 1) + codes  # key < n and codes < n, so pairs stay distinct
+        ids = np.full(n, -1, dtype=np.int64)
+        level_names: tuple[str, ...] = ()
+        if member.any():
+            _, first, inv = np.unique(combined[member], return_index=True, return_inverse=True)
+            ids[member] = inv
+            rows = np.flatnonzero(member)[first]
+            level_names = tuple("/".join(str(values[k][r]) for k in range(li + 1)) for r in rows)
+        domain[li] = ids
+        names.append(level_names)
+        key = np.where(ids >= 0, ids, 0)
+    return TopologyTree(
+        name=topology.meta.name,
+        labels=tuple(lv.node_label for lv in levels),
+        aliases=tuple(lv.alias for lv in levels),
+        domain=domain,
+        domain_names=tuple(names),
+        member=member,
+    )
+
+
+class TopologyError(ValueError):
+    """A constraint that names a missing Topology or level: the job cannot be placed as written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """A (sub)group's topology constraint, resolved against its tree."""
+
+    tree: TopologyTree
+    required: int | None  # level index
+    preferred: int | None
+
+    def levels(self) -> list[int]:
+        """Levels to try, lowest (most specific) first; ROOT when nothing is required."""
+        lo = self.preferred if self.preferred is not None else self.required
+        hi = self.required if self.required is not None else ROOT
+        assert lo is not None
+        return list(range(lo, hi - 1, -1))
+
+
+def resolve(tc: TopologyConstraint | None, trees: TopologyIndex, who: str) -> Constraint | None:
+    """The constraint of *who* ("podgroup ns/name" or "subgroup x of ns/name"); None when it asks for nothing.
+
+    Raises TopologyError with KAI's words for a missing Topology or level."""
+    if tc is None or not (tc.required_level or tc.preferred_level):
+        return None  # a topology name without a level asks for nothing (as in KAI)
+    if not tc.topology:
+        raise TopologyError(
+            f"topology constraint error: {who} sets a topology level but names no topology "
+            "(topologyConstraint.topology or the kai.scheduler/topology annotation)"
+        )
+    tree = trees.get(tc.topology)
+    if tree is None:
+        raise TopologyError(f"Requested topology {tc.topology} does not exist (topology constraint of {who})")
+    found: dict[str, int | None] = {}
+    for kind, name in (("required", tc.required_level), ("preferred", tc.preferred_level)):
+        if not name:
+            found[kind] = None
+            continue
+        level = tree.level(name)
+        if level is None:
+            raise TopologyError(
+                f"topology constraint error: {who} specified '{name}' as the {kind} topology constraint level, "
+                f"but the topology tree '{tree.name}' does not contain a level with this name"
+            )
+        found[kind] = level
+    req, pref = found["required"], found["preferred"]
+    if req is not None and pref is not None and pref < req:
+        raise TopologyError(
+            f"topology constraint error: {who} prefers level '{tc.preferred_level}', which is above its required "
+            f"level '{tc.required_level}' in topology '{tree.name}'"
+        )
+    return Constraint(tree, req, pref)
+
+
+@dataclass(slots=True)
+class Candidate:
+    level: int
+    index: int  # domain number at *level* (0 for the root)
+    mask: np.ndarray  # (n_nodes,) bool: the nodes the pods may use
+    bonus: np.ndarray | None  # (n_nodes,) float node preference, None = no preference
+
+
+@dataclass(slots=True)
+class Candidates:
+    """The domains to try, in order, and what to say when none of them works."""
+
+    constraint: Constraint
+    count: int
+    gpus: float  # GPUs the pods request in all
+    items: list[tuple[int, int]] = field(default_factory=list)  # (level, domain)
+    room: dict[int, np.ndarray] = field(default_factory=dict)  # level -> pods each domain holds
+    free_gpu: dict[int, np.ndarray] = field(default_factory=dict)  # level -> free milli-GPUs per domain
+    allowed: np.ndarray | None = None
+    bonus_of: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+    _k: np.ndarray | None = None  # pods each node holds
+    _free: np.ndarray | None = None
+    _total: np.ndarray | None = None
+
+    def __iter__(self) -> Iterator[Candidate]:
+        con = self.constraint
+        tree = con.tree
+        assert self.allowed is not None
+        for level, d in self.items:
+            mask = self.allowed if level == ROOT else self.allowed & (tree.domain[level] == d)
+            yield Candidate(level, d, mask, self._bonus(mask, level))
+
+    def _bonus(self, mask: np.ndarray, level: int) -> np.ndarray | None:
+        con = self.constraint
+        pref = con.preferred
+        if pref is None or level == pref:
+            return None
+        assert self._free is not None and self._total is not None
+        ids = con.tree.domain[pref]
+        inside = np.flatnonzero(mask)
+        doms, inv = np.unique(ids[inside], return_inverse=True)
+        if len(doms) <= 1:
+            return None
+        ratio = _packing(inv, len(doms), self._free[inside], self._total)
+        names = con.tree.domain_names[pref]
+        order = sorted(range(len(doms)), key=lambda i: (-ratio[i], names[doms[i]]))
+        rank = np.empty(len(doms), dtype=np.int64)
+        rank[order] = np.arange(len(doms))
+        bonus = np.zeros(len(mask))
+        bonus[inside] = TOPOLOGY_SCORE * (len(doms) - rank[inv]) / len(doms)
+        return bonus
+
+    def failure(self, tried: int, why: str) -> str:
+        """Why no candidate worked: 'no rack of topology t has 16 free GPUs; the best has 8'."""
+        con = self.constraint
+        tree = con.tree
+        top = con.levels()[-1]
+        what = tree.level_name(top)
+        if tried:
+            return (
+                f"topology {tree.name}: no {what} could take all {self.count} pods ({tried} tried, each with room "
+                f"by resource count): {why}"
+            )
+        if top == ROOT:
+            room = int(self.room[ROOT].sum()) if ROOT in self.room else 0
+            return (
+                f"the nodes of topology {tree.name} have room for {room} of the {self.count} pods"
+                + (f" ({_gpus(self.free_gpu[ROOT].sum())} free GPUs, {_gpus(self.gpus * MILLI)} needed)"
+                   if self.gpus and ROOT in self.free_gpu else "")
+            )
+        room = self.room.get(top)
+        if room is None or room.size == 0:
+            return f"no {what} of topology {tree.name} has nodes the pods may use"
+        best = int(np.argmax(room))
+        if self.gpus:
+            free = self.free_gpu[top]
+            bestg = int(np.argmax(free))
+            return (
+                f"no {what} of topology {tree.name} has {_gpus(self.gpus * MILLI)} free GPUs; the best has "
+                f"{_gpus(free[bestg])} ({tree.domain_name(top, bestg)}, room for {int(room[bestg])} of the "
+                f"{self.count} pods)"
+            )
+        return (
+            f"no {what} of topology {tree.name} has room for {self.count} pods; the best has room for "
+            f"{int(room[best])} ({tree.domain_name(top, best)})"
+        )
+
+
+def _gpus(milli: float) -> str:
+    v = float(milli) / MILLI
+    return f"{v:g}"
+
+
+def _packing(inv: np.ndarray, n_dom: int, free: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Per domain, the dominant share of its free resources that *total* would take (larger = more packed)."""
+    cols = np.flatnonzero(total)
+    ratio = np.zeros(n_dom)
+    for col in cols:
+        f = np.bincount(inv, weights=free[:, col].astype(np.float64), minlength=n_dom)
+        r = np.full(n_dom, 1000.0)  # KAI: 1000 when the domain has none of a needed resource
+        has = f > 0
+        r[has] = total[col] / f[has]
+        ratio = np.maximum(ratio, r)
+    return ratio
+
+
+def candidates(
+    con: Constraint,
+    allowed: np.ndarray,
+    free: np.ndarray,
+    max_request: np.ndarray,
+    total: np.ndarray,
+    count: int,
+    pinned: np.ndarray | None = None,
+) -> Candidates:
+    """Domains that can hold *count* pods (largest request *max_request*, all together *total*), in order.
+
+    *allowed*: (n,) bool nodes the pods may use (static predicates, a parent's domain); *free*: (n, r) idle
+    plus releasing; *pinned*: nodes where the (sub)group already runs pods: under a required level only the
+    domains holding them count (KAI)."""
+    tree = con.tree
+    allowed = allowed & tree.member
+    if pinned is not None and con.required is not None and pinned.any():
+        ids = tree.domain[con.required]
+        allowed = allowed & np.isin(ids, np.unique(ids[pinned & tree.member]))
+    cols = np.flatnonzero(max_request)
+    if len(cols):
+        k = np.min(np.maximum(free[:, cols], 0) // max_request[cols], axis=1)
+        k = np.minimum(k, count)
+    else:
+        k = np.full(len(allowed), count, dtype=np.int64)
+    k = np.where(allowed, k, 0)
+    out = Candidates(con, count, float(total[GPU]) / MILLI, allowed=allowed)
+    out._k, out._free, out._total = k, free, total
+    for level in con.levels():
+        if level == ROOT:
+            out.room[ROOT] = np.array([k.sum()])
+            out.free_gpu[ROOT] = np.array([free[allowed, GPU].clip(0).sum()])
+            if k.sum() >= count:
+                out.items.append((ROOT, 0))
+            continue
+        ids = tree.domain[level]
+        n_dom = len(tree.domain_names[level])
+        inside = np.flatnonzero(allowed)
+        inv = ids[inside]
+        room = np.bincount(inv, weights=k[inside], minlength=n_dom).astype(np.int64)
+        out.room[level] = room
+        out.free_gpu[level] = np.bincount(
+            inv, weights=np.maximum(free[inside, GPU], 0).astype(np.float64), minlength=n_dom
+        )
+        fit = np.flatnonzero(room >= count)
+        if not len(fit):
+            continue
+        ratio = _packing(inv, n_dom, free[inside], total)
+        names = tree.domain_names[level]
+        for d in sorted(fit.tolist(), key=lambda d: (-ratio[d], names[d])):
+            out.items.append((level, d))
+    return out
+
+
+class TopologyIndex:
+    """The session's topology trees, by name, built on first use."""
+
+    def __init__(self, topologies: tuple[Topology, ...], node_labels: tuple[dict[str, str], ...]) -> None:
+        self._topologies = {t.meta.name: t for t in topologies}
+        self._labels = node_labels
+        self._trees: dict[str, TopologyTree] = {}
+        self.resolved: dict[int, list | str] = {}  # job -> its gang nodes' resolved constraints, or the error
+
+    def get(self, name: str) -> TopologyTree | None:
+        tree = self._trees.get(name)
+        if tree is None and name in self._topologies:
+            tree = self._trees[name] = build_tree(self._topologies[name], self._labels)
+        return tree
+
+
+def topology_index(ssn) -> TopologyIndex:
+    """The session's TopologyIndex, built on first use and kept in ``ssn.cache`` (snapshot-derived)."""
+    idx = ssn.cache.get("topology")
+    if idx is None:
+        snap = ssn.snap
+        idx = ssn.cache["topology"] = TopologyIndex(snap.topologies, snap.nodes.labels)
+    return idx

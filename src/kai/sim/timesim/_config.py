@@ -1,0 +1,329 @@
+"""The ``Simulation`` document (``kai.sim/v1alpha1``): how a time-based ``kai sim`` run goes.
+
+Rules: one optional document among the manifests; every field has a default, so a run with only
+``--until`` needs none. Parsing is strict and every error is a ManifestError naming the file, the
+``Simulation/<name>`` object and the field. Nothing here runs anything: the result is frozen data.
+
+```yaml
+apiVersion: kai.sim/v1alpha1
+kind: Simulation
+metadata: {name: two-teams-day}
+spec:
+  seed: 7                    # every generator draws from it (default 0)
+  duration: 24h              # the horizon (default: until no work is left)
+  schedulePeriod: 10s        # cycles happen on multiples of it (default 1s, KAI's)
+  idleRecheck: 5m            # longest gap between cycles while work waits and nothing changes (0s: every period)
+  checkpointInterval: 30m    # default for pods without kai.sim/checkpoint-interval (default: restart from scratch)
+  occupancyAt: [6h, 12h]     # instants of the node x GPU map (default: four, evenly spaced)
+  nodePools: [{name: dgx, count: 4, gpus: 8, cpu: "64", memory: 512Gi, labels: {}}]
+  nodeEvents: [{at: 6h, node: dgx-1, action: drain}]    # drain | uncordon | fail | repair
+  generators: [...]          # see GeneratorSpec
+```
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kai.api.errors import ManifestError
+from kai.api.quantity import parse_quantity
+from kai.sim.timesim._random import (
+    CountDist,
+    DurationDist,
+    parse_count_dist,
+    parse_duration_dist,
+    seconds,
+)
+
+SIM_API_VERSION = "kai.sim/v1alpha1"
+SIM_KIND = "Simulation"
+NODE_ACTIONS = ("drain", "uncordon", "fail", "repair")
+DEFAULT_PERIOD_S = 1.0  # KAI's --schedule-period
+DEFAULT_IDLE_RECHECK_S = 300.0
+_DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True, slots=True)
+class NodePoolSpec:
+    """``count`` identical GPU nodes named ``<name>-0`` ... ``<name>-<count-1>``."""
+
+    name: str
+    count: int
+    gpus: int
+    cpu: str
+    memory: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEventSpec:
+    """At ``at`` seconds: drain (cordon and evict its pods), uncordon, fail (gone with its pods) or repair
+    (a failed node comes back empty) the node."""
+
+    at: float
+    node: str
+    action: str
+    field: str  # spec.nodeEvents[i], for messages at run time
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratorSpec:
+    """Jobs of one kind from one team: a PodGroup of ``pods`` pods, each with ``gpusPerPod`` GPUs, arriving
+    from ``start`` with random gaps (``interArrival``) until ``jobs`` have arrived or ``end`` has passed."""
+
+    name: str
+    queue: str
+    namespace: str
+    jobs: int | None
+    start: float
+    end: float | None
+    inter_arrival: DurationDist
+    pods: CountDist
+    gpus_per_pod: CountDist
+    cpu_per_pod: str
+    memory_per_pod: str
+    duration: DurationDist
+    priority_class: str
+    checkpoint: float | None
+    field: str  # spec.generators[i]
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationSpec:
+    name: str = "simulation"
+    source: str = ""
+    seed: int = 0
+    duration: float | None = None
+    period: float = DEFAULT_PERIOD_S
+    idle_recheck: float = DEFAULT_IDLE_RECHECK_S
+    checkpoint: float | None = None
+    occupancy_at: tuple[float, ...] = ()
+    node_pools: tuple[NodePoolSpec, ...] = ()
+    node_events: tuple[NodeEventSpec, ...] = ()
+    generators: tuple[GeneratorSpec, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        return f"{SIM_KIND}/{self.name}"
+
+    def error(self, field: str, message: str) -> ManifestError:
+        return ManifestError(message, source=self.source, obj=self.ref, field=field)
+
+
+def is_simulation(doc: Any) -> bool:
+    return isinstance(doc, dict) and doc.get("apiVersion") == SIM_API_VERSION and doc.get("kind") == SIM_KIND
+
+
+def _mapping(value: Any, at: str, fail: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise fail(at, f"expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, at: str, fail: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise fail(at, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _name(value: Any, at: str, fail: Any) -> str:
+    if not isinstance(value, str) or not _DNS.match(value) or len(value) > 50:
+        raise fail(at, f"expected a DNS label of at most 50 characters (a-z, 0-9, -), got {value!r}")
+    return value
+
+
+def _quantity(value: Any, at: str, fail: Any) -> str:
+    try:
+        q = parse_quantity(value)
+    except (ValueError, TypeError):
+        raise fail(at, f"{value!r} is not a quantity (expected e.g. 500m, 2, 16Gi)") from None
+    if q < 0:
+        raise fail(at, f"{value!r} must not be negative")
+    return str(value)
+
+
+def _check_keys(doc: dict[str, Any], allowed: tuple[str, ...], at: str, fail: Any) -> None:
+    for k in doc:
+        if k not in allowed:
+            raise fail(f"{at}.{k}" if at else k, f"unknown field (expected one of {', '.join(allowed)})")
+
+
+def parse_simulation(doc: dict[str, Any], source: str = "") -> SimulationSpec:
+    """The Simulation document → SimulationSpec; ManifestError naming the field on bad input."""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    name = str(meta.get("name") or "simulation")
+    ref = f"{SIM_KIND}/{name}"
+
+    def fail(at: str, message: str) -> ManifestError:
+        return ManifestError(message, source=source, obj=ref, field=at)
+
+    spec = _mapping(doc.get("spec"), "spec", fail)
+    _check_keys(
+        spec,
+        (
+            "seed",
+            "duration",
+            "schedulePeriod",
+            "idleRecheck",
+            "checkpointInterval",
+            "occupancyAt",
+            "nodePools",
+            "nodeEvents",
+            "generators",
+        ),
+        "spec",
+        fail,
+    )
+    seed = spec.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise fail("spec.seed", f"expected a non-negative whole number, got {seed!r}")
+    duration = seconds(spec["duration"], "spec.duration", fail, positive=True) if "duration" in spec else None
+    period = (
+        seconds(spec["schedulePeriod"], "spec.schedulePeriod", fail, positive=True)
+        if "schedulePeriod" in spec
+        else DEFAULT_PERIOD_S
+    )
+    idle = seconds(spec["idleRecheck"], "spec.idleRecheck", fail) if "idleRecheck" in spec else DEFAULT_IDLE_RECHECK_S
+    checkpoint = (
+        seconds(spec["checkpointInterval"], "spec.checkpointInterval", fail, positive=True)
+        if "checkpointInterval" in spec
+        else None
+    )
+    occupancy = tuple(
+        seconds(v, f"spec.occupancyAt[{i}]", fail)
+        for i, v in enumerate(_list(spec.get("occupancyAt"), "spec.occupancyAt", fail))
+    )
+    pools = tuple(
+        _node_pool(p, f"spec.nodePools[{i}]", fail)
+        for i, p in enumerate(_list(spec.get("nodePools"), "spec.nodePools", fail))
+    )
+    events = tuple(
+        _node_event(e, f"spec.nodeEvents[{i}]", fail)
+        for i, e in enumerate(_list(spec.get("nodeEvents"), "spec.nodeEvents", fail))
+    )
+    generators = tuple(
+        _generator(g, f"spec.generators[{i}]", fail)
+        for i, g in enumerate(_list(spec.get("generators"), "spec.generators", fail))
+    )
+    seen: set[str] = set()
+    for i, g in enumerate(generators):
+        if g.name in seen:
+            raise fail(f"spec.generators[{i}].name", f"{g.name!r} is used by an earlier generator")
+        seen.add(g.name)
+    return SimulationSpec(
+        name=name,
+        source=source,
+        seed=seed,
+        duration=duration,
+        period=period,
+        idle_recheck=idle,
+        checkpoint=checkpoint,
+        occupancy_at=occupancy,
+        node_pools=pools,
+        node_events=events,
+        generators=generators,
+    )
+
+
+def _node_pool(value: Any, at: str, fail: Any) -> NodePoolSpec:
+    doc = _mapping(value, at, fail)
+    _check_keys(doc, ("name", "count", "gpus", "cpu", "memory", "labels"), at, fail)
+    count, gpus = doc.get("count"), doc.get("gpus", 8)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise fail(f"{at}.count", f"expected a whole number >= 1, got {count!r}")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise fail(f"{at}.gpus", f"expected a whole number >= 0, got {gpus!r}")
+    labels = _mapping(doc.get("labels"), f"{at}.labels", fail)
+    return NodePoolSpec(
+        name=_name(doc.get("name"), f"{at}.name", fail),
+        count=count,
+        gpus=gpus,
+        cpu=_quantity(doc.get("cpu", "64"), f"{at}.cpu", fail),
+        memory=_quantity(doc.get("memory", "512Gi"), f"{at}.memory", fail),
+        labels={str(k): str(v) for k, v in labels.items()},
+    )
+
+
+def _node_event(value: Any, at: str, fail: Any) -> NodeEventSpec:
+    doc = _mapping(value, at, fail)
+    _check_keys(doc, ("at", "node", "action"), at, fail)
+    if "at" not in doc:
+        raise fail(f"{at}.at", "is required")
+    action = doc.get("action")
+    if action not in NODE_ACTIONS:
+        raise fail(f"{at}.action", f"expected one of {', '.join(NODE_ACTIONS)}, got {action!r}")
+    node = doc.get("node")
+    if not isinstance(node, str) or not node:
+        raise fail(f"{at}.node", "expected a node name")
+    return NodeEventSpec(seconds(doc["at"], f"{at}.at", fail), node, action, at)
+
+
+_GENERATOR_KEYS = (
+    "name",
+    "queue",
+    "namespace",
+    "jobs",
+    "start",
+    "end",
+    "interArrival",
+    "pods",
+    "gpusPerPod",
+    "cpuPerPod",
+    "memoryPerPod",
+    "duration",
+    "priorityClassName",
+    "checkpointInterval",
+)
+
+
+def _generator(value: Any, at: str, fail: Any) -> GeneratorSpec:
+    doc = _mapping(value, at, fail)
+    _check_keys(doc, _GENERATOR_KEYS, at, fail)
+    for key in ("name", "queue", "interArrival", "duration"):
+        if key not in doc:
+            raise fail(f"{at}.{key}", "is required")
+    jobs = doc.get("jobs")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
+        raise fail(f"{at}.jobs", f"expected a whole number >= 0, got {jobs!r}")
+    start = seconds(doc["start"], f"{at}.start", fail) if "start" in doc else 0.0
+    end = seconds(doc["end"], f"{at}.end", fail) if "end" in doc else None
+    if jobs is None and end is None:
+        raise fail(f"{at}.jobs", "give jobs (how many) or end (until when), or both")
+    if end is not None and end < start:
+        raise fail(f"{at}.end", "must not be before start")
+    queue = doc.get("queue")
+    if not isinstance(queue, str) or not queue:
+        raise fail(f"{at}.queue", "expected a queue name")
+    priority = doc.get("priorityClassName", "train")
+    if not isinstance(priority, str) or not priority:
+        raise fail(f"{at}.priorityClassName", "expected a priority class name")
+    inter = parse_duration_dist(doc["interArrival"], f"{at}.interArrival", fail)
+    if inter.law == "fixed" and inter.a == 0 and jobs is None:
+        raise fail(f"{at}.interArrival", "a zero gap needs jobs (how many), or the generator never ends")
+    return GeneratorSpec(
+        name=_name(doc.get("name"), f"{at}.name", fail),
+        queue=queue,
+        namespace=_name(doc.get("namespace", "default"), f"{at}.namespace", fail),
+        jobs=jobs,
+        start=start,
+        end=end,
+        inter_arrival=inter,
+        pods=parse_count_dist(doc.get("pods", 1), f"{at}.pods", fail),
+        gpus_per_pod=parse_count_dist(doc.get("gpusPerPod", 1), f"{at}.gpusPerPod", fail, minimum=0),
+        cpu_per_pod=_quantity(doc.get("cpuPerPod", "4"), f"{at}.cpuPerPod", fail),
+        memory_per_pod=_quantity(doc.get("memoryPerPod", "16Gi"), f"{at}.memoryPerPod", fail),
+        duration=parse_duration_dist(doc["duration"], f"{at}.duration", fail),
+        priority_class=priority,
+        checkpoint=(
+            seconds(doc["checkpointInterval"], f"{at}.checkpointInterval", fail, positive=True)
+            if "checkpointInterval" in doc
+            else None
+        ),
+        field=at,
+    )

@@ -1,0 +1,283 @@
+"""``kai scheduler`` in-process against a real API server, as kai's ServiceAccount (deploy/rbac.yaml).
+
+Binds, the pod-grouper, status and conditions, events, metrics; a Job through the real
+kube-controller-manager; invalid Queues and PodGroups; the API server restarted mid-run; a forced
+410 Gone on the watches.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+import uuid
+from typing import Any
+
+from lightkube import Client
+from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Event, Node, Pod
+
+from kai.k8s.envtest import ControlPlane
+from tests.k8s.sched import InProcess, PodGroup, Queue, options, wait_for
+
+
+def gpu_pod(name: str, ns: str, gpus: int = 1, queue: str = "default-queue", **meta: Any) -> Pod:
+    return Pod.from_dict(
+        {
+            "metadata": {"name": name, "namespace": ns, "labels": {"kai.scheduler/queue": queue}, **meta},
+            "spec": {
+                "schedulerName": "kai-scheduler",
+                "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+            },
+        }
+    )
+
+
+def node_of(client: Client, ns: str, name: str) -> str:
+    return client.get(Pod, name, namespace=ns).spec.nodeName or ""
+
+
+def bound(client: Client, ns: str) -> dict[str, str]:
+    return {p.metadata.name: p.spec.nodeName for p in client.list(Pod, namespace=ns) if p.spec.nodeName}
+
+
+def gpus_per_node(client: Client, ns: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in client.list(Pod, namespace=ns):
+        if p.spec.nodeName:
+            n = sum(int((c.resources.limits or {}).get("nvidia.com/gpu", 0)) for c in p.spec.containers)
+            out[p.spec.nodeName] = out.get(p.spec.nodeName, 0) + n
+    return out
+
+
+def events_for(client: Client, ns: str, name: str) -> list[Event]:
+    return [e for e in client.list(Event, namespace=ns) if e.involvedObject.name == name]
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_bare_pods_are_grouped_bound_and_the_rest_explained(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    n0, n1 = nodes("bare-0", gpus=8), nodes("bare-1", gpus=8)
+    with InProcess(options(scheduler_cluster, metrics_port=0)) as run:
+        for i in range(5):
+            admin.create(gpu_pod(f"p{i}", ns, gpus=4))
+        wait_for(lambda: len(bound(admin, ns)) == 4, "4 of the 5 pods to be bound")
+        placed = bound(admin, ns)
+        assert sorted(set(placed.values())) == sorted({n0, n1})
+        assert all(v <= 8 for v in gpus_per_node(admin, ns).values())
+        waiting = next(f"p{i}" for i in range(5) if f"p{i}" not in placed)
+
+        # The pod-grouper made one PodGroup per bare pod, in default-queue, and annotated each pod.
+        pgs = {pg["metadata"]["name"]: pg for pg in admin.list(PodGroup, namespace=ns)}
+        assert len(pgs) == 5
+        for p in admin.list(Pod, namespace=ns):
+            pg = pgs[p.metadata.annotations["pod-group-name"]]
+            assert pg["spec"]["queue"] == "default-queue" and pg["spec"]["minMember"] == 1
+            assert pg["metadata"]["ownerReferences"][0]["uid"] == p.metadata.uid
+
+        # The waiting pod says why: pod condition, PodGroup status, and a Warning event on the PodGroup.
+        def condition() -> Any:
+            conds = admin.get(Pod, waiting, namespace=ns).status.conditions or []
+            return next((c for c in conds if c.type == "PodScheduled" and c.status == "False"), None)
+
+        cond = wait_for(condition, "PodScheduled=False on the waiting pod")
+        assert cond.reason == "Unschedulable" and "GPU" in cond.message, cond
+        pg_name = admin.get(Pod, waiting, namespace=ns).metadata.annotations["pod-group-name"]
+        status = wait_for(
+            lambda: (admin.get(PodGroup, pg_name, namespace=ns).get("status") or {}).get("schedulingConditions"),
+            "the waiting PodGroup's schedulingConditions",
+        )
+        assert status[0]["type"] == "UnschedulableOnNodePool" and status[0]["reason"] == "Unschedulable"
+        wait_for(
+            lambda: any(e.reason == "Unschedulable" and e.type == "Warning" for e in events_for(admin, ns, pg_name)),
+            "an Unschedulable event on the PodGroup",
+        )
+        some = next(iter(placed))
+        scheduled = wait_for(
+            lambda: [e for e in events_for(admin, ns, some) if e.reason == "Scheduled"], "a Scheduled event"
+        )
+        assert scheduled[0].message == f"Successfully assigned pod {ns}/{some} to node {placed[some]}"
+        assert len(events_for(admin, ns, some)) == 1  # one Scheduled event, not one per cycle
+
+        # Queue status (status subresource) and metrics.
+        wait_for(
+            lambda: (admin.get(Queue, "default-queue").get("status") or {}).get("requested", {}).get("nvidia.com/gpu"),
+            "default-queue's status",
+        )
+        port = run.scheduler.http_port
+        assert http_get(port, "/healthz") == (200, "ok")
+        assert http_get(port, "/readyz") == (200, "ok")
+        code, text = http_get(port, "/metrics")
+        assert code == 200
+        for name in (
+            "kai_e2e_scheduling_latency_milliseconds",
+            "kai_action_scheduling_latency_milliseconds",
+            "kai_task_bind_latency_milliseconds_bucket",
+            'kai_queue_allocated_gpus{queue_name="default-queue"}',
+            'kai_queue_fair_share_gpu{queue_display_name="default-queue"',
+            'kai_binds_total{result="bound"} 4.0',
+            "kai_is_leader 1.0",
+        ):
+            assert name in text, name
+
+
+def test_job_through_kube_controller_manager(scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes) -> None:
+    """A batch/v1 Job: kube-controller-manager creates its pods, kai groups them by the Job and binds them."""
+    scheduler_cluster.start_controller_manager()
+    node = nodes("job-0", gpus=8)
+    with InProcess(options(scheduler_cluster)):
+        admin.create(
+            Job.from_dict(
+                {
+                    "metadata": {"name": "train", "namespace": ns, "labels": {"kai.scheduler/queue": "default-queue"}},
+                    "spec": {
+                        "parallelism": 2,
+                        "completions": 2,
+                        "template": {
+                            "metadata": {"labels": {"kai.scheduler/queue": "default-queue"}},
+                            "spec": {
+                                "schedulerName": "kai-scheduler",
+                                "restartPolicy": "Never",
+                                "containers": [
+                                    {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+                                ],
+                            },
+                        },
+                    },
+                }
+            )
+        )
+        placed = wait_for(lambda: len(bound(admin, ns)) == 2 and bound(admin, ns), "the Job's two pods to be bound")
+        assert set(placed.values()) == {node}
+        job = admin.get(Job, "train", namespace=ns)
+        names = {p.metadata.annotations["pod-group-name"] for p in admin.list(Pod, namespace=ns)}
+        assert names == {f"pg-train-{job.metadata.uid}"}  # KAI's name: pg-<job>-<uid>, one for the Job
+
+
+def test_invalid_queue_and_podgroup_get_an_event_and_the_rest_schedules(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    nodes("inv-0", gpus=8)
+    bad_queue = f"bad-{uuid.uuid4().hex[:6]}"
+    admin.create(
+        Queue.from_dict(
+            {
+                "metadata": {"name": bad_queue},
+                "spec": {"parentQueue": "default-parent-queue", "resources": {"gpu": {"quota": -5, "limit": -1}}},
+            }
+        )
+    )
+    admin.create(
+        PodGroup.from_dict(
+            {
+                "metadata": {"name": "bad-pg", "namespace": ns},
+                "spec": {"queue": "default-queue", "minMember": 1, "minSubGroup": 1},
+            }
+        )
+    )
+    with InProcess(options(scheduler_cluster)):
+        admin.create(gpu_pod("fine", ns))
+        wait_for(lambda: node_of(admin, ns, "fine"), "a valid pod to be bound")
+        queue_events = wait_for(
+            lambda: [e for e in events_for(admin, "default", bad_queue) if e.reason == "InvalidObject"],
+            "an InvalidObject event on the bad Queue",
+        )
+        assert queue_events[0].type == "Warning"
+        assert "spec.resources.gpu.quota" in queue_events[0].message, queue_events[0].message
+        pg_events = wait_for(
+            lambda: [e for e in events_for(admin, ns, "bad-pg") if e.reason == "InvalidObject"],
+            "an InvalidObject event on the bad PodGroup",
+        )
+        assert "spec.minMember" in pg_events[0].message and "mutually exclusive" in pg_events[0].message
+    admin.delete(Queue, bad_queue)
+
+
+def test_api_server_restarted_mid_run(scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes) -> None:
+    nodes("restart-0", gpus=8)
+    # Without leader election: a leader that cannot renew its Lease within the renew deadline steps down
+    # and exits (as kube-scheduler does), which the process tests cover; here the informers must recover.
+    with InProcess(options(scheduler_cluster, leader_elect=False)) as run:
+        admin.create(gpu_pod("before", ns))
+        wait_for(lambda: node_of(admin, ns, "before"), "the first pod to be bound")
+        scheduler_cluster.restart_apiserver()
+        admin.create(gpu_pod("after", ns))
+        wait_for(lambda: node_of(admin, ns, "after"), "a pod created after the restart to be bound")
+        assert run.scheduler.synced()
+        assert run.error is None
+
+
+def test_forced_410_relists_and_decides_on_fresh_data(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """A watch resumed from a resourceVersion the API server no longer serves gets 410 Gone: the kind is
+    listed again and diffed, and the next decision uses the fresh list."""
+    old = nodes("gone-0", gpus=8)
+    # The API server's watch cache starts at its own start: restarting it puts every older
+    # resourceVersion out of reach (without leader election: the restart outlasts the test's short Lease).
+    with InProcess(options(scheduler_cluster, leader_elect=False)) as run:
+        s = run.scheduler
+        node_inf, pod_inf = s.informers["Node"], s.informers["Pod"]
+        # The watches go down; meanwhile the old node is deleted, a new one made, and a pod created.
+        run.call(node_inf.pause)
+        run.call(pod_inf.pause)
+        scheduler_cluster.restart_apiserver()
+        admin.delete(Node, old)
+        new = nodes("fresh-0", gpus=8)
+        admin.create(gpu_pod("needs-8", ns, gpus=8))
+        before = node_inf.relists, pod_inf.relists
+        run.call(lambda: node_inf.resume_watch_from("1"))
+        wait_for(lambda: node_inf.relists > before[0], "the node informer to list again")
+        assert s.store.get("Node", ("", old)) is None and s.store.get("Node", ("", new)) is not None
+        run.call(lambda: pod_inf.resume_watch_from("1"))
+        wait_for(lambda: node_of(admin, ns, "needs-8"), "the pod to be bound")
+        assert node_of(admin, ns, "needs-8") == new
+        assert pod_inf.relists > before[1]
+
+
+def test_no_cycle_while_an_informer_is_not_synced(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """While a kind is being listed again (after 410 Gone) the Store may be stale: nothing is decided."""
+    nodes("sync-0", gpus=8)
+    with InProcess(options(scheduler_cluster)) as run:
+        inf = run.scheduler.informers["Queue"]
+        run.call(inf.synced.clear)
+        time.sleep(1.0)  # a cycle already under way when the flag dropped finishes first
+        cycles = len(run.scheduler.cycles)
+        admin.create(gpu_pod("held", ns))
+        time.sleep(2.0)  # four schedule periods
+        assert node_of(admin, ns, "held") == "" and len(run.scheduler.cycles) == cycles
+        run.call(inf.synced.set)
+        wait_for(lambda: node_of(admin, ns, "held"), "the pod to be bound once synced")
+
+
+def test_shared_gpu_pods_are_labelled_with_their_gpu_group(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """Two half-GPU pods (gpu-fraction 0.5) share one GPU: each is labelled runai-gpu-group with the same
+    group before it is bound (as KAI's binder does), so the next cycles rebuild the same per-GPU state."""
+    node = nodes("share-0", gpus=1)
+
+    def half(name: str) -> Pod:
+        pod = gpu_pod(name, ns, annotations={"gpu-fraction": "0.5"})
+        pod.spec.containers[0].resources = None
+        return pod
+
+    with InProcess(options(scheduler_cluster)) as run:
+        admin.create(half("half-a"))
+        admin.create(half("half-b"))
+        wait_for(lambda: len(bound(admin, ns)) == 2, "both half-GPU pods to be bound")
+        assert set(bound(admin, ns).values()) == {node}
+        groups = {admin.get(Pod, n, namespace=ns).metadata.labels.get("runai-gpu-group") for n in ("half-a", "half-b")}
+        assert len(groups) == 1 and None not in groups, groups
+        admin.create(half("half-c"))  # the GPU is full: the third waits
+        time.sleep(1.5)
+        assert node_of(admin, ns, "half-c") == ""
+        assert run.error is None

@@ -1,0 +1,204 @@
+"""GPU sharing on random clusters over several cycles of the embedded cluster: no GPU is ever over-committed.
+
+Random nodes (1-4 GPUs, random ``nvidia.com/gpu.memory``), two queues, and a stream of pods:
+fractions (0.1-0.9), gpu-memory requests, multi-device fractions and whole-GPU pods, arriving
+between cycles while random running pods are deleted (evicted by their users). After every
+cycle the invariant is checked on what the cluster holds, read from the pods themselves (their
+annotations and ``runai-gpu-group`` labels), not from the engine's own accounting:
+
+* on every GPU group the portions add up to at most one GPU's memory (fractions x memory,
+  gpu-memory in MiB), and
+* whole-GPU pods plus GPU groups never use more GPUs than the node has.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kai.api import constants as C
+from kai.api.manifests import load_manifests
+from kai.api.objects import parse_time
+from kai.scheduler.conf import SchedulerConf
+from kai.scheduler.gpusharing import group_labels, parse_share
+from kai.sim.cluster import EmbeddedCluster
+
+NOW = "2026-01-01T00:00:00Z"
+PRIORITIES = ["train", "build-preemptible", "build", "inference"]
+
+
+def _queue(name: str, parent: str | None, quota: int, weight: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resources": {
+            "gpu": {"quota": quota, "limit": -1, "overQuotaWeight": weight},
+            "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+            "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+        }
+    }
+    if parent:
+        spec["parentQueue"] = parent
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+@st.composite
+def pods(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["fraction", "fraction", "memory", "multi", "whole"]))
+    annotations: dict[str, str] = {}
+    requests: dict[str, Any] = {"cpu": "1"}
+    if kind == "fraction":
+        annotations[C.ANNOTATION_GPU_FRACTION] = f"0.{draw(st.integers(1, 9))}"
+    elif kind == "memory":
+        annotations[C.ANNOTATION_GPU_MEMORY] = str(draw(st.sampled_from([10, 30, 50, 80, 20000, 40000])))
+    elif kind == "multi":
+        annotations[C.ANNOTATION_GPU_FRACTION] = f"0.{draw(st.integers(1, 9))}"
+        annotations[C.ANNOTATION_GPU_FRACTION_NUM_DEVICES] = str(draw(st.integers(2, 3)))
+    else:
+        requests["nvidia.com/gpu"] = 1
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {
+                C.LABEL_QUEUE: draw(st.sampled_from(["team-a", "team-b"])),
+                "priorityClassName": draw(st.sampled_from(PRIORITIES)),
+            },
+            "annotations": annotations,
+        },
+        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "resources": {"requests": requests}}]},
+    }
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]], list[list[int]]]:
+    """(initial manifests, pods arriving before each later cycle, which running pods to delete then)."""
+    docs: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(1, 3))):
+        labels = {}
+        memory = draw(st.sampled_from([None, 100, 40000, 81920]))
+        if memory is not None:
+            labels[C.LABEL_GPU_MEMORY] = str(memory)
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": f"node{i}", "labels": labels},
+                "status": {
+                    "allocatable": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": str(draw(st.integers(1, 4)))}
+                },
+            }
+        )
+    docs.append(_queue("dept", None, -1, 1))
+    docs.append(_queue("team-a", "dept", draw(st.integers(0, 3)), draw(st.integers(0, 2))))
+    docs.append(_queue("team-b", "dept", draw(st.integers(0, 3)), draw(st.integers(0, 2))))
+    n = draw(st.integers(1, 8))
+    docs += [draw(pods(f"p0-{k}")) for k in range(n)]
+    arrivals = []
+    deletions = []
+    for c in range(1, draw(st.integers(2, 5))):
+        arrivals.append([draw(pods(f"p{c}-{k}")) for k in range(draw(st.integers(0, 4)))])
+        deletions.append(draw(st.lists(st.integers(0, 50), max_size=2)))
+    return docs, arrivals, deletions
+
+
+def _load(docs: list[dict[str, Any]]) -> list:
+    objects, _ = load_manifests([("cluster.yaml", yaml.safe_dump_all(docs, sort_keys=False))])
+    return objects
+
+
+def _check_gpus(cluster: EmbeddedCluster) -> None:
+    nodes = {n.meta.name: n for n in cluster.nodes()}
+    held: dict[tuple[str, str], int] = {}  # (node, group) -> MiB x 1000 held
+    whole: dict[str, int] = {}
+    for pod in cluster.store.list("Pod"):
+        if not pod.node_name or pod.phase in ("Succeeded", "Failed"):
+            continue
+        node = nodes[pod.node_name]
+        memory = int(node.meta.labels.get(C.LABEL_GPU_MEMORY, C.DEFAULT_GPU_MEMORY_MIB))
+        share, error = parse_share(pod)
+        assert not error
+        if share is None:
+            whole[pod.node_name] = whole.get(pod.node_name, 0) + pod.requests.get(C.RESOURCE_GPU, 0)
+            continue
+        groups = group_labels(pod)
+        assert len(groups) == share.devices, (pod.meta.name, groups)
+        for g in groups:
+            key = (pod.node_name, g)
+            held[key] = held.get(key, 0) + share.units(memory * 1000)
+    for (node, group), units in held.items():
+        memory = int(nodes[node].meta.labels.get(C.LABEL_GPU_MEMORY, C.DEFAULT_GPU_MEMORY_MIB))
+        assert units <= memory * 1000, f"GPU {group} on {node} holds {units / 1000} MiB of {memory}"
+    for name, node in nodes.items():
+        groups = sum(1 for (n, _) in held if n == name)
+        assert whole.get(name, 0) + groups <= node.allocatable.get(C.RESOURCE_GPU, 0), (name, whole, groups)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=scenarios())
+def test_no_gpu_is_over_committed(scenario: tuple) -> None:
+    docs, arrivals, deletions = scenario
+    now = parse_time(NOW, "now")
+    assert now is not None
+    cluster = EmbeddedCluster(now=now)
+    cluster.apply(_load(docs))
+    conf = SchedulerConf()
+    cluster.run_cycle(conf)
+    _check_gpus(cluster)
+    for new, gone in zip(arrivals, deletions):
+        running = sorted(
+            (p for p in cluster.store.list("Pod") if p.node_name and p.phase == "Running"), key=lambda p: p.meta.name
+        )
+        for i in gone:
+            if running:
+                pod = running[i % len(running)]
+                pod.meta.deletion_timestamp = cluster.now
+                cluster.store.put(pod)
+        if new:
+            cluster.apply(_load(new))
+        cluster.run_cycle(conf)
+        _check_gpus(cluster)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=scenarios(), data=st.data())
+def test_rollback_restores_every_gpu_slot(scenario: tuple, data: st.DataObject) -> None:
+    """Random evictions and placements of shared and whole-GPU pods inside one Statement, then a rollback: the
+    node rows, every GPU slot, each pod's GPU groups and statuses are exactly as before."""
+    import numpy as np
+
+    from kai.scheduler.model import ACTIVE_ALLOCATED, TaskStatus
+    from kai.scheduler.session import Session
+
+    docs, arrivals, _ = scenario
+    now = parse_time(NOW, "now")
+    assert now is not None
+    cluster = EmbeddedCluster(now=now)
+    cluster.apply(_load(docs))
+    cluster.run_cycle(SchedulerConf())  # some pods bound, some shared GPUs in use
+    if arrivals and arrivals[0]:
+        cluster.apply(_load(arrivals[0]))
+    snap = cluster.snapshot()
+    ssn = Session(snap, SchedulerConf())
+
+    def state() -> list:
+        return [ssn.idle.copy(), ssn.releasing.copy(), *ssn.gpu_arrays(), list(ssn.gpus), list(ssn.status)]
+
+    before = state()
+    stmt = ssn.statement()
+    for _ in range(data.draw(st.integers(1, 8))):
+        t = snap.tasks[data.draw(st.integers(0, len(snap.tasks) - 1))] if snap.tasks else None
+        if t is None:
+            break
+        if ssn.status[t.index] in ACTIVE_ALLOCATED and t.status == ssn.status[t.index]:
+            stmt.evict(t)
+        elif ssn.status[t.index] == TaskStatus.PENDING and t.index not in ssn.invalid:
+            node, now_fit = ssn.placer.best_node(t)
+            if node >= 0:
+                (stmt.allocate if now_fit else stmt.pipeline)(t, node)
+    stmt.rollback()
+    after = state()
+    for a, b in zip(after, before):
+        assert (np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b)
