@@ -94,8 +94,10 @@ class Fgd(_FragPlacement):
         self.target = target
         self.quantize = quantize
 
-    def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
-        rows = np.flatnonzero(feasible(state, pod))
+    def choose(
+        self, state: FreeState, pod: PodRequest, rng: np.random.Generator, allowed: np.ndarray | None = None
+    ) -> Placement | None:
+        rows = np.flatnonzero(feasible(state, pod, allowed))
         if len(rows) == 0:
             return None
         grid, shares = frag_deltas(self.frag_model(self.target), self.cache, state, pod, rows)

@@ -26,8 +26,10 @@ FGD_WEIGHT = 0.75  # weight of FGD's fragmentation in the score; the stranded sh
 class KaiBinpack(GpuPolicy):
     name = "binpack"
 
-    def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
-        ok = feasible(state, pod)
+    def choose(
+        self, state: FreeState, pod: PodRequest, rng: np.random.Generator, allowed: np.ndarray | None = None
+    ) -> Placement | None:
+        ok = feasible(state, pod, allowed)
         free = np.maximum(state.gpu, 0).sum(axis=1) if pod.gpu_task else state.cpu
         node = pick(-free.astype(np.float64), ok, state.rank)
         return None if node < 0 else Placement(node, gpus_for(state.gpu[node], pod))
@@ -136,8 +138,10 @@ class Fragmentation(GpuPolicy):
                 memo.shares[stale] = opts.shares
         return memo.delta[rows], (memo.shares[rows] if memo.shares is not None else None)
 
-    def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
-        rows = np.flatnonzero(feasible(state, pod))
+    def choose(
+        self, state: FreeState, pod: PodRequest, rng: np.random.Generator, allowed: np.ndarray | None = None
+    ) -> Placement | None:
+        rows = np.flatnonzero(feasible(state, pod, allowed))
         if len(rows) == 0:
             return None
         delta, shares = self.deltas(state, pod, rows)

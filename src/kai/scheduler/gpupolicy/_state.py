@@ -130,9 +130,12 @@ def model_allowed(state: FreeState, models: tuple[int, ...] | None) -> np.ndarra
     return np.isin(state.model, models)
 
 
-def feasible(state: FreeState, pod: PodRequest) -> np.ndarray:
-    """(n,) bool: nodes with the CPU, memory and GPUs (model, count of devices with room) *pod* needs."""
+def feasible(state: FreeState, pod: PodRequest, allowed: np.ndarray | None = None) -> np.ndarray:
+    """(n,) bool: nodes with the CPU, memory and GPUs (model, count of devices with room) *pod* needs,
+    among *allowed* (the caller's other predicates: selectors, taints, ...; None = all nodes)."""
     ok = (state.cpu >= pod.cpu) & (state.memory >= pod.memory)
+    if allowed is not None:
+        ok &= allowed
     if pod.gpu_task:
         ok &= model_allowed(state, pod.models)
         ok &= (state.gpu >= pod.gpu_milli).sum(axis=1) >= pod.num_gpu
@@ -222,9 +225,12 @@ class GpuPolicy:
 
     name = ""
 
-    def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
-        """The node and devices for *pod*, or None if no node can take it. Reads *state*, never changes
-        it; *rng* is the only source of randomness (ties)."""
+    def choose(
+        self, state: FreeState, pod: PodRequest, rng: np.random.Generator, allowed: np.ndarray | None = None
+    ) -> Placement | None:
+        """The node and devices for *pod*, or None if no node can take it. Only nodes where *allowed*
+        (the caller's other predicates; None = all) are considered. Reads *state*, never changes it;
+        *rng* is the only source of randomness (the Random policy)."""
         raise NotImplementedError
 
     def observe(self, pod: PodRequest) -> None:
