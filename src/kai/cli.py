@@ -127,7 +127,7 @@ def bench() -> None:
     "--policy",
     default="best",
     show_default=True,
-    help="best (kai's fragmentation), default (kai's binpack), random, dotprod, gpuclustering, gpupacking, bestfit, fgd.",
+    help="best (kai's fragmentation), default (binpack), random, dotprod, gpuclustering, gpupacking, bestfit, fgd.",
 )
 @click.option("--seeds", default="42-51", show_default=True, help="Seeds: 42-51, 42,43 or a mix.")
 @click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
