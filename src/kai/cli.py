@@ -123,7 +123,12 @@ def bench() -> None:
 @bench.command("trace")
 @click.option("--trace", default="default", show_default=True, help="Trace variant (default, cpu050, ...) or pod CSV.")
 @click.option("--nodes", default=None, help="Node CSV.  [default: the trace data's GPU node list]")
-@click.option("--policy", default="best", show_default=True, help="GPU placement policy; best = kai's recommended.")
+@click.option(
+    "--policy",
+    default="best",
+    show_default=True,
+    help="best (kai's fragmentation), default (binpack), random, dotprod, gpuclustering, gpupacking, bestfit, fgd.",
+)
 @click.option("--seeds", default="42-51", show_default=True, help="Seeds: 42-51, 42,43 or a mix.")
 @click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def bench_trace(trace: str, nodes: str | None, policy: str, seeds: str, fmt: str) -> None:

@@ -400,3 +400,19 @@ def test_fragmentation_learns_its_target_from_what_it_observes() -> None:
         kai.observe(whole(1))
     assert kai.choose(state, shared(400), RNG) == Placement(1, (1,))
     assert kai.target().gpu_milli.tolist() == [1000]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "name", ["binpack", "random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd", "best"]
+)
+def test_every_policy_keeps_to_the_callers_allowed_nodes(name: str) -> None:
+    """The engine passes its other predicates (selectors, taints) as a mask: node 1 is the best
+    choice for every policy here (the only one with a used GPU / most fitting), yet masked out."""
+    state = cluster((32, [1000, 1000], 0), (32, [1000, 500], 0), (32, [1000, 1000], 0))
+    pol = make_policy(name, n_models=2, target=TARGET)
+    pol.observe(shared(500))
+    allowed = np.array([True, False, True])
+    for _ in range(20):
+        placement = pol.choose(state, shared(500), np.random.default_rng(3), allowed)
+        assert placement is not None and placement.node != 1
+    assert pol.choose(state, shared(500), RNG, np.zeros(3, dtype=bool)) is None

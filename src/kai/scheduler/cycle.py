@@ -112,9 +112,7 @@ def close_session(ssn: Session) -> CycleResult:
             pending = pending_status in [status[ti] for ti in job.tasks]
         else:
             pending = False
-        invalid = (
-            [ti for ti in job.tasks if ti in ssn.invalid and status[ti] == pending_status] if any_invalid else []
-        )
+        invalid = [ti for ti in job.tasks if ti in ssn.invalid and status[ti] == pending_status] if any_invalid else []
         if invalid and not ssn.job_ready(job):
             bad = snap.tasks[invalid[0]]
             message = f"Pod {bad.namespace}/{bad.name} has an invalid GPU request: {bad.share_error}"

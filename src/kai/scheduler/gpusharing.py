@@ -322,7 +322,6 @@ def shared_free_milli(cap: np.ndarray, idle: np.ndarray, rel: np.ndarray, pods: 
     return free * MILLI // np.maximum(cap, 1)
 
 
-
 # --- building the table from the pods on the nodes (snapshot time) ----------------------------------------
 
 

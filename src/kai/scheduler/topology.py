@@ -228,10 +228,10 @@ class Candidates:
             )
         if top == ROOT:
             room = int(self.room[ROOT].sum()) if ROOT in self.room else 0
-            return (
-                f"the nodes of topology {tree.name} have room for {room} of the {self.count} pods"
-                + (f" ({_gpus(self.free_gpu[ROOT].sum())} free GPUs, {_gpus(self.gpus * MILLI)} needed)"
-                   if self.gpus and ROOT in self.free_gpu else "")
+            return f"the nodes of topology {tree.name} have room for {room} of the {self.count} pods" + (
+                f" ({_gpus(self.free_gpu[ROOT].sum())} free GPUs, {_gpus(self.gpus * MILLI)} needed)"
+                if self.gpus and ROOT in self.free_gpu
+                else ""
             )
         room = self.room.get(top)
         if room is None or room.size == 0:

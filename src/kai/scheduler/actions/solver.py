@@ -371,9 +371,11 @@ class _Room:
             inside = domain >= 0
             self._cap[~inside] = 0
             self._domain = domain.tolist()
-            self._domain_total = np.bincount(
-                domain[inside], weights=self._cap[inside], minlength=int(domain.max()) + 1
-            ).astype(np.int64).tolist()
+            self._domain_total = (
+                np.bincount(domain[inside], weights=self._cap[inside], minlength=int(domain.max()) + 1)
+                .astype(np.int64)
+                .tolist()
+            )
 
     def free_unit(self, node_of: list[int], unit_tasks: tuple[int, ...], request: list[np.ndarray]) -> None:
         if not self._cols:

@@ -37,8 +37,10 @@ class RandomFit(GpuPolicy):
 
     name = "random"
 
-    def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
-        rows = np.flatnonzero(feasible(state, pod))
+    def choose(
+        self, state: FreeState, pod: PodRequest, rng: np.random.Generator, allowed: np.ndarray | None = None
+    ) -> Placement | None:
+        rows = np.flatnonzero(feasible(state, pod, allowed))
         if len(rows) == 0:
             return None
         node = int(rows[rng.integers(len(rows))])
@@ -58,8 +60,10 @@ class DotProduct(GpuPolicy):
 
     name = "dotprod"
 
-    def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
-        ok = feasible(state, pod)
+    def choose(
+        self, state: FreeState, pod: PodRequest, rng: np.random.Generator, allowed: np.ndarray | None = None
+    ) -> Placement | None:
+        ok = feasible(state, pod, allowed)
         dot = (state.cpu / MAX_CPU) * (pod.cpu / MAX_CPU) + (_free_gpu(state) / MAX_GPU) * (pod.total_gpu / MAX_GPU)
         score = np.trunc((1.0 - dot / 2) * 100)
         return _place(state, pod, pick(score, ok, state.rank))
@@ -75,8 +79,10 @@ class GpuClustering(GpuPolicy):
 
     name = "gpuclustering"
 
-    def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
-        ok = feasible(state, pod)
+    def choose(
+        self, state: FreeState, pod: PodRequest, rng: np.random.Generator, allowed: np.ndarray | None = None
+    ) -> Placement | None:
+        ok = feasible(state, pod, allowed)
         if not pod.gpu_task:
             return _place(state, pod, pick(np.zeros(state.n), ok, state.rank))
         fill = (25 * (MAX_GPU - _free_gpu(state))) // MAX_GPU
@@ -99,8 +105,10 @@ class GpuPacking(GpuPolicy):
 
     name = "gpupacking"
 
-    def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
-        ok = feasible(state, pod)
+    def choose(
+        self, state: FreeState, pod: PodRequest, rng: np.random.Generator, allowed: np.ndarray | None = None
+    ) -> Placement | None:
+        ok = feasible(state, pod, allowed)
         if not pod.gpu_task:
             return _place(state, pod, pick(np.zeros(state.n), ok, state.rank))
         fully = (state.gpu == MILLI).sum(axis=1)
@@ -124,8 +132,10 @@ class BestFit(GpuPolicy):
 
     name = "bestfit"
 
-    def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
-        ok = feasible(state, pod)
+    def choose(
+        self, state: FreeState, pod: PodRequest, rng: np.random.Generator, allowed: np.ndarray | None = None
+    ) -> Placement | None:
+        ok = feasible(state, pod, allowed)
         left = (state.cpu - pod.cpu) / MAX_CPU * 0.5 + (_free_gpu(state) - pod.total_gpu) / MAX_GPU * 0.5
         score = np.trunc((1.0 - left) * 100)
         return _place(state, pod, pick(score, ok, state.rank))

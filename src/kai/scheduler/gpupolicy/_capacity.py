@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._state import MILLI, FreeState, PodRequest
+from ._state import MILLI, FreeState, PodRequest, RowTracker, SharedOptions
 from ._workload import TargetWorkload
 
 
@@ -90,45 +90,65 @@ def stranded(
 
 
 class CapacityCache:
-    """Per-node instance sums, total free share and stranded share, kept in step with a FreeState by
-    diffing (only changed rows are recomputed; all rows when the thresholds or the model change)."""
+    """Per-node instance sums, total free share and stranded share, in step with a FreeState: ``sync``
+    diffs it itself, ``refresh`` takes the changed rows (only those are recomputed; every row when the
+    thresholds or the model change)."""
 
     def __init__(self) -> None:
+        self._tracker = RowTracker()
         self._thresholds: np.ndarray | None = None
         self._cm: CapacityModel | None = None
-        self._gpu = np.zeros((0, 0), dtype=np.int64)
-        self._cpu = np.zeros(0, dtype=np.int64)
-        self._mem = np.zeros(0, dtype=np.int64)
         self.inst = np.zeros((0, 0), dtype=np.int64)
         self.total = np.zeros(0, dtype=np.int64)
         self.value = np.zeros(0)
 
     def sync(self, cm: CapacityModel, state: FreeState) -> None:
+        self.refresh(cm, state, self._tracker.changed(state))
+
+    def refresh(self, cm: CapacityModel, state: FreeState, changed: np.ndarray | None) -> None:
         gpu, cpu, mem = state.gpu, state.cpu, state.memory
-        if (
-            self._thresholds is None
-            or self._gpu.shape != gpu.shape
-            or not np.array_equal(self._thresholds, cm.thresholds)
-        ):
+        if changed is None or self._thresholds is None or not np.array_equal(self._thresholds, cm.thresholds):
             self._thresholds = cm.thresholds.copy()
-            self._gpu, self._cpu, self._mem = gpu.copy(), cpu.copy(), mem.copy()
             self.inst = instances(gpu, cm.thresholds)
             self.total = np.maximum(gpu, 0).sum(axis=1)
             self._cm = None
-        else:
-            rows = np.flatnonzero((gpu != self._gpu).any(axis=1) | (cpu != self._cpu) | (mem != self._mem))
-            if len(rows):
-                g = gpu[rows]
-                self._gpu[rows], self._cpu[rows], self._mem[rows] = g, cpu[rows], mem[rows]
-                self.inst[rows] = instances(g, cm.thresholds)
-                self.total[rows] = np.maximum(g, 0).sum(axis=1)
-                if self._cm is cm:
-                    self.value[rows] = stranded(
-                        cm, self.inst[rows], self.total[rows], cpu[rows], mem[rows], state.model[rows]
-                    )
+        elif len(changed):
+            g = gpu[changed]
+            self.inst[changed] = instances(g, cm.thresholds)
+            self.total[changed] = np.maximum(g, 0).sum(axis=1)
+            if self._cm is cm:
+                self.value[changed] = stranded(
+                    cm, self.inst[changed], self.total[changed], cpu[changed], mem[changed], state.model[changed]
+                )
         if self._cm is not cm:
             self._cm = cm
-            self.value = stranded(cm, self.inst, self.total, self._cpu, self._mem, state.model)
+            self.value = stranded(cm, self.inst, self.total, cpu, mem, state.model)
+
+
+def stranded_grid(
+    cm: CapacityModel,
+    cache: CapacityCache,
+    state: FreeState,
+    pod: PodRequest,
+    rows: np.ndarray,
+    opts: SharedOptions | None,
+) -> np.ndarray:
+    """before - after stranded share for the feasible *rows* (*cache* in step with *state*), in the
+    layout of ``frag_grid``."""
+    inst, total, before = cache.inst[rows], cache.total[rows], cache.value[rows]
+    model = state.model[rows]
+    cpu_after = state.cpu[rows] - pod.cpu
+    mem_after = state.memory[rows] - pod.memory
+    if not pod.gpu_task:
+        return (before - stranded(cm, inst, total, cpu_after, mem_after, model))[:, None]
+    if opts is None:
+        c = pod.num_gpu
+        after = stranded(cm, inst - c * (MILLI // cm.thresholds), total - MILLI * c, cpu_after, mem_after, model)
+        return (before - after)[:, None]
+    r, f = opts.row, opts.free
+    inst_after = inst[r] - f[:, None] // cm.thresholds + (f - pod.gpu_milli)[:, None] // cm.thresholds
+    after = stranded(cm, inst_after, total[r] - pod.gpu_milli, cpu_after[r], mem_after[r], model[r])
+    return opts.grid(before[r] - after)
 
 
 def stranded_deltas(
@@ -136,24 +156,5 @@ def stranded_deltas(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """before - after stranded share for the feasible *rows*, in the layout of ``frag_deltas``."""
     cache.sync(cm, state)
-    inst, total, before = cache.inst[rows], cache.total[rows], cache.value[rows]
-    model = state.model[rows]
-    cpu_after = state.cpu[rows] - pod.cpu
-    mem_after = state.memory[rows] - pod.memory
-    if not pod.gpu_task:
-        return (before - stranded(cm, inst, total, cpu_after, mem_after, model))[:, None], None
-    if not pod.shared:
-        c = pod.num_gpu
-        after = stranded(cm, inst - c * (MILLI // cm.thresholds), total - MILLI * c, cpu_after, mem_after, model)
-        return (before - after)[:, None], None
-    g = state.gpu[rows]
-    shares = np.sort(np.where(g >= pod.gpu_milli, g, -1), axis=1)
-    distinct = shares >= 0
-    distinct[:, 1:] &= shares[:, 1:] != shares[:, :-1]
-    r, col = np.nonzero(distinct)
-    f = shares[r, col]
-    inst_after = inst[r] - f[:, None] // cm.thresholds + (f - pod.gpu_milli)[:, None] // cm.thresholds
-    after = stranded(cm, inst_after, total[r] - pod.gpu_milli, cpu_after[r], mem_after[r], model[r])
-    grid = np.full(g.shape, -np.inf)
-    grid[r, col] = before[r] - after
-    return grid, shares
+    opts = SharedOptions.of(state.gpu[rows], pod.gpu_milli) if pod.shared else None
+    return stranded_grid(cm, cache, state, pod, rows, opts), (opts.shares if opts is not None else None)

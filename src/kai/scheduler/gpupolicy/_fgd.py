@@ -12,13 +12,41 @@ from __future__ import annotations
 import numpy as np
 
 from ._frag import FragCache, FragModel, frag_from
-from ._state import MILLI, FreeState, GpuPolicy, Placement, PodRequest, feasible, pick, whole_gpus
+from ._state import MILLI, FreeState, GpuPolicy, Placement, PodRequest, SharedOptions, feasible, pick, whole_gpus
 from ._workload import TargetWorkload
 
 
 def sigmoid_score(delta: np.ndarray) -> np.ndarray:
     """The authors' node score: trunc(100 * sigmoid(Δ / 1000)) (Δ in milli-GPU)."""
     return np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+
+
+def frag_grid(
+    fm: FragModel, cache: FragCache, state: FreeState, pod: PodRequest, rows: np.ndarray, opts: SharedOptions | None
+) -> np.ndarray:
+    """Δ = F_before - F_after for the feasible *rows* (*cache* in step with *state*): a (k, g) grid
+    over *opts* for a shared pod, else (k, 1)."""
+    u, k, total, before = cache.u[rows], cache.k[rows], cache.total[rows], cache.frag[rows]
+    cpu, model = state.cpu[rows], state.model[rows]
+    cpu_after = cpu - pod.cpu
+    if not pod.gpu_task:
+        return (before - frag_from(fm, u, k, total, cpu_after, model))[:, None]
+    if opts is None:  # takes num_gpu fully free devices: each had room for every threshold
+        c = pod.num_gpu
+        return (before - frag_from(fm, u - MILLI * c, k - c, total - MILLI * c, cpu_after, model))[:, None]
+    r, f = opts.row, opts.free
+    f_after = f - pod.gpu_milli
+    was = f[:, None] >= fm.thresholds
+    now = f_after[:, None] >= fm.thresholds
+    after = frag_from(
+        fm,
+        u[r] - f[:, None] * was + f_after[:, None] * now,
+        k[r] - was + now,
+        total[r] - pod.gpu_milli,
+        cpu_after[r],
+        model[r],
+    )
+    return opts.grid(before[r] - after)
 
 
 def frag_deltas(
@@ -31,35 +59,8 @@ def frag_deltas(
     shares give equal results, so each value is scored once. For other pods: a (k, 1) grid and None.
     """
     cache.sync(fm, state)
-    u, k, total, before = cache.u[rows], cache.k[rows], cache.total[rows], cache.frag[rows]
-    cpu, model = state.cpu[rows], state.model[rows]
-    cpu_after = cpu - pod.cpu
-    if not pod.gpu_task:
-        return (before - frag_from(fm, u, k, total, cpu_after, model))[:, None], None
-    if not pod.shared:  # takes num_gpu fully free devices: each had room for every threshold
-        c = pod.num_gpu
-        after = frag_from(fm, u - MILLI * c, k - c, total - MILLI * c, cpu_after, model)
-        return (before - after)[:, None], None
-    g = state.gpu[rows]
-    shares = np.sort(np.where(g >= pod.gpu_milli, g, -1), axis=1)
-    distinct = shares >= 0
-    distinct[:, 1:] &= shares[:, 1:] != shares[:, :-1]
-    r, col = np.nonzero(distinct)
-    f = shares[r, col]
-    f_after = f - pod.gpu_milli
-    was = f[:, None] >= fm.thresholds
-    now = f_after[:, None] >= fm.thresholds
-    after = frag_from(
-        fm,
-        u[r] - f[:, None] * was + f_after[:, None] * now,
-        k[r] - was + now,
-        total[r] - pod.gpu_milli,
-        cpu_after[r],
-        model[r],
-    )
-    grid = np.full(g.shape, -np.inf)
-    grid[r, col] = before[r] - after
-    return grid, shares
+    opts = SharedOptions.of(state.gpu[rows], pod.gpu_milli) if pod.shared else None
+    return frag_grid(fm, cache, state, pod, rows, opts), (opts.shares if opts is not None else None)
 
 
 def shared_device(free_row: np.ndarray, scores: np.ndarray, shares: np.ndarray) -> int:
@@ -93,8 +94,10 @@ class Fgd(_FragPlacement):
         self.target = target
         self.quantize = quantize
 
-    def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
-        rows = np.flatnonzero(feasible(state, pod))
+    def choose(
+        self, state: FreeState, pod: PodRequest, rng: np.random.Generator, allowed: np.ndarray | None = None
+    ) -> Placement | None:
+        rows = np.flatnonzero(feasible(state, pod, allowed))
         if len(rows) == 0:
             return None
         grid, shares = frag_deltas(self.frag_model(self.target), self.cache, state, pod, rows)

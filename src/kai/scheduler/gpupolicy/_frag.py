@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._state import FreeState
+from ._state import FreeState, RowTracker
 from ._workload import TargetWorkload
 
 
@@ -83,43 +83,38 @@ def fragmentation(fm: FragModel, gpu: np.ndarray, cpu: np.ndarray, model: np.nda
 
 
 class FragCache:
-    """U, K, total free share and F(M) of every node, kept in step with a FreeState by comparing it
-    with the copy taken at the last ``sync``: only rows whose free GPU or CPU changed are recomputed
-    (and every row when the thresholds or the FragModel change)."""
+    """U, K, total free share and F(M) of every node. ``sync`` brings them in step with a FreeState,
+    recomputing only rows whose free state changed (every row when the thresholds or the FragModel
+    change); ``refresh`` does the same with the changed rows given (one RowTracker for several caches).
+    """
 
     def __init__(self) -> None:
+        self._tracker = RowTracker()
         self._thresholds: np.ndarray | None = None
         self._fm: FragModel | None = None
-        self._gpu = np.zeros((0, 0), dtype=np.int64)
-        self._cpu = np.zeros(0, dtype=np.int64)
         self.u = np.zeros((0, 0), dtype=np.int64)
         self.k = np.zeros((0, 0), dtype=np.int64)
         self.total = np.zeros(0, dtype=np.int64)
         self.frag = np.zeros(0)
 
     def sync(self, fm: FragModel, state: FreeState) -> None:
-        gpu, cpu = state.gpu, state.cpu
-        if (
-            self._thresholds is None
-            or self._gpu.shape != gpu.shape
-            or not np.array_equal(self._thresholds, fm.thresholds)
-        ):
+        self.refresh(fm, state, self._tracker.changed(state))
+
+    def refresh(self, fm: FragModel, state: FreeState, changed: np.ndarray | None) -> None:
+        gpu = state.gpu
+        if changed is None or self._thresholds is None or not np.array_equal(self._thresholds, fm.thresholds):
             self._thresholds = fm.thresholds.copy()
-            self._gpu, self._cpu = gpu.copy(), cpu.copy()
             self.u, self.k = usable(gpu, fm.thresholds)
             self.total = np.maximum(gpu, 0).sum(axis=1)
             self._fm = None
-        else:
-            rows = np.flatnonzero((gpu != self._gpu).any(axis=1) | (cpu != self._cpu))
-            if len(rows):
-                g = gpu[rows]
-                self._gpu[rows], self._cpu[rows] = g, cpu[rows]
-                self.u[rows], self.k[rows] = usable(g, fm.thresholds)
-                self.total[rows] = np.maximum(g, 0).sum(axis=1)
-                if self._fm is fm:
-                    self.frag[rows] = frag_from(
-                        fm, self.u[rows], self.k[rows], self.total[rows], cpu[rows], state.model[rows]
-                    )
+        elif len(changed):
+            g = gpu[changed]
+            self.u[changed], self.k[changed] = usable(g, fm.thresholds)
+            self.total[changed] = np.maximum(g, 0).sum(axis=1)
+            if self._fm is fm:
+                self.frag[changed] = frag_from(
+                    fm, self.u[changed], self.k[changed], self.total[changed], state.cpu[changed], state.model[changed]
+                )
         if self._fm is not fm:
             self._fm = fm
-            self.frag = frag_from(fm, self.u, self.k, self.total, self._cpu, state.model)
+            self.frag = frag_from(fm, self.u, self.k, self.total, state.cpu, state.model)

@@ -130,9 +130,12 @@ def model_allowed(state: FreeState, models: tuple[int, ...] | None) -> np.ndarra
     return np.isin(state.model, models)
 
 
-def feasible(state: FreeState, pod: PodRequest) -> np.ndarray:
-    """(n,) bool: nodes with the CPU, memory and GPUs (model, count of devices with room) *pod* needs."""
+def feasible(state: FreeState, pod: PodRequest, allowed: np.ndarray | None = None) -> np.ndarray:
+    """(n,) bool: nodes with the CPU, memory and GPUs (model, count of devices with room) *pod* needs,
+    among *allowed* (the caller's other predicates: selectors, taints, ...; None = all nodes)."""
     ok = (state.cpu >= pod.cpu) & (state.memory >= pod.memory)
+    if allowed is not None:
+        ok &= allowed
     if pod.gpu_task:
         ok &= model_allowed(state, pod.models)
         ok &= (state.gpu >= pod.gpu_milli).sum(axis=1) >= pod.num_gpu
@@ -159,6 +162,52 @@ def gpus_for(free_row: np.ndarray, pod: PodRequest) -> tuple[int, ...]:
     return whole_gpus(free_row, pod.num_gpu)
 
 
+@dataclass(frozen=True, slots=True)
+class SharedOptions:
+    """Where a shared pod could go on each of k candidate nodes: one option per distinct free share
+    with room (devices with equal free shares give equal results, so each value is scored once)."""
+
+    shares: np.ndarray  # (k, g) each row's free shares with room, sorted ascending; -1 = no option
+    row: np.ndarray  # (c,) candidate index (0..k-1) of each option
+    col: np.ndarray  # (c,) column of each option in ``shares``
+    free: np.ndarray  # (c,) the option's free share before the pod
+
+    @classmethod
+    def of(cls, gpu: np.ndarray, milli: int) -> SharedOptions:
+        shares = np.sort(np.where(gpu >= milli, gpu, -1), axis=1)
+        distinct = shares >= 0
+        distinct[:, 1:] &= shares[:, 1:] != shares[:, :-1]
+        row, col = np.nonzero(distinct)
+        return cls(shares, row, col, shares[row, col])
+
+    def grid(self, values: np.ndarray) -> np.ndarray:
+        """(k, g) grid of per-option *values*; -inf where there is no option."""
+        out = np.full(self.shares.shape, -np.inf)
+        out[self.row, self.col] = values
+        return out
+
+
+class RowTracker:
+    """Which nodes' free CPU, memory or GPU changed since the last call (a copy is kept)."""
+
+    def __init__(self) -> None:
+        self._gpu: np.ndarray | None = None
+        self._cpu = np.zeros(0, dtype=np.int64)
+        self._mem = np.zeros(0, dtype=np.int64)
+
+    def changed(self, state: FreeState) -> np.ndarray | None:
+        """Rows changed since the last call; None when everything must be (re)computed."""
+        if self._gpu is None or self._gpu.shape != state.gpu.shape:
+            self._gpu, self._cpu, self._mem = state.gpu.copy(), state.cpu.copy(), state.memory.copy()
+            return None
+        rows = np.flatnonzero(
+            (state.gpu != self._gpu).any(axis=1) | (state.cpu != self._cpu) | (state.memory != self._mem)
+        )
+        if len(rows):
+            self._gpu[rows], self._cpu[rows], self._mem[rows] = state.gpu[rows], state.cpu[rows], state.memory[rows]
+        return rows
+
+
 def pick(score: np.ndarray, ok: np.ndarray, rank: np.ndarray) -> int:
     """The node with the highest *score* among those where *ok*, the lowest *rank* among equals; -1 if
     no node is ok. (The FGD authors' kube-scheduler fork breaks ties by the smallest node name, and
@@ -176,9 +225,12 @@ class GpuPolicy:
 
     name = ""
 
-    def choose(self, state: FreeState, pod: PodRequest, rng: np.random.Generator) -> Placement | None:
-        """The node and devices for *pod*, or None if no node can take it. Reads *state*, never changes
-        it; *rng* is the only source of randomness (ties)."""
+    def choose(
+        self, state: FreeState, pod: PodRequest, rng: np.random.Generator, allowed: np.ndarray | None = None
+    ) -> Placement | None:
+        """The node and devices for *pod*, or None if no node can take it. Only nodes where *allowed*
+        (the caller's other predicates; None = all) are considered. Reads *state*, never changes it;
+        *rng* is the only source of randomness (the Random policy)."""
         raise NotImplementedError
 
     def observe(self, pod: PodRequest) -> None:
