@@ -40,15 +40,7 @@ class CapacityModel:
 
     @classmethod
     def build(cls, target: TargetWorkload, n_models: int) -> CapacityModel:
-        gpu = np.flatnonzero(target.gpu_milli > 0)
-        thresholds, t_index = np.unique(target.gpu_milli[gpu], return_inverse=True)
-        access = np.zeros((n_models + 1, len(gpu)), dtype=bool)
-        for j, m in enumerate(gpu):
-            models = target.models[m]
-            if models is None:
-                access[1:, j] = True
-            else:
-                access[[i + 1 for i in models if i < n_models], j] = True
+        gpu, thresholds, t_index, access = target.gpu_shapes(n_models)
         memory = target.memory[gpu] if target.memory is not None else np.zeros(len(gpu))
         return cls(
             thresholds=thresholds.astype(np.int64),

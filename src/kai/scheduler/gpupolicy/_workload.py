@@ -83,6 +83,21 @@ class TargetWorkload:
     def __len__(self) -> int:
         return len(self.weight)
 
+    def gpu_shapes(self, n_models: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The GPU shapes as both fragmentation measures index them: (shape rows, distinct per-GPU requests,
+        each shape's column among those, access[model id + 1, shape]); row 0 of access is a node without
+        GPUs, which no GPU shape can use."""
+        gpu = np.flatnonzero(self.gpu_milli > 0)
+        thresholds, t_index = np.unique(self.gpu_milli[gpu], return_inverse=True)
+        access = np.zeros((n_models + 1, len(gpu)), dtype=bool)
+        for j, m in enumerate(gpu):
+            models = self.models[m]
+            if models is None:
+                access[1:, j] = True
+            else:
+                access[[i + 1 for i in models if i < n_models], j] = True
+        return gpu, thresholds, t_index, access
+
 
 class ShapeCounter:
     """Counts the shapes of the pods seen so far; ``target()`` is the workload they describe.
