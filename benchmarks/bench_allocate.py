@@ -33,7 +33,7 @@ import signal
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -361,6 +361,31 @@ def profile(name: str, tool: str, top: int) -> None:
         pstats.Stats(prof, stream=sys.stdout).strip_dirs().sort_stats("tottime").print_stats(top)
 
 
+def run_and_report(
+    names: list[str], args: argparse.Namespace, run_one: Callable[[str, int], dict], title: str
+) -> list[dict]:
+    """Run each scenario in a fresh subprocess (*run_one*), then print (or --save) the JSON document, or
+    the machine, the *title* and the table. Shared by every bench_*.py that times whole scenarios."""
+    scenarios = sys.modules[run_one.__module__].SCENARIOS
+    results = []
+    for name in names:
+        if not args.json:
+            print(f"running {name}: {scenarios[name].about} ({args.runs} runs)...", file=sys.stderr, flush=True)
+        results.append(run_one(name, args.runs))
+    m = machine_info()
+    doc = json.dumps({"machine": m, "runs": args.runs, "scenarios": results}, indent=2)
+    if args.save:
+        Path(args.save).write_text(doc + "\n", encoding="utf-8")
+    if args.json:
+        print(doc)
+    else:
+        print(f"machine: {m['nproc']} CPUs, {m['cpu']}, {m['ram_gib']} GiB; Python {m['python']}, NumPy {m['numpy']}")
+        print(f"source: {m['source']}; load average {m['load_avg_1_5_15']}")
+        print(title + "\n")
+        print(sys.modules[run_one.__module__].render_table(results))
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Time kai's allocate cycle on synthetic clusters.")
     ap.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="repeatable; default: all")
@@ -383,22 +408,10 @@ def main(argv: list[str] | None = None) -> int:
             profile(name, args.profile, args.top)
         return 0
 
-    results = []
-    for name in names:
-        if not args.json:
-            print(f"running {name}: {SCENARIOS[name].about} ({args.runs} runs)...", file=sys.stderr, flush=True)
-        results.append(run_in_subprocess(name, args.runs))
-    m = machine_info()
-    doc = json.dumps({"machine": m, "runs": args.runs, "scenarios": results}, indent=2)
-    if args.save:
-        Path(args.save).write_text(doc + "\n", encoding="utf-8")
-    if args.json:
-        print(doc)
-    else:
-        print(f"machine: {m['nproc']} CPUs, {m['cpu']}, {m['ram_gib']} GiB; Python {m['python']}, NumPy {m['numpy']}")
-        print(f"source: {m['source']}; load average {m['load_avg_1_5_15']}")
-        print(f"allocate-only cycle, median of {args.runs} runs (fresh snapshot each run)\n")
-        print(render_table(results))
+    results = run_and_report(
+        names, args, run_in_subprocess, f"allocate-only cycle, median of {args.runs} runs (fresh snapshot each run)"
+    )
+    if not args.json:
         for r in results:
             if r.get("aborted"):
                 print(f"\n{r['scenario']}: aborted: {r['aborted']}")

@@ -65,7 +65,7 @@ from bench_allocate import (
     _peak_rss_mib,
     _rss_mib,
     _verdict,
-    machine_info,
+    run_and_report,
 )
 from bench_allocate import SCENARIOS as ALLOCATE_SCENARIOS
 from kai.api import constants as C
@@ -540,22 +540,13 @@ def main(argv: list[str] | None = None) -> int:
             profile(name, args.profile, args.top)
         return 0
 
-    results = []
-    for name in names:
-        if not args.json:
-            print(f"running {name}: {SCENARIOS[name].about} ({args.runs} runs)...", file=sys.stderr, flush=True)
-        results.append(run_in_subprocess(name, args.runs))
-    m = machine_info()
-    doc = json.dumps({"machine": m, "runs": args.runs, "scenarios": results}, indent=2)
-    if args.save:
-        Path(args.save).write_text(doc + "\n", encoding="utf-8")
-    if args.json:
-        print(doc)
-    else:
-        print(f"machine: {m['nproc']} CPUs, {m['cpu']}, {m['ram_gib']} GiB; Python {m['python']}, NumPy {m['numpy']}")
-        print(f"source: {m['source']}; load average {m['load_avg_1_5_15']}")
-        print(f"median of {args.runs} runs (fresh snapshot each run); 'check' is the expected shape of the result\n")
-        print(render_table(results))
+    results = run_and_report(
+        names,
+        args,
+        run_in_subprocess,
+        f"median of {args.runs} runs (fresh snapshot each run); 'check' is the expected shape of the result",
+    )
+    if not args.json:
         for r in results:
             o = r.get("outcome")
             if o:
