@@ -176,7 +176,9 @@ def gpu_model_constraint(models: Sequence[str]) -> dict[str, Any]:
     if len(models) == 1:
         return {"nodeSelector": {C.LABEL_GPU_PRODUCT: models[0]}}
     term = {"matchExpressions": [{"key": C.LABEL_GPU_PRODUCT, "operator": "In", "values": list(models)}]}
-    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}}
+    return {
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    }
 
 
 class TraceSource:
@@ -231,4 +233,3 @@ class TraceSource:
             annotations=annotations,
             pod_spec=gpu_model_constraint(shape.gpu_models if t.gpu_spec == "nodeAffinity" else ()),
         )
-
