@@ -126,7 +126,7 @@ def _default_trace_run(tmp_path: Path, seed: int, name: str) -> dict[str, Any]:
     f = tmp_path / "sim.yaml"
     f.write_text("---\n".join([queue("team-a", 100), queue("team-b", 100), simulation(seed=seed, traces=[trace])]))
     metrics = tmp_path / f"{name}.json"
-    code, _, err = kai_sim(f, "--until", "1h", "--period", "10s", "--metrics", str(metrics))
+    code, _, err = kai_sim(f, "--until", "1h", "--period", "1m", "--metrics", str(metrics))
     assert code == 0, err
     return json.loads(metrics.read_text())
 
@@ -265,4 +265,4 @@ def test_the_example_document_parses_and_plans() -> None:
     p = plan(objects, spec, Overrides())
     nodes = [o for s in p.sources if s.name == "manifests" for a in s.arrivals() for _, o in a.objects]
     assert len([n for n in nodes if n.kind == "Node"]) == 1213
-    assert yaml.safe_load(texts[1][1])["spec"]["traces"][0]["jobs"] == 4000
+    assert yaml.safe_load(texts[1][1])["spec"]["traces"][0]["jobs"] == 5000
