@@ -114,6 +114,28 @@ def test_each_trace_row_becomes_the_pod_the_loader_describes(tmp_path: Path) -> 
     assert not selectors[0].node_selector and not selectors[0].affinity_terms
 
 
+def _picked(tmp_path: Path, **changes: Any) -> list[str]:
+    f = _write(tmp_path, [queue("team-a", 8), simulation(seed=4, traces=[_trace(**changes)])])
+    objects, _, spec = load_input([(str(f), f.read_text())])
+    p = plan(objects, spec, Overrides())
+    trace = next(s for s in p.sources if s.name == "trace tr")
+    return [o.meta.annotations["kai.sim/trace-pod"] for a in trace.arrivals() for _, o in a.objects if o.kind == "Pod"]
+
+
+def test_picks_pass_over_the_trace_again_and_end_cuts_arrivals(tmp_path: Path) -> None:
+    names = [s.name for s in load_pods_csv(tmp_path)]
+    assert _picked(tmp_path, jobs=7) == names + names[:2]  # pick: first, file order, then again
+    random = _picked(tmp_path, pick="random", jobs=10)
+    assert random != names * 2 and sorted(random) == sorted(names * 2)  # two permutations, each row twice
+    assert sorted(_picked(tmp_path, pick="random")) == sorted(names)  # no jobs: the whole trace once
+    assert _picked(tmp_path, end="3m30s") == names[:3]  # arrivals at 1m, 2m, 3m; 4m is past the end
+
+
+def load_pods_csv(tmp_path: Path) -> list[Any]:
+    (tmp_path / "pods.csv").write_text(PODS_CSV)
+    return load_pods(tmp_path / "pods.csv")
+
+
 def _default_trace_run(tmp_path: Path, seed: int, name: str) -> dict[str, Any]:
     trace = {
         "name": "openb",
