@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from kai.api import constants as C
 from kai.api.manifests import load_manifests
 from kai.api.objects import GPU_POLICIES
+from kai.scheduler import policyplacer
 from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.gpupolicy import POLICY_NAMES
 from kai.scheduler.model import ACTIVE_USED, TaskInfo, TaskStatus
@@ -327,14 +328,18 @@ def assert_state_current(ssn: Session, tags_exact: bool) -> None:
         assert np.array_equal(kept.state.tags, exact_tags(ssn, kept))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("scalar_rows", [0, 10_000], ids=["vectorized-refresh", "row-by-row-refresh"])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(docs=sharing_clusters(), data=st.data(), policy=st.sampled_from(["fragmentation", "gpuclustering", "random"]))
 def test_freestate_follows_statements_and_rollbacks(
-    docs: list[dict[str, Any]], data: st.DataObject, policy: str
+    docs: list[dict[str, Any]], data: st.DataObject, policy: str, scalar_rows: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After any sequence of placements (through the Placer), evictions and rollbacks, the kept FreeState
     equals one built from scratch. GpuClustering's tags count the pods the policy placed, so they are
     exact as long as every placement came from the policy (not a pipelining fallback)."""
+    monkeypatch.setattr(policyplacer, "_SCALAR_ROWS", scalar_rows)
     ssn = session(docs, policy)
     via_policy = True
     assert_state_current(ssn, via_policy)

@@ -62,7 +62,7 @@ from kai.scheduler.gpupolicy import (
 from kai.scheduler.model import ACTIVE_ALLOCATED, ACTIVE_USED, CPU, GPU, MEMORY, TaskInfo, TaskStatus
 from kai.scheduler.session import Session
 
-_MIB = 1 << 20
+_SCALAR_ROWS = 8  # up to this many changed nodes, the FreeState is refreshed row by row in Python
 
 
 def model_ids(ssn: Session) -> tuple[np.ndarray, int]:
@@ -87,6 +87,7 @@ class PolicyPlacer:
         self.model, self.n_models = model_ids(ssn)
         self._cap = np.maximum(g.cap, 1)  # units per GPU
         self._count = nodes.allocatable[:, GPU] // MILLI  # devices per node (0 on a MIG-mixed node)
+        self._cap_list, self._count_list = self._cap.tolist(), self._count.tolist()
         self._width = max(int(g.pods.shape[1]) if g.pods.ndim == 2 else 0, 1)
         self.rng = np.random.default_rng(ssn.conf.gpu_policy_seed)
         self._requests: dict[tuple[int, bytes], PodRequest | None] = {}
@@ -140,8 +141,36 @@ class PolicyPlacer:
         out = np.where(exists, free, -1)
         return out.reshape(k, width)
 
+    def _gpu_row(self, row: int) -> list[int]:
+        """``_gpu_rows`` for one node in Python scalars (a placement changes one node; NumPy's per-call
+        overhead would cost more than the arithmetic)."""
+        idle, _, pods, gone = self.ssn.gpu_slots[row]
+        cap, count = self._cap_list[row], self._count_list[row]
+        whole = max(self.ssn.idle.item(row, GPU), 0) // MILLI
+        out = [-1] * self._width
+        nth = 0
+        for s, p in enumerate(pods):
+            if p > gone[s]:
+                v = min(max(idle[s], 0) * MILLI // cap, MILLI)
+            elif p == 0:
+                nth += 1
+                v = MILLI if nth <= whole else 0
+            else:
+                v = 0
+            if s < count or p > 0:
+                out[s] = v
+        return out
+
     def _refresh(self, rows: np.ndarray | slice) -> None:
         ssn, st = self.ssn, self.state
+        if not isinstance(rows, slice) and len(rows) <= _SCALAR_ROWS:
+            for r in rows.tolist():
+                st.cpu[r] = ssn.idle.item(r, CPU)
+                st.memory[r] = ssn.idle.item(r, MEMORY)
+                st.gpu[r] = self._gpu_row(r)
+                if self._clustering:
+                    st.tags[r] = self._tags_of(r)
+            return
         st.cpu[rows] = ssn.idle[rows, CPU]
         st.memory[rows] = ssn.idle[rows, MEMORY]
         st.gpu[rows] = self._gpu_rows(rows)
