@@ -164,9 +164,10 @@ class PolicyPlacer:
     def _refresh(self, rows: np.ndarray | slice) -> None:
         ssn, st = self.ssn, self.state
         if not isinstance(rows, slice) and len(rows) <= _SCALAR_ROWS:
+            idle = ssn.idle
             for r in rows.tolist():
-                st.cpu[r] = ssn.idle.item(r, CPU)
-                st.memory[r] = ssn.idle.item(r, MEMORY)
+                st.cpu[r] = idle.item(r, CPU)
+                st.memory[r] = idle.item(r, MEMORY)
                 st.gpu[r] = self._gpu_row(r)
                 if self._clustering:
                     st.tags[r] = self._tags_of(r)
@@ -181,7 +182,7 @@ class PolicyPlacer:
     def _sync(self) -> None:
         log = self.ssn.node_log
         if self._synced < len(log):
-            rows = np.unique(np.array(log[self._synced :], dtype=np.intp))
+            rows = np.array(sorted(set(log[self._synced :])), dtype=np.intp)  # a few rows, usually one
             self._synced = len(log)
             self._refresh(rows)
 
