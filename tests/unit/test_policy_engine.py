@@ -34,6 +34,13 @@ def test_the_shard_accepts_exactly_the_policy_packages_names() -> None:
     assert set(GPU_POLICIES) | {"binpack"} == set(POLICY_NAMES)
 
 
+def test_the_crd_accepts_the_same_values() -> None:
+    """deploy/'s SchedulingShard schema lists exactly what kai's parser accepts for placementStrategy.gpu."""
+    crd = yaml.safe_load((Path(__file__).parents[2] / "deploy/crds/kai.scheduler_schedulingshards.yaml").read_text())
+    props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert props["placementStrategy"]["properties"]["gpu"]["enum"] == ["binpack", "spread", *GPU_POLICIES]
+
+
 def shard(gpu: str, args: dict[str, str] | None = None) -> str:
     spec = {"placementStrategy": {"gpu": gpu}, "args": args or {}}
     return yaml.safe_dump(
