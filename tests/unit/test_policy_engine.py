@@ -254,6 +254,26 @@ def test_a_stale_pick_is_not_used() -> None:
     assert ssn.gpus[first.index] == (1,)
 
 
+def test_a_pick_the_session_cannot_honour_falls_back_to_its_own_choice() -> None:
+    """Defensive: with the FreeState exact (the property test below) a current pick always fits; were it
+    not to (here a pick planted on a GPU with 0.1 free), the Session takes its own choice, no error."""
+    ssn = session(
+        [
+            gpu_node("a", gpus=2),
+            *a_pod("r0", fraction="0.9", node_name="a", group="a-gpu0"),
+            *a_pod("r1", fraction="0.5", node_name="a", group="a-gpu1"),
+            *a_pod("p", fraction="0.4"),
+        ],
+        "bestfit",
+    )
+    t = task_named(ssn, "p")
+    pp = ssn.placer.policy
+    assert pp is not None
+    pp._hint = (t.index, 0, len(ssn.node_log), (0,))
+    ssn.statement().allocate(t, 0)
+    assert ssn.gpus[t.index] == (1,)  # gpupack: the group with room
+
+
 def test_no_node_fits_now_falls_back_to_pipelining() -> None:
     ssn = session(
         [gpu_node("a", gpus=1), *a_pod("leaving", gpu=1, node_name="a", releasing=True), *a_pod("next", gpu=1)],
