@@ -712,12 +712,15 @@ def parse_topology(doc: dict[str, Any]) -> Topology:
 
 
 PLACEMENT_STRATEGIES = ("binpack", "spread")
+# kai extension: spec.placementStrategy.gpu may also name one of kai's GPU placement policies
+# (kai.scheduler.gpupolicy; a test keeps this list equal to its names, binpack being KAI's own).
+GPU_POLICIES = ("fragmentation", "bestfit", "fgd", "gpupacking", "gpuclustering", "dotprod", "random")
 
 
 @dataclass(slots=True)
 class SchedulingShard:
     meta: ObjectMeta
-    placement_gpu: str = "binpack"
+    placement_gpu: str = "binpack"  # binpack | spread | one of GPU_POLICIES (kai)
     placement_cpu: str = "binpack"
     partition_label_value: str = ""
     k_value: float = 1.0
@@ -740,8 +743,10 @@ def parse_shard(doc: dict[str, Any]) -> SchedulingShard:
     strategies = {}
     for r in ("gpu", "cpu"):
         v = _str(ps.get(r), f"spec.placementStrategy.{r}", "binpack")
-        if v not in PLACEMENT_STRATEGIES:
-            raise ManifestError(f"{v!r} is not binpack or spread", field=f"spec.placementStrategy.{r}")
+        accepted = PLACEMENT_STRATEGIES + GPU_POLICIES if r == "gpu" else PLACEMENT_STRATEGIES
+        if v not in accepted:
+            what = "binpack or spread" if r == "cpu" else f"one of {', '.join(accepted)}"
+            raise ManifestError(f"{v!r} is not {what}", field=f"spec.placementStrategy.{r}")
         strategies[r] = v
     depth = {}
     for k, v in _map(spec.get("queueDepthPerAction"), "spec.queueDepthPerAction").items():

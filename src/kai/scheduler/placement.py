@@ -23,12 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kai.scheduler.gpusharing import GpuShare, fit_one, fit_rows, fit_rows_single
 from kai.scheduler.model import CPU, GPU, MILLI, TaskInfo
 from kai.scheduler.session import Session
+
+if TYPE_CHECKING:
+    from kai.scheduler.policyplacer import PolicyPlacer
 
 _SCALAR_ROWS = 24  # below this many changed rows, rescoring row by row in Python is cheaper
 
@@ -64,6 +68,11 @@ class Placer:
         self._alloc_cols = {c: alloc[:, c].tolist() for c in (CPU, GPU)}
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
         self._cap = ssn.snap.gpus.cap.tolist()
+        self.policy: PolicyPlacer | None = None  # kai: placementStrategy.gpu names a GPU placement policy
+        if ssn.conf.gpu_policy:
+            from kai.scheduler.policyplacer import PolicyPlacer
+
+            self.policy = PolicyPlacer(ssn)
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
         ssn = self.ssn
@@ -209,6 +218,10 @@ class Placer:
         *allowed* (n_nodes,) bool restricts the choice to a set of nodes (a topology domain); *bonus*
         (n_nodes,) float is added to the scores (topology's node preference). Neither changes the cache."""
         c = self._candidates(task)
+        if self.policy is not None:  # the policy chooses among the nodes that fit now; else what follows
+            chosen = self.policy.best_node(task, c.static, c.fits_now, allowed, bonus)
+            if chosen is not None:
+                return chosen
         score = c.score
         if score.size == 0:
             return -1, False

@@ -144,7 +144,11 @@ class Statement:
         assert share is not None
         rows = ssn.gpu_slots[node]
         pipelined = status == _PIPELINED
-        picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, gpus=gpus, rows=rows)
+        hinted = ssn.policy_gpus(task, node) if gpus is None else None  # kai: the GPU policy's pick, if any
+        chosen = gpus if gpus is not None else hinted
+        picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, gpus=chosen, rows=rows)
+        if picks is None and hinted is not None:  # the pick cannot be honoured: the Session's own choice
+            picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, rows=rows)
         if picks is None:
             node_name = ssn.snap.nodes.names[node]
             raise AssertionError(f"{task.namespace}/{task.name} does not fit the GPUs of node {node_name}")
@@ -657,6 +661,13 @@ class Session:
         self.group_free[node] = (now, later)
         self.group_max_now[node] = max_now
         self.group_max_later[node] = max_later
+
+    def policy_gpus(self, task: TaskInfo, node: int) -> tuple[int, ...] | None:
+        """The GPU slots a GPU placement policy (``policyplacer``) just picked for *task* on *node*, if any."""
+        placer = self._placer
+        if placer is None or placer.policy is None:
+            return None
+        return placer.policy.gpus_for(task, node)
 
     def pick_gpus(
         self,
