@@ -111,7 +111,8 @@ def _check_node_events(objects: list[tuple[str, ManifestObject]], made: list[Nod
     for ev in spec.node_events:
         if ev.node not in nodes:
             raise spec.error(
-                f"{ev.field}.node", f"node {ev.node!r} is not in the input (nor in a node pool or a trace's nodes)"
+                f"{ev.field}.node",
+                f"node {ev.node!r} is not in the input (nor in a node pool) nor in a trace's node list",
             )
 
 
