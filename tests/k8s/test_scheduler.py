@@ -296,6 +296,9 @@ def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
     """The victim is protected by a PodDisruptionBudget, so kai evicts through the Eviction API, which
     the API server refuses (429) until the budget's status allows a disruption: kai reports the refusal
     and keeps the victim; once the budget allows it, the next cycle evicts and the preemptor binds."""
+    # This test plays the disruption controller (it writes the budget's status); another test of the
+    # module may have started kube-controller-manager, whose controller would overwrite it.
+    scheduler_cluster.stop_controller_manager()
     node = nodes("pdb-0", gpus=1)
     kubelet = Kubelet(admin)
     with InProcess(options(scheduler_cluster)):
@@ -379,5 +382,37 @@ def test_a_bind_the_api_server_refuses_is_replanned_next_cycle(
                 lambda: [e for e in events_for(admin, ns, "p") if e.reason == "Scheduled"], "a Scheduled event"
             )
             assert len(scheduled) == 1
+    finally:
+        admin.patch(ClusterRole, "kai-scheduler", {"rules": original}, patch_type=PatchType.MERGE)
+
+
+def test_optional_kinds_kai_may_not_read_do_not_block_scheduling(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """RBAC without Topologies and SchedulingShards (a narrowed install): those kinds count as empty and
+    the rest schedules; a pod asking for a topology waits and says the topology does not exist."""
+    node = nodes("norbac-0", gpus=2)
+    role = admin.get(ClusterRole, "kai-scheduler")
+    original = [r.to_dict() for r in role.rules]
+    narrowed = [r for r in original if "topologies" not in r.get("resources", [])]
+    assert len(narrowed) == len(original) - 1
+    try:
+        admin.patch(ClusterRole, "kai-scheduler", {"rules": narrowed}, patch_type=PatchType.MERGE)
+        time.sleep(1)  # RBAC changes reach the authorizer's cache
+        with InProcess(options(scheduler_cluster)) as run:
+            assert run.scheduler.store.count("Topology") == 0
+            admin.create(gpu_pod("plain", ns))
+            wait_for(lambda: node_of(admin, ns, "plain") == node, "the plain pod to be bound")
+            racked = {"kai.scheduler/topology": "cluster-topology", "kai.scheduler/topology-required-placement": "rack"}
+            admin.create(gpu_pod("racked", ns, annotations=racked))
+            pg = wait_for(
+                lambda: admin.get(Pod, "racked", namespace=ns).metadata.annotations.get("pod-group-name"),
+                "the topology pod to be grouped",
+            )
+            wait_for(
+                lambda: any("cluster-topology does not exist" in (e.message or "") for e in events_for(admin, ns, pg)),
+                "the topology pod's PodGroup to say the topology does not exist",
+            )
+            assert node_of(admin, ns, "racked") == ""
     finally:
         admin.patch(ClusterRole, "kai-scheduler", {"rules": original}, patch_type=PatchType.MERGE)
