@@ -411,8 +411,12 @@ def _schedulable(pod: Any) -> bool:
     )
 
 
-def run_scheduler(options: SchedulerOptions) -> int:
-    """Run ``kai scheduler`` until SIGTERM/SIGINT (exit 0) or the Lease is lost (exit 1)."""
+def run_scheduler(options: SchedulerOptions, *, event_loop: str = "uvloop") -> int:
+    """Run ``kai scheduler`` until SIGTERM/SIGINT (exit 0) or the Lease is lost (exit 1).
+
+    *event_loop* ``uvloop`` (the default) runs on libuv: its transports and TLS cost less CPU per bind
+    and per watch event than asyncio's, and on a busy machine the scheduler shares the CPU with the API
+    server it waits for; ``asyncio`` is Python's own loop (the tests run in-process on it)."""
     import signal
 
     async def main() -> int:
@@ -422,6 +426,11 @@ def run_scheduler(options: SchedulerOptions) -> int:
             loop.add_signal_handler(sig, s.stop)
         return await s.run()
 
+    if event_loop == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(main())
     return asyncio.run(main())
 
 
