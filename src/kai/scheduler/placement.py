@@ -64,6 +64,9 @@ class Placer:
         self._alloc_cols = {c: alloc[:, c].tolist() for c in (CPU, GPU)}
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
         self._cap = ssn.snap.gpus.cap.tolist()
+        # per changed row, facts every cache's rescoring reads (see _row_facts); dropped when the row changes again
+        self._facts: dict[int, tuple[list[int], bool, bool]] = {}
+        self._facts_synced = 0  # position in Session.node_log up to which _facts is current
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
         ssn = self.ssn
@@ -110,6 +113,7 @@ class Placer:
         were a good part of it."""
         ssn = self.ssn
         idle_rows, releasing_rows = ssn.idle, ssn.releasing
+        facts = self._row_facts()
         static, fits_now, scores = c.static_list, c.fits_now, c.score
         req_cols, share, needs, cap = c.req_cols, c.share, c.need, self._cap
         max_now, max_later = ssn.group_max_now, ssn.group_max_later
@@ -119,7 +123,14 @@ class Placer:
         for row in rows:
             if not static[row]:
                 continue  # a statically excluded node stays at -inf whatever its free resources
-            idle = idle_rows[row].tolist()  # releasing is read only where needed, one value at a time (item)
+            f = facts.get(row)
+            if f is None:  # the first cache to rescore this row since it changed reads it for all the others
+                idle = idle_rows[row].tolist()  # releasing is read only where needed, one value at a time (item)
+                g = idle[GPU]
+                whole_now = g >= MILLI  # a whole idle GPU; else, is one with what is being released?
+                whole_later = whole_now or max(g, 0) + max(releasing_rows.item(row, GPU), 0) >= MILLI
+                f = facts[row] = (idle, whole_now, whole_later)
+            idle, whole_now, whole_later = f
             now = later = True
             for k, need in req_cols:
                 if idle[k] < need:
@@ -133,13 +144,10 @@ class Placer:
                     need = needs[row]
                     fits_gpu = need <= cap[row]
                     shared = fits_gpu and max_later[row] >= need
-                    now = now and (idle[GPU] >= MILLI or (fits_gpu and max_now[row] >= need))
-                    later = shared or (  # a whole idle GPU settles it without reading releasing
-                        fits_gpu
-                        and (idle[GPU] >= MILLI or max(idle[GPU], 0) + max(releasing_rows.item(row, GPU), 0) >= MILLI)
-                    )
+                    now = now and (whole_now or (fits_gpu and max_now[row] >= need))
+                    later = shared or (fits_gpu and whole_later)
                 else:
-                    free_now, free_later = ssn.group_free[row]
+                    free_now, free_later = ssn.group_free(row)
                     g_now, g_later, shared = fit_one(
                         share, cap[row], free_now, free_later, idle[GPU], releasing_rows.item(row, GPU)
                     )
@@ -161,6 +169,20 @@ class Placer:
             if not gpu_task:
                 score = score + 10.0 * cpu_only[row]
             scores[row] = score
+
+    def _row_facts(self) -> dict[int, tuple[list[int], bool, bool]]:
+        """Per changed row, what every cache's rescoring reads: (idle row as Python ints, a whole GPU idle now,
+        a whole GPU idle or being released). Current up to the end of ``Session.node_log``.
+
+        Nine fraction sizes keep nine caches and each rescores the rows changed since it last answered, so a
+        row placed on is rescored several times before it changes again: it is read from NumPy once."""
+        log = self.ssn.node_log
+        if self._facts_synced < len(log):
+            facts = self._facts
+            for row in log[self._facts_synced :]:
+                facts.pop(row, None)
+            self._facts_synced = len(log)
+        return self._facts
 
     def _candidates(self, task: TaskInfo) -> _Candidates:
         ssn = self.ssn

@@ -151,9 +151,9 @@ class Statement:
         # the node's row as a view, changed in place (``a[i] -= x`` would also write the row back onto itself)
         idle_row = ssn.idle[node]
         fresh, picked = 0, []
-        for p in picks:
-            picked.append(p.slot)
-            if p.kind == "fresh":
+        for slot, kind in picks:
+            picked.append(slot)
+            if kind == "fresh":
                 fresh += 1
         slots = tuple(picked)
         req = ssn.node_request(task, fresh)  # the whole GPUs it takes from the node's pool, in the GPU column
@@ -178,9 +178,8 @@ class Statement:
         take[GPU] = 0  # fresh GPUs come from idle; releasing ones are counted below
         releasing_row -= take
         idle_row -= req - take
-        for p in picks:
-            s = p.slot
-            if p.kind == "released":
+        for s, kind in picks:
+            if kind == "released":
                 ssn.releasing[node, GPU] -= MILLI
                 if pods[s] == 0:  # a whole-GPU pod's releasing GPU: all of it is free only later
                     rel[s] += idle[s]
@@ -325,9 +324,9 @@ class Session:
         )
         self.any_groups = bool((gpus.pods > 0).any())  # set once a group exists; only guards a precheck
         self.gpus: list[tuple[int, ...]] = [t.gpu_slots for t in snap.tasks]  # slots a shared pod holds
-        # per node, what its GPU groups have free (units, largest first): now, and with releasing pods gone
-        self.group_free: list[tuple[list[int], list[int]]] = [([], [])] * nodes.n
-        self.group_max_now = [-1] * nodes.n  # per node, max(group_free[n][0]), -1 if it has no group
+        # per node, the most any of its GPU groups has free (units): now, and with releasing pods gone; -1 if it
+        # has no group (or, over-committed input, none with anything free: readers compare with a need >= 0)
+        self.group_max_now = [-1] * nodes.n
         self.group_max_later = [-1] * nodes.n
         for row in np.flatnonzero((gpus.pods > 0).any(axis=1)).tolist() if gpus.pods.size else ():
             self.summarize_groups(row)
@@ -335,6 +334,7 @@ class Session:
         self._node_requests: dict[tuple[bytes, int], np.ndarray] = {}  # shared pods' node-column requests
         self.gpu_cap: list[int] = snap.gpus.cap.tolist()  # units per GPU, per node
         self._sharing_nodes: list[bool] = snap.gpus.sharing_nodes.tolist()
+        self._gpu_pack = conf.placement_gpu == "binpack"  # gpupack, else gpuspread (gpusharing.choose)
         self._shared_free: tuple[int, np.ndarray] | None = None  # (node_log length, free_gpu_milli's shared part)
         self._all_gpu_arrays: tuple[int, tuple[np.ndarray, ...]] | None = None  # (node_log length, gpu_arrays())
         self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
@@ -642,21 +642,32 @@ class Session:
         return arrays  # type: ignore[return-value]
 
     def summarize_groups(self, node: int) -> None:
-        """Refresh ``group_free[node]`` after its GPU slots changed (the Placer's per-node fit reads it)."""
-        self._summarize(node, self.gpu_slots[node])
-
-    def _summarize(self, node: int, rows: tuple[list[int], list[int], list[int], list[int]]) -> None:
-        idle, rel, pods, gone = rows
-        now = [i for i, p, g in zip(idle, pods, gone) if p > g]
-        max_now = max(now, default=-1)
+        """Refresh ``group_max_now`` / ``group_max_later`` after the node's GPU slots changed (the Placer's
+        one-device fit reads them). One pass, no lists: every shared placement and rollback calls it."""
+        idle, rel, pods, gone = self.gpu_slots[node]
+        max_now = -1
         if any(rel):
-            later = [i + r for i, r, p, g in zip(idle, rel, pods, gone) if p > g]
-            max_later = max(later, default=-1)
-        else:  # nothing releasing (the usual case): the same list
-            later, max_later = now, max_now
-        self.group_free[node] = (now, later)
+            max_later = -1
+            for i, r, p, g in zip(idle, rel, pods, gone):
+                if p > g:
+                    if i > max_now:
+                        max_now = i
+                    if i + r > max_later:
+                        max_later = i + r
+        else:  # nothing releasing (the usual case): the same maximum
+            for i, p, g in zip(idle, pods, gone):
+                if p > g and i > max_now:
+                    max_now = i
+            max_later = max_now
         self.group_max_now[node] = max_now
         self.group_max_later[node] = max_later
+
+    def group_free(self, node: int) -> tuple[list[int], list[int]]:
+        """What each of the node's GPU groups has free (units): now, and with releasing pods gone. Built on
+        demand: only multi-device fractions ask, and a one-device placement needs just the maxima."""
+        idle, rel, pods, gone = self.gpu_slots[node]
+        now = [i for i, p, g in zip(idle, pods, gone) if p > g]
+        return now, [i + r for i, r, p, g in zip(idle, rel, pods, gone) if p > g]
 
     def pick_gpus(
         self,
@@ -678,18 +689,7 @@ class Session:
         whole_idle = max(self.idle.item(node, GPU), 0) // MILLI  # item(): a Python int, no NumPy scalar
         whole_rel = max(self.releasing.item(node, GPU), 0) // MILLI
         if gpus is None:
-            return choose(
-                share=share,
-                cap=cap,
-                idle=idle,
-                rel=rel,
-                pods=pods,
-                gone=gone,
-                whole_idle=whole_idle,
-                whole_releasing=whole_rel,
-                pack=self.conf.placement_gpu == "binpack",
-                allow_releasing=allow_releasing,
-            )
+            return choose(share, cap, idle, rel, pods, gone, whole_idle, whole_rel, self._gpu_pack, allow_releasing)
         need = share.units(cap)
         picks = []
         for s in gpus:
@@ -710,7 +710,7 @@ class Session:
                 kind = "released"
             if not ok:
                 return None
-            picks.append(Pick(s, kind))
+            picks.append((s, kind))
         return picks
 
     def fit_on(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> int:
