@@ -43,7 +43,9 @@ class Allocate:
             if not ssn.job_ready(job):
                 continue
             candidates.append(job)
-        nominated = [job for job in candidates if _nominated(ssn, job)]
+        # nominations are rare (room an eviction made in an earlier cycle): one pass over the tasks rules them out
+        # instead of a generator per candidate job
+        nominated = [job for job in candidates if _nominated(ssn, job)] if _any_nominated(ssn) else []
         if nominated:
             _honor_nominations(ssn, nominated)
             candidates = [job for job in candidates if ssn.pending_tasks(job)]
@@ -114,6 +116,10 @@ def _allocate_gang(ssn: Session, job: JobInfo) -> bool:
     why = placement.why or "no node can take the pods"
     ssn.fail(job, "Unschedulable", gang_message(placement.max_placed, len(tasks), why) if plan.gang_phase else why)
     return False
+
+
+def _any_nominated(ssn: Session) -> bool:
+    return any(t.nominated >= 0 for t in ssn.snap.tasks)
 
 
 def _nominated(ssn: Session, job: JobInfo) -> bool:
