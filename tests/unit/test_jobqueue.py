@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 
 from kai.scheduler.capacity import job_request
 from kai.scheduler.model import JobInfo
-from kai.scheduler.ordering import JobQueue, job_order_key
+from kai.scheduler.ordering import (
+    INF,
+    JobQueue,
+    job_order_key,
+    plain_queue_order_key,
+    queue_order_key,
+    share_divisors,
+)
 from kai.scheduler.session import Session
 from tests.unit.test_statement import node, pod, podgroup, queue, session_from
 
@@ -169,3 +176,34 @@ def test_pops_across_queues_follow_the_queue_order_as_allocations_change(data: s
             waiting.append(job)
     if not queued:
         assert jq.pop() is None
+
+
+_offset = st.sampled_from([-1.0, 0.0, 1.0])  # fair share and quota at, just below or just above the boundary
+
+
+@st.composite
+def _queue_state(draw: st.DrawFn) -> tuple:
+    """One queue's inputs to the order key: (alloc, req, fair, deserved, allocatable, total) over three
+    resources, with the fair share and the quota often exactly at the allocation (with the job)."""
+    alloc = draw(st.lists(st.integers(0, 10**6), min_size=3, max_size=3))
+    req = draw(st.lists(st.integers(0, 10**4), min_size=3, max_size=3))
+    fair = [max(a + draw(_offset), 0.0) for a in alloc]
+    deserved = [draw(st.one_of(st.just(INF), _offset.map(lambda o, t=a + x: t + o))) for a, x in zip(alloc, req)]
+    allocatable = draw(st.lists(st.one_of(st.just(INF), st.floats(1.0, 1e7)), min_size=3, max_size=3))
+    total = draw(st.lists(st.floats(1.0, 1e7), min_size=3, max_size=3))
+    return alloc, req, fair, deserved, allocatable, total
+
+
+@given(state=_queue_state(), neg_priority=st.integers(-200, 0))
+def test_plain_queue_order_key_equals_the_general_one(state: tuple, neg_priority: int) -> None:
+    alloc, req, fair, deserved, allocatable, total = state
+    divisors = share_divisors(allocatable, total)
+    assert divisors is not None  # positive allocatable shares or none, positive totals: every resource has one
+    general = queue_order_key(alloc, req, fair, deserved, allocatable, total, neg_priority)
+    assert plain_queue_order_key(alloc, req, fair, deserved, divisors, neg_priority) == general
+
+
+def test_share_divisors_leave_the_other_cases_to_the_general_key() -> None:
+    assert share_divisors([0.0, INF, 5.0], [10.0, 10.0, 10.0]) is None  # a share of 0: the penalty rule
+    assert share_divisors([INF, INF, INF], [10.0, 0.0, 10.0]) is None  # nothing of a resource in the cluster
+    assert share_divisors([2.0, INF, 5.0], [10.0, 20.0, 10.0]) == (2.0, 20.0, 5.0)
