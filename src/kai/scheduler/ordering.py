@@ -182,14 +182,14 @@ class JobQueue:
         self._allocatable_share = allocatable_shares(ssn)
         self._divisors = [share_divisors(a, self._total) for a in self._allocatable_share]
         self._is_leaf = [q.is_leaf for q in snap.queues]
-        initial, count, ancestors = self._initial, self._count, ssn.queues.ancestors
+        initial, request, count = self._initial, self._request, self._count
         for job in jobs:
             initial.setdefault(job.queue, []).append((*job_order_key(ssn, job), job.index))
-            self._request[job.index] = job_request(ssn.tasks_to_allocate(job))
-            for a in ancestors[job.queue]:
-                count[a] += 1
-        for entries in initial.values():
+            request[job.index] = job_request(ssn.tasks_to_allocate(job))
+        for qi, entries in initial.items():
             entries.sort(reverse=True)
+            for a in ssn.queues.ancestors[qi]:  # counted per leaf, not per job
+                count[a] += len(entries)
         for q in range(nq):
             if count[q] > 0:
                 self._unranked[self._parent[q]].add(q)

@@ -31,6 +31,7 @@ from kai.scheduler.model import CPU, GPU, MILLI, TaskInfo
 from kai.scheduler.session import Session
 
 _SCALAR_ROWS = 24  # below this many changed rows, rescoring row by row in Python is cheaper
+_NEG_INF = -np.inf  # a global's load, not an attribute read and a negation, per unfit row
 
 
 @dataclass(slots=True)
@@ -155,7 +156,7 @@ class Placer:
                     later = g_later
             fits_now[row] = now  # (fits_later is the vector path's scratch: nothing reads it for one row)
             if not later:
-                scores[row] = -np.inf
+                scores[row] = _NEG_INF
                 continue
             alloc = alloc_col[row]
             if alloc > 0:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -633,8 +634,11 @@ class Session:
         if rows is None and self._all_gpu_arrays is not None and self._all_gpu_arrays[0] == len(self.node_log):
             return self._all_gpu_arrays[1]
         picked = self.gpu_slots if rows is None else [self.gpu_slots[r] for r in rows]
-        width = self.snap.gpus.pods.shape[1]
-        arrays = tuple(np.array([r[k] for r in picked], dtype=np.int64).reshape(len(picked), width) for k in range(4))
+        n, width = len(picked), self.snap.gpus.pods.shape[1]
+        arrays = tuple(  # fromiter over the chained rows: about half the time of np.array on a list of lists
+            np.fromiter(chain.from_iterable([r[k] for r in picked]), dtype=np.int64, count=n * width).reshape(n, width)
+            for k in range(4)
+        )
         if rows is None:
             for a in arrays:
                 a.flags.writeable = False
@@ -687,7 +691,7 @@ class Session:
         cap = self.gpu_cap[node]
         idle, rel, pods, gone = rows if rows is not None else self.gpu_slots[node]
         whole_idle = max(self.idle.item(node, GPU), 0) // MILLI  # item(): a Python int, no NumPy scalar
-        whole_rel = max(self.releasing.item(node, GPU), 0) // MILLI
+        whole_rel = max(self.releasing.item(node, GPU), 0) // MILLI if allow_releasing else 0  # else unused
         if gpus is None:
             return choose(share, cap, idle, rel, pods, gone, whole_idle, whole_rel, self._gpu_pack, allow_releasing)
         need = share.units(cap)
