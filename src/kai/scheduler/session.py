@@ -346,7 +346,7 @@ class Session:
         self.eviction_reasons: dict[int, tuple[str, str]] = {}  # task -> (action, message)
         self.node_log: list[int] = []  # rows whose idle/releasing changed, in order (the Placer catches up on it)
         self.changed: set[int] = set()  # tasks whose status or node changed (close_session reports only these)
-        self._ready = [self._job_ready_at_snapshot(job) for job in snap.jobs]
+        self._ready = [False] * len(snap.jobs)  # per job, job_ready (filled by _open_queues: one pass over the tasks)
         self.notes: dict[int, list[str]] = {}  # job -> why eviction actions could not make room for it
         self.cache: dict[str, Any] = {}  # values derived from the snapshot alone, computed once per session
         self._evictable: dict[int, list[int]] = {}  # job -> evictable_tasks, dropped when a task changes
@@ -370,6 +370,8 @@ class Session:
     # --- accounting ---------------------------------------------------------------------------
 
     def _open_queues(self) -> QueueState:
+        """Per-queue allocated and requested sums, and each job's allocated count and readiness (``_ready``):
+        one pass over every job's tasks, as a cycle with 20,000 pending jobs pays for each pass."""
         snap = self.snap
         nq = len(snap.queues)
         ancestors = []
@@ -382,25 +384,31 @@ class Session:
         alloc = [[0, 0, 0] for _ in range(nq)]
         alloc_np = [[0, 0, 0] for _ in range(nq)]
         req = [[0, 0, 0] for _ in range(nq)]
-        tasks = snap.tasks
+        tasks, ready_of = snap.tasks, self._ready
         for job in snap.jobs:
-            if job.queue < 0:
-                continue
-            ready = self._ready[job.index]
-            ag = ac = am = pg = pc = pm = count = 0  # this job's allocated and pending sums
+            ag = ac = am = pg = pc = pm = count = alive = 0  # this job's allocated and pending sums, live pods
             for ti in job.tasks:
                 t = tasks[ti]
-                if t.status in ACTIVE_ALLOCATED:
+                status = t.status
+                if status in _ALIVE_UNGATED and not t.share_error:
+                    alive += 1
+                if status in ACTIVE_ALLOCATED:
                     g, c, m = t.qreq
                     ag += g
                     ac += c
                     am += m
                     count += 1
-                elif ready and t.status == _PENDING and not t.share_error:
+                elif status == _PENDING and not t.share_error:
                     g, c, m = t.qreq
                     pg += g
                     pc += c
                     pm += m
+            # enough live, ungated pods at snapshot time to satisfy minMember (KAI's FilterUnready)
+            ready = ready_of[job.index] = alive >= job.min_available
+            if job.queue < 0:
+                continue
+            if not ready:  # an unready job's pending pods are not requested
+                pg = pc = pm = 0
             self.job_allocated[job.index] = count
             for qi in ancestors[job.queue]:
                 row = alloc[qi]
@@ -505,15 +513,6 @@ class Session:
     def job_ready(self, job: JobInfo) -> bool:
         """Enough live, ungated pods existed at snapshot time to satisfy minMember (KAI's FilterUnready)."""
         return self._ready[job.index]
-
-    def _job_ready_at_snapshot(self, job: JobInfo) -> bool:
-        tasks = self.snap.tasks
-        alive = 0
-        for ti in job.tasks:  # a loop, not sum() over a generator: run once per job of the snapshot
-            t = tasks[ti]
-            if t.status in _ALIVE_UNGATED and not t.share_error:
-                alive += 1
-        return alive >= job.min_available
 
     def evictable_tasks(self, job: JobInfo) -> list[int]:
         """Tasks that were placed before this cycle and still are: only those can be victims. A task
