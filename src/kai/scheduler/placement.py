@@ -51,6 +51,7 @@ class _Candidates:
     static_list: list[bool]
     share: GpuShare | None = None  # a fractional request: per-GPU fit on top of the node columns
     need: list[int] | None = None  # one-device share: the units it takes on each node's GPUs
+    best: int = -1  # the row best_node picks (highest score, lowest row on ties); -1 until asked, or unknown
 
 
 class Placer:
@@ -105,6 +106,7 @@ class Placer:
         if not c.gpu_task:
             score = score + 10.0 * self._cpu_only_node[rows]
         c.score[rows] = np.where(c.static[rows] & c.fits_later[rows], score, -np.inf)
+        c.best = -1
 
     def _score_row_list(self, c: _Candidates, rows: Iterable[int]) -> None:
         """``_score_rows`` row by row in Python floats: the same operations in the same order, so equal results.
@@ -121,6 +123,8 @@ class Placer:
         col, binpack, gpu_task = c.col, c.binpack, c.gpu_task
         alloc_col, scale = self._alloc_cols[col], self._scale[col]
         cpu_only = self._cpu_only_list
+        best = c.best  # kept current through the rescoring when it can be (best_node then needs no argmax)
+        best_score = scores.item(best) if best >= 0 else 0.0
         for row in rows:
             if not static[row]:
                 continue  # a statically excluded node stays at -inf whatever its free resources
@@ -155,21 +159,30 @@ class Placer:
                     now = now and g_now
                     later = g_later
             fits_now[row] = now  # (fits_later is the vector path's scratch: nothing reads it for one row)
-            if not later:
-                scores[row] = _NEG_INF
-                continue
-            alloc = alloc_col[row]
-            if alloc > 0:
-                free = max(idle[col], 0)
-                placement = 9.0 * (1.0 - free / scale) if binpack else 9.0 * free / max(alloc, 1)
+            if later:
+                alloc = alloc_col[row]
+                if alloc > 0:
+                    free = max(idle[col], 0)
+                    placement = 9.0 * (1.0 - free / scale) if binpack else 9.0 * free / max(alloc, 1)
+                else:
+                    placement = 0.0
+                if shared and binpack:
+                    placement += 10000.0
+                score = 1000.0 * now + placement
+                if not gpu_task:
+                    score = score + 10.0 * cpu_only[row]
             else:
-                placement = 0.0
-            if shared and binpack:
-                placement += 10000.0
-            score = 1000.0 * now + placement
-            if not gpu_task:
-                score = score + 10.0 * cpu_only[row]
+                score = _NEG_INF
             scores[row] = score
+            if best >= 0:  # any other row scores at most best_score, and comes after best if equal
+                if row == best:
+                    if score < best_score:
+                        best = -1  # the best row lost ground: best_node looks at every row again
+                    else:
+                        best_score = score
+                elif score > best_score or (score == best_score and row < best):
+                    best, best_score = row, score
+        c.best = best
 
     def _row_facts(self) -> dict[int, tuple[list[int], bool, bool]]:
         """Per changed row, what every cache's rescoring reads: (idle row as Python ints, a whole GPU idle now,
@@ -235,11 +248,16 @@ class Placer:
         score = c.score
         if score.size == 0:
             return -1, False
-        if bonus is not None:
-            score = score + bonus
-        if allowed is not None:
-            score = np.where(allowed, score, -np.inf)
-        row = int(score.argmax())
+        if bonus is None and allowed is None:
+            row = c.best
+            if row < 0:
+                row = c.best = int(score.argmax())
+        else:
+            if bonus is not None:
+                score = score + bonus
+            if allowed is not None:
+                score = np.where(allowed, score, -np.inf)
+            row = int(score.argmax())
         if score.item(row) == -np.inf:
             return -1, False
         return row, bool(c.fits_now[row])
