@@ -134,7 +134,7 @@ class Statement:
             return
         self._log.append(_Op("evict", task.index, node, ssn.status[task.index], node))
         ssn.releasing[node] += task.request
-        ssn.node_log.append(node)
+        ssn.log_node(node, freed=True)
         ssn._set(task, TaskStatus.RELEASING, node)
 
     # --- shared GPUs (see gpusharing's module docstring for the state and its rules) ---------------------
@@ -215,7 +215,7 @@ class Statement:
             if gone[s] == pods[s]:  # all its pods are going: one releasing GPU
                 ssn.releasing[node, GPU] += MILLI
         ssn.summarize_groups(node)
-        ssn.node_log.append(node)
+        ssn.log_node(node, freed=True)
         ssn._set(task, TaskStatus.RELEASING, node)
 
     def convert_to_pipelined(self, task: TaskInfo) -> None:
@@ -258,7 +258,7 @@ class Statement:
                 ssn.summarize_groups(op.node)
                 ssn.gpus[op.task] = saved.gpus
             if op.kind != "status":
-                ssn.node_log.append(op.node)
+                ssn.log_node(op.node, freed=True)  # (an eviction's undo frees nothing; counting it is only safe)
             ssn._set(task, op.prev_status, op.prev_node)
 
     def commit(self) -> None:
@@ -345,6 +345,9 @@ class Session:
         self.events: list[tuple[str, str, str, str]] = []  # (object, type, reason, message)
         self.eviction_reasons: dict[int, tuple[str, str]] = {}  # task -> (action, message)
         self.node_log: list[int] = []  # rows whose idle/releasing changed, in order (the Placer catches up on it)
+        # positions in node_log of the changes that may have given a row resources (evictions, rollbacks); every
+        # other change only takes, and the Placer relies on that (see ``log_node``)
+        self.node_freed: list[int] = []
         self.changed: set[int] = set()  # tasks whose status or node changed (close_session reports only these)
         self._ready = [False] * len(snap.jobs)  # per job, job_ready (filled by _open_queues: one pass over the tasks)
         self.notes: dict[int, list[str]] = {}  # job -> why eviction actions could not make room for it
@@ -485,6 +488,14 @@ class Session:
                     row[0] += g
                     row[1] += c
                     row[2] += m
+
+    def log_node(self, node: int, *, freed: bool) -> None:
+        """Record a change of *node*'s resources. *freed*: the change may have given it resources (free now or
+        later); a change that only takes (placing, pipelining) may say False, and then a pod that could not go
+        there before the change still cannot, which spares the Placer rescoring such rows."""
+        self.node_log.append(node)
+        if freed:
+            self.node_freed.append(len(self.node_log) - 1)
 
     # --- questions actions ask --------------------------------------------------------------------
 
