@@ -64,8 +64,9 @@ class Allocate:
                 ssn.failures[job.index] = failure
                 continue
             shape = uniform_shape(tasks)
-            if shape is not None and shape in impossible and len(tasks) >= impossible[shape][0]:
-                ssn.fail(job, "Unschedulable", impossible[shape][1])
+            known = impossible.get(shape) if shape is not None else None
+            if known is not None and len(tasks) >= known[0]:
+                ssn.fail(job, "Unschedulable", known[1])
                 continue
             # placing *tasks* takes exactly them out of PENDING, so what is left is known before placing
             more_pending = len(ssn.pending_tasks(job)) > len(tasks)
