@@ -556,9 +556,11 @@ class Session:
             self._pending[job.index] = got
         return got
 
-    def tasks_to_allocate(self, job: JobInfo) -> list[TaskInfo]:
-        """Gang phase: exactly minAvailable - allocated tasks; elastic phase: one task at a time."""
-        pending = self.pending_tasks(job)
+    def tasks_to_allocate(self, job: JobInfo, pending: list[TaskInfo] | None = None) -> list[TaskInfo]:
+        """Gang phase: exactly minAvailable - allocated tasks; elastic phase: one task at a time. *pending*:
+        ``pending_tasks(job)`` if the caller has it at hand."""
+        if pending is None:
+            pending = self.pending_tasks(job)
         missing = job.min_available - self.job_allocated[job.index]
         return pending[: max(missing, 1)]
 
@@ -761,4 +763,7 @@ class Session:
             return ()
         names = self.snap.gpus.names[node]
         node_name = self.snap.nodes.names[node]
-        return tuple([names[s] or default_group_name(node_name, s) for s in self.gpus[task.index]])
+        slots = self.gpus[task.index]
+        if len(slots) == 1:  # one device (most fractions): no list to build
+            return (names[slots[0]] or default_group_name(node_name, slots[0]),)
+        return tuple([names[s] or default_group_name(node_name, s) for s in slots])

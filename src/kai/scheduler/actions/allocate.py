@@ -56,7 +56,8 @@ class Allocate:
                 if _allocate_gang(ssn, job):
                     queue.push(job)
                 continue
-            tasks = ssn.tasks_to_allocate(job)
+            pending = ssn.pending_tasks(job)
+            tasks = ssn.tasks_to_allocate(job, pending)
             if not tasks:
                 continue
             failure = check_capacity(ssn, job, tasks)
@@ -69,7 +70,7 @@ class Allocate:
                 ssn.fail(job, "Unschedulable", known[1])
                 continue
             # placing *tasks* takes exactly them out of PENDING, so what is left is known before placing
-            more_pending = len(ssn.pending_tasks(job)) > len(tasks)
+            more_pending = len(pending) > len(tasks)
             stmt = ssn.statement()
             placed, why = _place(ssn, stmt, tasks)
             if placed == len(tasks):
