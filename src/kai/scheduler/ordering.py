@@ -39,7 +39,7 @@ INF = math.inf
 def job_order_key(ssn: Session, job: JobInfo) -> tuple:
     allocated = ssn.job_allocated[job.index]
     elastic = 0 if allocated < job.min_available else (1 if allocated == job.min_available else 2)
-    return (-job.priority, elastic, job.creation, job.uid)
+    return (-job.priority, elastic, job.creation, job.podgroup.meta.uid)  # (JobInfo.uid without the property call)
 
 
 def _share(x: float, allocatable: float, total: float) -> float:
