@@ -3,7 +3,10 @@
 Run with ``make bench`` (or ``.venv/bin/python benchmarks/bench_allocate.py``). Flags:
 ``--scenario NAME`` (repeatable; default all), ``--runs N`` (default 3), ``--json``,
 ``--save PATH`` (also write the JSON), ``--profile cprofile|pyinstrument`` (profile one
-cycle in this process instead; pyinstrument is optional, ``pip install pyinstrument``).
+cycle in this process instead; pyinstrument is optional, ``pip install pyinstrument``),
+``--gpu-policy NAME`` (a ``placementStrategy.gpu`` policy such as ``fragmentation``: the Placer asks
+it for every task that fits now; ``ms/placement`` in the JSON is the allocate action's time per
+placement).
 
 Why each scenario runs in its own subprocess: peak memory (``ru_maxrss``) is a
 high-water mark for a whole process, so a fresh process per scenario is the only way
@@ -43,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from kai.api import constants as C
+from kai.api.objects import GPU_POLICIES
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult
@@ -51,6 +55,11 @@ from synth import ClusterSpec, fixed, generate, uniform
 
 MAX_RUN_S = 120.0  # one run (build + cycle) longer than this stops the scenario
 CONF = SchedulerConf(actions=("allocate",))
+
+
+def conf_for(gpu_policy: str = "") -> SchedulerConf:
+    """The allocate-only configuration, with *gpu_policy* as ``placementStrategy.gpu`` if given."""
+    return SchedulerConf(actions=("allocate",), gpu_policy=gpu_policy) if gpu_policy else CONF
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,9 +148,10 @@ def _outcome(result: CycleResult, gpus_of: dict[tuple[str, str], int]) -> dict[s
     }
 
 
-def run_scenario(name: str, runs: int) -> dict[str, Any]:
+def run_scenario(name: str, runs: int, gpu_policy: str = "") -> dict[str, Any]:
     """Generate the scenario's cluster once, then time *runs* fresh snapshot builds and cycles."""
     scenario = SCENARIOS[name]
+    conf = conf_for(gpu_policy)
     rss_start = _rss_mib()
     t = perf_counter()
     cluster = generate(scenario.spec)
@@ -152,6 +162,7 @@ def run_scenario(name: str, runs: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "scenario": name,
         "about": scenario.about,
+        "gpu_policy": gpu_policy or "binpack",
         "nodes": len(cluster.nodes),
         "gpus": cluster.total_gpus,
         "pending_jobs": scenario.spec.jobs,
@@ -174,7 +185,7 @@ def run_scenario(name: str, runs: int) -> dict[str, Any]:
                 t0 = perf_counter()
                 snap = build_snapshot(**cluster.snapshot_args())
                 t1, c1 = perf_counter(), process_time()
-                result = run_cycle(snap, CONF)
+                result = run_cycle(snap, conf)
                 t2, c2 = perf_counter(), process_time()
         except RunTooLong as e:
             out["aborted"] = str(e)
@@ -200,6 +211,8 @@ def run_scenario(name: str, runs: int) -> dict[str, Any]:
     for key in ("build_s", "cycle_s", "cycle_cpu_s", "open_session_s", "allocate_s", "close_session_s"):
         values = [r[key] for r in out["runs"]]
         out[f"median_{key}"] = statistics.median(values) if values else None
+    if out.get("placements") and out.get("median_allocate_s") is not None:
+        out["ms/placement"] = 1000.0 * out["median_allocate_s"] / out["placements"]
     out["peak_rss_mib"] = _peak_rss_mib()
     return out
 
@@ -248,9 +261,11 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def run_in_subprocess(name: str, runs: int) -> dict[str, Any]:
+def run_in_subprocess(name: str, runs: int, gpu_policy: str = "") -> dict[str, Any]:
     """One scenario in a fresh interpreter, so its peak RSS is its own."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--runs", str(runs)]
+    if gpu_policy:
+        cmd += ["--gpu-policy", gpu_policy]
     # The worker interrupts a slow run itself; this outer limit only catches a hung generator.
     budget = 600.0 + runs * MAX_RUN_S
     try:
@@ -394,13 +409,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", metavar="PATH", help="also write the JSON document to PATH")
     ap.add_argument("--profile", choices=("cprofile", "pyinstrument"), help="profile one cycle in-process")
     ap.add_argument("--top", type=int, default=30, help="rows of cProfile output")
+    ap.add_argument("--gpu-policy", default="", choices=("", *GPU_POLICIES), help="placementStrategy.gpu policy")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one scenario and print its JSON
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs must be at least 1")
 
     if args.worker:
-        print(json.dumps(run_scenario(args.worker, args.runs)))
+        print(json.dumps(run_scenario(args.worker, args.runs, args.gpu_policy)))
         return 0
     names = args.scenario or list(SCENARIOS)
     if args.profile:
@@ -408,9 +424,15 @@ def main(argv: list[str] | None = None) -> int:
             profile(name, args.profile, args.top)
         return 0
 
-    results = run_and_report(
-        names, args, run_in_subprocess, f"allocate-only cycle, median of {args.runs} runs (fresh snapshot each run)"
-    )
+    policy = args.gpu_policy
+
+    def run_one(name: str, runs: int) -> dict[str, Any]:
+        return run_in_subprocess(name, runs, policy)
+
+    title = f"allocate-only cycle, median of {args.runs} runs (fresh snapshot each run)"
+    if policy:
+        title += f", placementStrategy.gpu: {policy}"
+    results = run_and_report(names, args, run_one, title)
     if not args.json:
         for r in results:
             if r.get("aborted"):

@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -181,6 +182,9 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                 f"--kubeconfig={cp.kubeconfig}",
                 "--metrics-bind-address=127.0.0.1:0",
             ]
+            if os.environ.get("KAI_E2E_PYSPY"):  # profile kai: py-spy writes a speedscope file there
+                spy = Path(sys.executable).parent / "py-spy"
+                cmd = [str(spy), "record", "-r", "200", "-f", "raw", "-o", os.environ["KAI_E2E_PYSPY"], "--", *cmd]
         else:
             cmd = [
                 str(binaries.kube_scheduler),
@@ -228,7 +232,10 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
         return result
     finally:
         if proc is not None:
-            proc.terminate()
+            if os.environ.get("KAI_E2E_PYSPY"):
+                proc.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+            else:
+                proc.terminate()
             try:
                 proc.wait(15)
             except subprocess.TimeoutExpired:

@@ -260,7 +260,16 @@ class _ApiView:
         return out
 
     def taken(self, kind: str, namespace: str, name: str) -> bool:
-        return False
+        """A name already in use (generateName's retry): KubeRay's pods are the only kind made here by name."""
+        if kind != "Pod":
+            return False
+        try:
+            self._client.get(Pod, name, namespace=namespace)
+        except ApiError as e:
+            if e.status.code == 404:
+                return False
+            raise
+        return True
 
 
 def _limit_extended_resources(pod: dict[str, Any]) -> None:

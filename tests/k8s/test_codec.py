@@ -7,7 +7,7 @@ import json
 from kai.api.objects import parse_node, parse_pod, parse_podgroup
 from kai.k8s._decode import KINDS, PDB_V1BETA1
 from kai.k8s._events import NOTE_LIMIT, core_event_body, event_body
-from kai.k8s._grouper import podgroup_manifest
+from kai.k8s._grouper import podgroup_manifest, spec_patch
 from kai.podgrouper import group_pod
 from kai.scheduler.decisions import Event
 
@@ -135,6 +135,20 @@ def test_the_podgroup_the_grouper_decides_survives_the_api_round_trip() -> None:
     for f in ("min_member", "queue", "priority_class_name", "sub_groups", "staleness_grace_period"):
         assert getattr(back, f) == getattr(pg, f), f
     assert back.min_member == 3 and back.staleness_grace_period == 90
+
+
+def test_spec_patch_takes_a_podgroup_to_what_the_grouper_decides() -> None:
+    """Only the changed fields are patched; a field the grouper no longer sets is removed (null)."""
+    base = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "a", "uid": "u"},
+        "spec": {"minMember": 2, "queue": "team-a", "priorityClassName": "train", "preemptionDelay": "30s"},
+    }
+    old = parse_podgroup(base)
+    assert spec_patch(old, parse_podgroup(base)) is None
+    grown = {**base, "spec": {"minMember": 3, "queue": "team-a", "priorityClassName": "train"}}
+    assert spec_patch(old, parse_podgroup(grown)) == {"minMember": 3, "preemptionDelay": None}
 
 
 def test_event_bodies() -> None:

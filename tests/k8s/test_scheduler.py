@@ -2,7 +2,8 @@
 
 Binds, the pod-grouper, status and conditions, events, metrics; a Job through the real
 kube-controller-manager; invalid Queues and PodGroups; the API server restarted mid-run; a forced
-410 Gone on the watches.
+410 Gone on the watches; preemption through the Eviction API where a PodDisruptionBudget applies;
+a bind the API server refuses, re-planned.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import uuid
 from typing import Any
 
 from lightkube import Client
+from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event, Node, Pod
+from lightkube.resources.rbac_authorization_v1 import ClusterRole
+from lightkube.types import PatchType
 
 from kai.k8s.envtest import ControlPlane
-from tests.k8s.sched import InProcess, PodGroup, Queue, options, wait_for
+from tests.k8s.sched import InProcess, Kubelet, PodGroup, Queue, options, wait_for
 
 
 def gpu_pod(name: str, ns: str, gpus: int = 1, queue: str = "default-queue", **meta: Any) -> Pod:
@@ -281,3 +285,134 @@ def test_shared_gpu_pods_are_labelled_with_their_gpu_group(
         time.sleep(1.5)
         assert node_of(admin, ns, "half-c") == ""
         assert run.error is None
+
+
+PDB = create_namespaced_resource("policy", "v1beta1", "PodDisruptionBudget", "poddisruptionbudgets")
+
+
+def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """The victim is protected by a PodDisruptionBudget, so kai evicts through the Eviction API, which
+    the API server refuses (429) until the budget's status allows a disruption: kai reports the refusal
+    and keeps the victim; once the budget allows it, the next cycle evicts and the preemptor binds."""
+    # This test plays the disruption controller (it writes the budget's status); another test of the
+    # module may have started kube-controller-manager, whose controller would overwrite it.
+    scheduler_cluster.stop_controller_manager()
+    node = nodes("pdb-0", gpus=1)
+    kubelet = Kubelet(admin)
+    with InProcess(options(scheduler_cluster)):
+        admin.create(gpu_pod("low", ns, labels={"kai.scheduler/queue": "default-queue", "app": "low"}))
+        wait_for(lambda: node_of(admin, ns, "low") == node, "the low-priority pod to be bound")
+        assert kubelet.run_bound(ns) == 1
+        # maxUnavailable 1: kai's own PDB arithmetic allows evicting the one pod. The API server checks
+        # the budget's status, which no disruption controller fills in here: it refuses (429).
+        admin.create(
+            PDB.from_dict(
+                {
+                    "metadata": {"name": "low-pdb", "namespace": ns},
+                    "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "low"}}},
+                }
+            )
+        )
+        time.sleep(1.5)  # the PDB informer sees it before the preemptor arrives
+        high = gpu_pod("high", ns)
+        high.spec.priorityClassName = "build-preemptible"  # 75 > train 50, preemptible: no quota needed
+        admin.create(high)
+        refused = wait_for(
+            lambda: [e for e in events_for(admin, ns, "low") if e.reason == "EvictionRefused"],
+            "an EvictionRefused event on the victim",
+        )
+        assert refused[0].type == "Warning" and "429" in refused[0].message, refused[0].message
+        assert "preempt" in refused[0].message
+        time.sleep(2)  # more cycles: the victim stays, the preemptor waits, nothing is bound twice
+        low = admin.get(Pod, "low", namespace=ns)
+        assert low.metadata.deletionTimestamp is None and low.spec.nodeName == node
+        assert node_of(admin, ns, "high") == ""
+
+        # What the disruption controller would write: one disruption allowed.
+        gen = admin.get(PDB, "low-pdb", namespace=ns)["metadata"]["generation"]
+        admin.patch(
+            PDB.Status,
+            "low-pdb",
+            {
+                "status": {
+                    "observedGeneration": gen,
+                    "disruptionsAllowed": 1,
+                    "currentHealthy": 1,
+                    "desiredHealthy": 0,
+                    "expectedPods": 1,
+                }
+            },
+            namespace=ns,
+            patch_type=PatchType.MERGE,
+        )
+        wait_for(
+            lambda: admin.get(Pod, "low", namespace=ns).metadata.deletionTimestamp is not None,
+            "the victim to be evicted through the Eviction API",
+        )
+        assert kubelet.finish_terminating(ns) == ["low"]
+        wait_for(lambda: node_of(admin, ns, "high") == node, "the preemptor to be bound on the freed GPU")
+
+
+def test_a_bind_the_api_server_refuses_is_replanned_next_cycle(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """kai's ServiceAccount loses the right to bind (a broken RBAC rollout): the bind fails with 403, the
+    pod gets a FailedBinding event and stays pending, nothing is assumed; once the rule is back, a later
+    cycle plans the pod again and binds it, once."""
+    node = nodes("bindfail-0", gpus=2)
+    role = admin.get(ClusterRole, "kai-scheduler")
+    original = [r.to_dict() for r in role.rules]
+    without_bind = [r for r in original if "pods/binding" not in r.get("resources", [])]
+    assert len(without_bind) == len(original) - 1
+    try:
+        admin.patch(ClusterRole, "kai-scheduler", {"rules": without_bind}, patch_type=PatchType.MERGE)
+        with InProcess(options(scheduler_cluster)):
+            admin.create(gpu_pod("p", ns))
+            failed = wait_for(
+                lambda: [e for e in events_for(admin, ns, "p") if e.reason == "FailedBinding"],
+                "a FailedBinding event",
+            )
+            assert failed[0].type == "Warning" and "403" in failed[0].message, failed[0].message
+            assert node_of(admin, ns, "p") == ""
+            admin.patch(ClusterRole, "kai-scheduler", {"rules": original}, patch_type=PatchType.MERGE)
+            wait_for(lambda: node_of(admin, ns, "p") == node, "the pod to be bound once the rule is back")
+            scheduled = wait_for(
+                lambda: [e for e in events_for(admin, ns, "p") if e.reason == "Scheduled"], "a Scheduled event"
+            )
+            assert len(scheduled) == 1
+    finally:
+        admin.patch(ClusterRole, "kai-scheduler", {"rules": original}, patch_type=PatchType.MERGE)
+
+
+def test_optional_kinds_kai_may_not_read_do_not_block_scheduling(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """RBAC without Topologies and SchedulingShards (a narrowed install): those kinds count as empty and
+    the rest schedules; a pod asking for a topology waits and says the topology does not exist."""
+    node = nodes("norbac-0", gpus=2)
+    role = admin.get(ClusterRole, "kai-scheduler")
+    original = [r.to_dict() for r in role.rules]
+    narrowed = [r for r in original if "topologies" not in r.get("resources", [])]
+    assert len(narrowed) == len(original) - 1
+    try:
+        admin.patch(ClusterRole, "kai-scheduler", {"rules": narrowed}, patch_type=PatchType.MERGE)
+        time.sleep(1)  # RBAC changes reach the authorizer's cache
+        with InProcess(options(scheduler_cluster)) as run:
+            assert run.scheduler.store.count("Topology") == 0
+            admin.create(gpu_pod("plain", ns))
+            wait_for(lambda: node_of(admin, ns, "plain") == node, "the plain pod to be bound")
+            racked = {"kai.scheduler/topology": "cluster-topology", "kai.scheduler/topology-required-placement": "rack"}
+            admin.create(gpu_pod("racked", ns, annotations=racked))
+            pg = wait_for(
+                lambda: admin.get(Pod, "racked", namespace=ns).metadata.annotations.get("pod-group-name"),
+                "the topology pod to be grouped",
+            )
+            wait_for(
+                lambda: any("cluster-topology does not exist" in (e.message or "") for e in events_for(admin, ns, pg)),
+                "the topology pod's PodGroup to say the topology does not exist",
+            )
+            assert node_of(admin, ns, "racked") == ""
+    finally:
+        admin.patch(ClusterRole, "kai-scheduler", {"rules": original}, patch_type=PatchType.MERGE)

@@ -22,3 +22,5 @@ def test_bad_flags_are_errors(tmp_path: Path) -> None:
     assert code == 2 and "--renew-deadline must be shorter than --lease-duration" in err
     code, _, err = run_kai("scheduler", "--metrics-bind-address", "localhost")
     assert code == 2 and "is not host:port" in err
+    code, _, err = run_kai("scheduler", "--event-loop", "tokio")
+    assert code == 2 and "'tokio' is not one of 'uvloop', 'asyncio'" in err

@@ -118,3 +118,37 @@ def test_walkthrough_gang_then_whole_gang_preemption(
         "describe", "podgroup", "-n", ns, admin.get(Pod, again[0], namespace=ns).metadata.annotations["pod-group-name"]
     ).stdout
     assert "Unschedulable" in described, described
+
+
+def test_scaling_a_raycluster_updates_its_podgroup(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """The RayCluster's worker group grows from 1 to 2 (minReplicas too): when KubeRay's new worker pod
+    arrives, the pod-grouper patches the gang's minMember from 2 to 3, as KAI's pod controller does, and
+    the three pods run as one gang."""
+    cp = scheduler_cluster
+    cp.kubectl("apply", "-f", str(DATA / "ray-crds.yaml"))
+    cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/rayclusters.ray.io")
+    cp.kubectl("apply", "-f", str(WALK / "00-queues.yaml"))
+    node = nodes("ray-scale-0", gpus=4)
+    kuberay = KubeRay(admin)
+    with InProcess(options(cp)):
+        cp.kubectl("apply", "-n", ns, "-f", str(WALK / "01-raycluster-train.yaml"))
+        assert len(kuberay.reconcile_cluster("raycluster-sample", ns)) == 2
+        wait_for(
+            lambda: len([p for p in _pods(admin, ns, "raycluster-sample") if p.spec.nodeName == node]) == 2,
+            "the first two pods to be bound",
+        )
+        pg_name = _pods(admin, ns, "raycluster-sample")[0].metadata.annotations["pod-group-name"]
+        assert admin.get(PodGroup, pg_name, namespace=ns)["spec"]["minMember"] == 2
+
+        scale = '[{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":2},'
+        scale += '{"op":"replace","path":"/spec/workerGroupSpecs/0/minReplicas","value":2}]'
+        cp.kubectl("patch", "raycluster", "raycluster-sample", "-n", ns, "--type=json", "-p", scale)
+        added = kuberay.reconcile_cluster("raycluster-sample", ns)
+        assert len(added) == 1
+        wait_for(lambda: admin.get(PodGroup, pg_name, namespace=ns)["spec"]["minMember"] == 3, "minMember to become 3")
+        wait_for(lambda: admin.get(Pod, added[0], namespace=ns).spec.nodeName == node, "the new worker to be bound")
+        assert admin.get(Pod, added[0], namespace=ns).metadata.annotations["pod-group-name"] == pg_name
+        spec = admin.get(PodGroup, pg_name, namespace=ns)["spec"]
+        assert spec["queue"] == "team-a" and spec["priorityClassName"] == "train"

@@ -305,8 +305,17 @@ class Pod:
     container_names: tuple[str, ...] = ()
     init_container_names: tuple[str, ...] = ()  # gpu-fraction-container-name may name one of these too
     start_time: float | None = None  # status.startTime: when the pod last started (min runtime counts from it)
+    # status.conditions' Ready: None when the pod has no such condition (a manifest for kai sim)
+    ready_condition: bool | None = None
 
     kind = "Pod"
+
+    @property
+    def healthy(self) -> bool:
+        """Counts as healthy for a PodDisruptionBudget, as Kubernetes' disruption controller counts: Ready
+        (a Running pod whose manifest carries no Ready condition counts as Ready), and not terminating."""
+        ready = self.phase == "Running" if self.ready_condition is None else self.ready_condition
+        return ready and self.meta.deletion_timestamp is None
 
     @property
     def best_effort(self) -> bool:
@@ -423,6 +432,11 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
     phase = _str(status.get("phase"), "status.phase", "Pending")
     if phase not in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
         raise ManifestError(f"{phase!r} is not a pod phase", field="status.phase")
+    ready: bool | None = None
+    for i, c in enumerate(_list(status.get("conditions"), "status.conditions")):
+        c = _map(c, f"status.conditions[{i}]")
+        if c.get("type") == "Ready":
+            ready = _str(c.get("status"), f"status.conditions[{i}].status") == "True"
     return Pod(
         meta=meta,
         requests=requests,
@@ -437,6 +451,7 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
         scheduling_gated=bool(_list(spec.get("schedulingGates"), "spec.schedulingGates")),
         nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
         start_time=parse_time(status.get("startTime"), "status.startTime"),
+        ready_condition=ready,
         container_names=names,
         init_container_names=tuple(
             _str(_map(c, f"spec.initContainers[{i}]").get("name"), f"spec.initContainers[{i}].name")
@@ -712,12 +727,15 @@ def parse_topology(doc: dict[str, Any]) -> Topology:
 
 
 PLACEMENT_STRATEGIES = ("binpack", "spread")
+# kai extension: spec.placementStrategy.gpu may also name one of kai's GPU placement policies
+# (kai.scheduler.gpupolicy; a test keeps this list equal to its names, binpack being KAI's own).
+GPU_POLICIES = ("fragmentation", "bestfit", "fgd", "gpupacking", "gpuclustering", "dotprod", "random")
 
 
 @dataclass(slots=True)
 class SchedulingShard:
     meta: ObjectMeta
-    placement_gpu: str = "binpack"
+    placement_gpu: str = "binpack"  # binpack | spread | one of GPU_POLICIES (kai)
     placement_cpu: str = "binpack"
     partition_label_value: str = ""
     k_value: float = 1.0
@@ -740,8 +758,10 @@ def parse_shard(doc: dict[str, Any]) -> SchedulingShard:
     strategies = {}
     for r in ("gpu", "cpu"):
         v = _str(ps.get(r), f"spec.placementStrategy.{r}", "binpack")
-        if v not in PLACEMENT_STRATEGIES:
-            raise ManifestError(f"{v!r} is not binpack or spread", field=f"spec.placementStrategy.{r}")
+        accepted = PLACEMENT_STRATEGIES + GPU_POLICIES if r == "gpu" else PLACEMENT_STRATEGIES
+        if v not in accepted:
+            what = "binpack or spread" if r == "cpu" else f"one of {', '.join(accepted)}"
+            raise ManifestError(f"{v!r} is not {what}", field=f"spec.placementStrategy.{r}")
         strategies[r] = v
     depth = {}
     for k, v in _map(spec.get("queueDepthPerAction"), "spec.queueDepthPerAction").items():

@@ -15,6 +15,7 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import httpx2 as httpx
 import msgspec
@@ -118,6 +119,15 @@ class Api:
 
     async def get_raw(self, path: str, params: dict[str, str] | None = None) -> bytes:
         """GET *path*; the undecoded body (the caller decodes it into its own structs)."""
+        if self._fast is not None:
+            url = f"{path}?{urlencode(params)}" if params else path
+            try:
+                status, data = await asyncio.wait_for(self._fast.request("GET", url, None, ""), timeout=self._timeout)
+            except (HttpError, TimeoutError) as e:
+                raise ApiError(0, f"{type(e).__name__}: {e}") from e
+            if status >= 400:
+                raise _error(status, data)
+            return data
         try:
             resp = await self._http.get(path, params=params, headers={"Accept": "application/json"})
         except httpx.TransportError as e:
@@ -128,6 +138,16 @@ class Api:
 
     async def stream_lines(self, path: str, params: dict[str, str], read_timeout: float) -> AsyncIterator[bytes]:
         """A watch: GET *path* and yield each line of the chunked answer (one JSON event per line)."""
+        if self._fast is not None:
+            try:
+                lines = await self._fast.stream_lines(f"{path}?{urlencode(params)}", read_timeout)
+                if isinstance(lines, tuple):
+                    raise _error(*lines)
+                async for line in lines:
+                    yield line
+            except (HttpError, TimeoutError) as e:
+                raise ApiError(0, f"{type(e).__name__}: {e}") from e
+            return
         timeout = httpx.Timeout(10.0, read=read_timeout)
         try:
             async with self._http.stream("GET", path, params=params, timeout=timeout) as resp:

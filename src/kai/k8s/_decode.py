@@ -198,6 +198,9 @@ class KindSpec:
     parse: Callable[[dict[str, Any]], Any]
     codec: KindCodec
     namespaced: bool = False
+    # A kind whose absence only narrows what kai can do (no Topologies: no topology-constrained pod
+    # places): when RBAC forbids reading it, it is empty instead of blocking every cycle.
+    optional: bool = False
 
     def path(self, namespace: str | None = None) -> str:
         base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
@@ -216,8 +219,8 @@ KINDS: tuple[KindSpec, ...] = (
     KindSpec("Queue", "scheduling.run.ai/v2", "queues", parse_queue, KindCodec(None)),
     KindSpec("PodGroup", "scheduling.run.ai/v2alpha2", "podgroups", parse_podgroup, KindCodec(None), namespaced=True),
     KindSpec("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", parse_priority_class, KindCodec(None)),
-    KindSpec("Topology", "kai.scheduler/v1alpha1", "topologies", parse_topology, KindCodec(None)),
-    KindSpec("SchedulingShard", "kai.scheduler/v1", "schedulingshards", parse_shard, KindCodec(None)),
+    KindSpec("Topology", "kai.scheduler/v1alpha1", "topologies", parse_topology, KindCodec(None), optional=True),
+    KindSpec("SchedulingShard", "kai.scheduler/v1", "schedulingshards", parse_shard, KindCodec(None), optional=True),
     KindSpec("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", parse_pdb, KindCodec(None), namespaced=True),
 )
 

@@ -109,8 +109,15 @@ class EventRecorder:
         self.dedup_s = dedup_s
         self._queue: asyncio.Queue[tuple[Event, dict[str, str]]] = asyncio.Queue(queue_size)
         self._recent: dict[tuple[str, str, str, str], float] = {}
-        self._workers = [asyncio.ensure_future(self._work()) for _ in range(workers)]
+        self._n_workers = workers
+        self._workers: list[asyncio.Task[None]] = []
         self.written = 0
+
+    def start(self) -> None:
+        """Start writing. Until then events only queue up: a standby replica records what it sees
+        while its informers sync, and writes it once it leads."""
+        if not self._workers:
+            self._workers = [asyncio.ensure_future(self._work()) for _ in range(self._n_workers)]
 
     def record(self, events: list[Event]) -> None:
         now = time.monotonic()
@@ -144,8 +151,9 @@ class EventRecorder:
             self.metrics.events_dropped.inc()
 
     async def flush(self) -> None:
-        """Wait until every queued event is written (tests, shutdown)."""
-        await self._queue.join()
+        """Wait until every queued event is written (tests, shutdown); nothing to wait for before start()."""
+        if self._workers:
+            await self._queue.join()
 
     async def close(self) -> None:
         for w in self._workers:

@@ -11,7 +11,7 @@ rotated ServiceAccount tokens require), keep-alive with at most ``max_connection
 request that fails on a reused connection before any answer arrived is sent once more on a new one
 (the server may have closed an idle connection); a bind sent twice is answered 409, which callers
 treat as bound. Other auth kinds (exec plugins, basic auth) are not handled: ``for_config`` returns
-None and the caller keeps using httpx. Streams (watches) and lists stay on httpx.
+None and the caller keeps using httpx. Watches (``stream_lines``) each get a connection of their own.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -94,16 +94,7 @@ class FastHttp:
     async def _send(
         self, method: str, path: str, body: bytes | None, content_type: str, *, refresh: bool
     ) -> tuple[int, bytes]:
-        head = [f"{method} {path} HTTP/1.1".encode(), b"Host: " + self._host_header, b"Accept: application/json"]
-        token = self._token(refresh)
-        if token:
-            head.append(f"Authorization: Bearer {token}".encode())
-        if body is not None:
-            head.append(f"Content-Type: {content_type}".encode())
-            head.append(f"Content-Length: {len(body)}".encode())
-        elif method in ("POST", "PUT", "PATCH"):
-            head.append(b"Content-Length: 0")
-        raw = b"\r\n".join(head) + b"\r\n\r\n" + (body or b"")
+        raw = self._head(method, path, body, content_type, self._token(refresh)) + b"\r\n" + (body or b"")
         for attempt in range(2):
             reused = bool(self._idle)
             conn = self._idle.pop() if reused else await self._connect()
@@ -129,46 +120,122 @@ class FastHttp:
         except OSError as e:
             raise HttpError(f"cannot connect to {self.host}:{self.port}: {e}") from e
 
+    async def stream_lines(self, path: str, read_timeout: float) -> AsyncIterator[bytes] | tuple[int, bytes]:
+        """A watch on its own connection: the lines of the chunked answer, or (status, body) of an error.
+
+        Each read waits at most *read_timeout* seconds (the API server sends bookmarks and events; a
+        silent connection is a dead one). The connection is closed when the iteration ends."""
+        token = self._token(False)
+        raw = self._head("GET", path, None, "", token) + b"\r\n"
+        reader, writer = await self._connect()
+        try:
+            async with asyncio.timeout(read_timeout):
+                writer.write(raw)
+                await writer.drain()
+                status, length, chunked, _keep = await _read_head(reader)
+                if status >= 400 or not chunked:
+                    data = await _read_body(reader, length, chunked)
+        except BaseException:
+            writer.close()
+            raise
+        if status >= 400 or not chunked:
+            writer.close()
+            if status == 401:
+                self._token(True)  # a rotated token: the caller's retry reads the new one
+            return status, data
+        return _lines(reader, writer, read_timeout)
+
+    def _head(self, method: str, path: str, body: bytes | None, content_type: str, token: str | None) -> bytes:
+        head = [f"{method} {path} HTTP/1.1".encode(), b"Host: " + self._host_header, b"Accept: application/json"]
+        if token:
+            head.append(f"Authorization: Bearer {token}".encode())
+        if body is not None:
+            head.append(f"Content-Type: {content_type}".encode())
+            head.append(f"Content-Length: {len(body)}".encode())
+        elif method in ("POST", "PUT", "PATCH"):
+            head.append(b"Content-Length: 0")
+        return b"\r\n".join(head) + b"\r\n"
+
     @staticmethod
     async def _exchange(conn: Conn, raw: bytes) -> tuple[int, bytes, bool]:
         reader, writer = conn
         writer.write(raw)
         await writer.drain()
-        line = await reader.readuntil(b"\r\n")
-        parts = line.split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-            raise HttpError(f"not an HTTP answer: {line[:80]!r}")
-        status = int(parts[1])
-        length = -1
-        chunked = False
-        keep = parts[0] == b"HTTP/1.1"
-        while True:
-            h = await reader.readuntil(b"\r\n")
-            if h == b"\r\n":
-                break
-            name, _, value = h.partition(b":")
-            name = name.strip().lower()
-            value = value.strip()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"transfer-encoding" and b"chunked" in value.lower():
-                chunked = True
-            elif name == b"connection":
-                keep = value.lower() != b"close"
-        if chunked:
-            chunks = []
-            while True:
-                size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
-                if size == 0:
-                    while await reader.readuntil(b"\r\n") != b"\r\n":
-                        pass
-                    break
-                chunks.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-            data = b"".join(chunks)
-        elif length >= 0:
-            data = await reader.readexactly(length)
-        else:
-            data = await reader.read()
+        status, length, chunked, keep = await _read_head(reader)
+        data = await _read_body(reader, length, chunked)
+        if length < 0 and not chunked:
             keep = False
         return status, data, keep
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, int, bool, bool]:
+    """The status line and headers: (status, content length or -1, chunked, keep-alive)."""
+    line = await reader.readuntil(b"\r\n")
+    parts = line.split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
+        raise HttpError(f"not an HTTP answer: {line[:80]!r}")
+    status = int(parts[1])
+    length = -1
+    chunked = False
+    keep = parts[0] == b"HTTP/1.1"
+    while True:
+        h = await reader.readuntil(b"\r\n")
+        if h == b"\r\n":
+            break
+        name, _, value = h.partition(b":")
+        name = name.strip().lower()
+        value = value.strip()
+        if name == b"content-length":
+            length = int(value)
+        elif name == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+        elif name == b"connection":
+            keep = value.lower() != b"close"
+    return status, length, chunked, keep
+
+
+async def _read_chunk(reader: asyncio.StreamReader) -> bytes:
+    """One chunk of a chunked body; b"" for the last one (its trailers are read too)."""
+    size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
+    if size == 0:
+        while await reader.readuntil(b"\r\n") != b"\r\n":
+            pass
+        return b""
+    data = await reader.readexactly(size + 2)
+    return data[:-2]
+
+
+async def _read_body(reader: asyncio.StreamReader, length: int, chunked: bool) -> bytes:
+    if chunked:
+        chunks = []
+        while chunk := await _read_chunk(reader):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    if length >= 0:
+        return await reader.readexactly(length)
+    return await reader.read()
+
+
+async def _lines(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, read_timeout: float
+) -> AsyncIterator[bytes]:
+    """The non-empty lines of a chunked body (a watch sends one JSON event per line)."""
+    rest = b""
+    try:
+        while True:
+            async with asyncio.timeout(read_timeout):  # per read, never across a yield
+                chunk = await _read_chunk(reader)
+            if not chunk:
+                break
+            if rest:
+                chunk = rest + chunk
+            *lines, rest = chunk.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    yield line
+        if rest.strip():
+            yield rest
+    except (OSError, asyncio.IncompleteReadError, ValueError) as e:
+        raise HttpError(f"{type(e).__name__}: {e}") from e
+    finally:
+        writer.close()

@@ -9,8 +9,9 @@ pod with the annotation ``pod-group-name`` and the label ``kai.scheduler/subgrou
 An owner kai may not read (RBAC 403) or that is gone (404) ends the chain, as a stand-in known only by
 its reference, as in ``kai sim``. A ManifestError from the grouper (a bad label on the RayCluster, say)
 becomes a ``PodGrouperWarning`` event on the pod and the pod is left alone; an API error puts the pod
-back in the queue with backoff. Existing PodGroups are not rewritten (KAI updates them in place when a
-workload's spec changes; kai does not yet).
+back in the queue with backoff. A PodGroup that exists but no longer matches what the grouper decides
+(the workload was scaled or edited, and a new pod of it arrived) has its spec patched, as KAI's pod
+controller updates it in place; fields kai does not manage (and the status) are left alone.
 """
 
 from __future__ import annotations
@@ -92,6 +93,18 @@ def podgroup_manifest(pg: PodGroup) -> dict[str, Any]:
     return {"apiVersion": C.PODGROUP_API_VERSION, "kind": "PodGroup", "metadata": meta, "spec": spec}
 
 
+def spec_patch(existing: PodGroup, decided: PodGroup) -> dict[str, Any] | None:
+    """A merge patch taking *existing*'s spec to *decided*'s, or None when they already agree. A field
+    the grouper sets no longer is removed (null); fields it never sets are not touched."""
+    old = podgroup_manifest(existing)["spec"]
+    new = podgroup_manifest(decided)["spec"]
+    if old == new:
+        return None
+    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
+    patch.update({k: None for k in old if k not in new})
+    return patch
+
+
 class _View:
     """The grouper's ClusterView: owners fetched for this pod, pods from the Store."""
 
@@ -145,6 +158,7 @@ class PodGrouper:
         self._plurals: dict[str, dict[str, str]] = {}  # apiVersion → kind → plural
         self._workers = [asyncio.ensure_future(self._work()) for _ in range(workers)]
         self.grouped = 0
+        self.updated = 0  # PodGroups whose spec was patched to follow their workload
 
     def enqueue(self, key: Key) -> None:
         if key not in self._queued:
@@ -189,7 +203,8 @@ class PodGrouper:
         if grouping is None:
             return
         pg = grouping.podgroup
-        if self.store.get("PodGroup", (ns, pg.meta.name)) is None:
+        existing = self.store.get("PodGroup", (ns, pg.meta.name))
+        if existing is None:
             try:
                 await self.api.request(
                     "POST", f"/apis/{C.PODGROUP_API_VERSION}/namespaces/{ns}/podgroups", body=podgroup_manifest(pg)
@@ -197,6 +212,8 @@ class PodGrouper:
             except ApiError as e:
                 if e.code != 409:
                     raise
+        elif (patch := spec_patch(existing, pg)) is not None:
+            await self._update(ns, existing, patch)
         if grouping.unknown_kind:
             self.record([Event(ref, "Normal", "UnknownOwnerKind", grouping.unknown_kind)])
         if grouping.warning is not None:  # the owner's spec contradicts itself: default grouping, and why
@@ -216,6 +233,23 @@ class PodGrouper:
                 raise
             return
         self.grouped += 1
+
+    async def _update(self, ns: str, existing: PodGroup, patch: dict[str, Any]) -> None:
+        """Patch a PodGroup's spec to what the grouper now decides (uid precondition: never another one)."""
+        name = existing.meta.name
+        try:
+            await self.api.request(
+                "PATCH",
+                f"/apis/{C.PODGROUP_API_VERSION}/namespaces/{ns}/podgroups/{name}",
+                body={"metadata": {"uid": existing.meta.uid}, "spec": patch},
+                content_type="application/merge-patch+json",
+            )
+        except ApiError as e:
+            if e.code not in (404, 409):  # gone or replaced meanwhile: the next pod event decides again
+                raise
+            return
+        log.info("podgroup updated", extra={"podgroup": f"{ns}/{name}", "spec": patch})
+        self.updated += 1
 
     async def _owner_chain(self, pod: Pod, fetched: dict[tuple[str, str, str, str], Workload]) -> list[Workload]:
         chain: list[Workload] = []

@@ -152,8 +152,11 @@ class Informer:
                 self.synced.set()
                 return
             except ApiError as e:
-                if e.code == 404:  # the kind is not served (its CRD is missing): empty until it is
-                    log.warning("kind not served", extra={"kind": self.spec.kind, "path": self.spec.path()})
+                # Not served (its CRD is missing), or an optional kind kai may not read (RBAC without
+                # Topologies, say): empty until it is, looked at again every 30 s.
+                if e.code == 404 or (e.code == 403 and self.spec.optional):
+                    what = "kind not served" if e.code == 404 else "kind not readable (forbidden); treated as empty"
+                    log.warning(what, extra={"kind": self.spec.kind, "path": self.spec.path()})
                     self._diff({})
                     self.synced.set()
                     await asyncio.sleep(30)

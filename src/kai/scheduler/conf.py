@@ -11,7 +11,7 @@ from typing import Any
 
 from kai.api import constants as C
 from kai.api.duration import parse_duration
-from kai.api.objects import SchedulingShard
+from kai.api.objects import GPU_POLICIES, SchedulingShard
 
 KNOWN_ACTIONS = C.DEFAULT_ACTIONS
 
@@ -25,6 +25,10 @@ class SchedulerConf:
     actions: tuple[str, ...] = C.DEFAULT_ACTIONS
     placement_gpu: str = "binpack"
     placement_cpu: str = "binpack"
+    # kai: a GPU placement policy (kai.scheduler.gpupolicy) chooses the node and GPUs of each task that
+    # fits on idle resources; "" = none. Everything else (pipelining, the fallback) is binpack's.
+    gpu_policy: str = ""
+    gpu_policy_seed: int = 0  # the random policy's generator seed (spec.args.gpu-policy-seed)
     k_value: float = 1.0
     queue_depth_per_action: tuple[tuple[str, int], ...] = ()
     default_staleness_grace_period: float = C.DEFAULT_STALENESS_GRACE_PERIOD_S
@@ -48,6 +52,9 @@ class SchedulerConf:
         for name, v in (("gpu", self.placement_gpu), ("cpu", self.placement_cpu)):
             if v not in ("binpack", "spread"):
                 raise ConfigError(f"placementStrategy.{name}: {v!r} is not binpack or spread")
+        if self.gpu_policy and self.gpu_policy not in GPU_POLICIES:
+            accepted = ", ".join(("binpack", "spread", *GPU_POLICIES))
+            raise ConfigError(f"placementStrategy.gpu: {self.gpu_policy!r} is not one of {accepted}")
         if self.k_value < 0:
             raise ConfigError(f"kValue must be >= 0, got {self.k_value}")
         if self.saturation_multiplier < 1:
@@ -85,10 +92,12 @@ class SchedulerConf:
             # KAI disables consolidation when either placement strategy is spread.
             if "spread" in (shard.placement_gpu, shard.placement_cpu) and "consolidation" in chosen:
                 chosen.remove("consolidation")
+        policy = shard.placement_gpu if shard.placement_gpu in GPU_POLICIES else ""
         return cls(
             actions=tuple(chosen),
-            placement_gpu=shard.placement_gpu,
+            placement_gpu="binpack" if policy else shard.placement_gpu,  # a policy's fallback is binpack
             placement_cpu=shard.placement_cpu,
+            gpu_policy=policy,
             k_value=shard.k_value,
             queue_depth_per_action=tuple(sorted(shard.queue_depth_per_action.items())),
             **_eviction_settings(shard),
@@ -149,6 +158,7 @@ def _eviction_settings(shard: SchedulingShard) -> dict[str, Any]:
         ("max-evictions-per-cycle", "max_evictions_per_cycle", int),
         ("max-scenarios-per-job", "max_scenarios_per_job", int),
         ("max-scenarios-per-action", "max_scenarios_per_action", int),
+        ("gpu-policy-seed", "gpu_policy_seed", int),
     )
     for flag, name, kind in flags:
         if flag in args:

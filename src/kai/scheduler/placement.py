@@ -29,12 +29,16 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kai.scheduler.gpusharing import GpuShare, fit_one, fit_rows, fit_rows_single
 from kai.scheduler.model import CPU, GPU, MILLI, TaskInfo
 from kai.scheduler.session import Session
+
+if TYPE_CHECKING:
+    from kai.scheduler.policyplacer import PolicyPlacer
 
 _SCALAR_ROWS = 24  # below this many changed rows, rescoring row by row in Python is cheaper
 _NEG_INF = -np.inf  # a global's load, not an attribute read and a negation, per unfit row
@@ -76,6 +80,11 @@ class Placer:
         # per changed row, facts every cache's rescoring reads (see _row_facts); dropped when the row changes again
         self._facts: dict[int, tuple[list[int], bool, bool]] = {}
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
+        self.policy: PolicyPlacer | None = None  # kai: placementStrategy.gpu names a GPU placement policy
+        if ssn.conf.gpu_policy:
+            from kai.scheduler.policyplacer import PolicyPlacer
+
+            self.policy = PolicyPlacer(ssn)
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
         ssn = self.ssn
@@ -259,6 +268,10 @@ class Placer:
         *allowed* (n_nodes,) bool restricts the choice to a set of nodes (a topology domain); *bonus*
         (n_nodes,) float is added to the scores (topology's node preference). Neither changes the cache."""
         c = self._candidates(task)
+        if self.policy is not None:  # the policy chooses among the nodes that fit now; else what follows
+            chosen = self.policy.best_node(task, c.static, c.fits_now, allowed, bonus)
+            if chosen is not None:
+                return chosen
         score = c.score
         if score.size == 0:
             return -1, False

@@ -145,7 +145,11 @@ class Statement:
         assert share is not None
         rows = ssn.gpu_slots[node]
         pipelined = status == _PIPELINED
-        picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, gpus=gpus, rows=rows)
+        hinted = ssn.policy_gpus(task, node) if gpus is None else None  # kai: the GPU policy's pick, if any
+        chosen = gpus if gpus is not None else hinted
+        picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, gpus=chosen, rows=rows)
+        if picks is None and hinted is not None:  # the pick cannot be honoured: the Session's own choice
+            picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, rows=rows)
         if picks is None:
             node_name = ssn.snap.nodes.names[node]
             raise AssertionError(f"{task.namespace}/{task.name} does not fit the GPUs of node {node_name}")
@@ -684,6 +688,13 @@ class Session:
         idle, rel, pods, gone = self.gpu_slots[node]
         now = [i for i, p, g in zip(idle, pods, gone) if p > g]
         return now, [i + r for i, r, p, g in zip(idle, rel, pods, gone) if p > g]
+
+    def policy_gpus(self, task: TaskInfo, node: int) -> tuple[int, ...] | None:
+        """The GPU slots a GPU placement policy (``policyplacer``) just picked for *task* on *node*, if any."""
+        placer = self._placer
+        if placer is None or placer.policy is None:
+            return None
+        return placer.policy.gpus_for(task, node)
 
     def pick_gpus(
         self,

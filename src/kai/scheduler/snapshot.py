@@ -75,7 +75,7 @@ def _pdb_infos(pdbs: Iterable[PodDisruptionBudget], pods: list[Pod], tasks: list
         ns = pdb.meta.namespace or ""
         selected = [p for p in pods if (p.meta.namespace or "") == ns and pdb.selects(p.meta.labels)]
         expected = sum(1 for p in selected if p.phase not in ("Succeeded", "Failed"))
-        healthy = sum(1 for p in selected if p.phase == "Running" and p.meta.deletion_timestamp is None)
+        healthy = sum(1 for p in selected if p.healthy)
         covered = frozenset(task_of[id(p)] for p in selected if id(p) in task_of)
         out.append(PdbInfo(f"{ns}/{pdb.meta.name}", pdb.allowed_disruptions(expected, healthy), covered))
     return tuple(out)

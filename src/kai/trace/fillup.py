@@ -29,7 +29,7 @@ from time import perf_counter
 
 import numpy as np
 
-from kai.scheduler.gpupolicy import TargetWorkload, make_policy
+from kai.scheduler.gpupolicy import FreeState, GpuPolicy, PodRequest, TargetWorkload, make_policy
 
 from .alibaba import NodeTable, PodShape
 
@@ -105,21 +105,28 @@ def run_fillup(
     rank = np.empty(len(nodes.names), dtype=np.int64)
     rank[np.argsort(np.array(nodes.names), kind="stable")] = rng.permutation(len(nodes.names))
     state = nodes.free_state(rank)
-    arrived = np.empty(len(order))
-    allocated = np.empty(len(order))
-    demand = used = placed = 0
     start = perf_counter()
-    for k, i in enumerate(order):
-        pod = requests[i]
-        pol.observe(pod)
-        demand += pod.total_gpu
-        placement = pol.choose(state, pod, rng)
-        if placement is not None:
-            state.take(pod, placement)
-            used += pod.total_gpu
-            placed += 1
-        arrived[k] = demand
-        allocated[k] = used
+    rows = place_in_order(state, [requests[i] for i in order], pol, rng)
     seconds = perf_counter() - start
+    gpu = np.array([requests[i].total_gpu for i in order], dtype=np.float64)
+    arrived = np.cumsum(gpu)
+    allocated = np.cumsum(np.where(rows >= 0, gpu, 0.0))
+    placed = int((rows >= 0).sum())
     scale = 100.0 / capacity
     return FillupResult(pol.name, seed, arrived * scale, allocated * scale, placed, len(order) - placed, seconds)
+
+
+def place_in_order(
+    state: FreeState, pods: Sequence[PodRequest], policy: GpuPolicy, rng: np.random.Generator
+) -> np.ndarray:
+    """Steps 4-5's placements: each pod in turn (the policy observes it first), taken from *state* in
+    place; the chosen node row of every pod, -1 for a pod that fits nowhere. (The engine's test replays
+    a slice of a trace through ``placementStrategy.gpu`` and compares its nodes with these.)"""
+    rows = np.full(len(pods), -1, dtype=np.int64)
+    for k, pod in enumerate(pods):
+        policy.observe(pod)
+        placement = policy.choose(state, pod, rng)
+        if placement is not None:
+            state.take(pod, placement)
+            rows[k] = placement.node
+    return rows

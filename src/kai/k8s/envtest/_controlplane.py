@@ -262,6 +262,12 @@ class ControlPlane:
         self._spawn("kube-controller-manager", args)
         self._expect_alive("kube-controller-manager", seconds=1.0)
 
+    def stop_controller_manager(self) -> None:
+        """Stop kube-controller-manager if it runs (a test that plays a controller's part itself)."""
+        proc = self._procs.pop("kube-controller-manager", None)
+        if proc is not None:
+            proc.stop()
+
     def start_kube_scheduler(self, extra_args: Sequence[str] = ()) -> None:
         """Run the stock kube-scheduler (as the baseline of benchmarks); it schedules only pods
         whose schedulerName is default-scheduler."""

@@ -1,5 +1,6 @@
 """The time-based simulator: a discrete-event loop around the real scheduling cycle, its workload
-sources (manifests with ``kai.sim/arrival``, seeded generators; traces later), metrics and reports.
+sources (manifests with ``kai.sim/arrival``, seeded generators, the Alibaba trace's pod shapes), metrics
+and reports.
 
 See docs/simulation.md. ``simulate`` runs one simulation; ``load_input`` splits the Simulation document
 from the manifests.

@@ -18,6 +18,7 @@ spec:
   nodePools: [{name: dgx, count: 4, gpus: 8, cpu: "64", memory: 512Gi, labels: {}}]
   nodeEvents: [{at: 6h, node: dgx-1, action: drain}]    # drain | uncordon | fail | repair
   generators: [...]          # see GeneratorSpec
+  traces: [...]              # see TraceSpec: jobs shaped like a trace's pods (docs/simulation.md)
 ```
 """
 
@@ -90,6 +91,45 @@ class GeneratorSpec:
     field: str  # spec.generators[i]
 
 
+TRACE_PICKS = ("random", "first")
+TRACE_GPU_SPEC = ("nodeAffinity", "ignore")
+TRACE_NODES_DEFAULT = "default"  # the data folder's node list
+TRACE_NODES_MANIFESTS = "manifests"  # add no nodes: the manifests' (and node pools') nodes run the trace
+
+
+@dataclass(frozen=True, slots=True)
+class QueueChoice:
+    """Which queue each job goes to: round-robin over ``names`` (``weights`` None) or a weighted draw."""
+
+    names: tuple[str, ...]
+    weights: tuple[float, ...] | None  # normalized; None = round-robin in order
+    field: str  # spec.traces[i].queue or .queues, for messages
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSpec:
+    """Jobs with the pod shapes of a trace (``pods``: a variant of data/alibaba-gpu-v2023 or a pod CSV),
+    one pod per job, with synthetic arrivals (``interArrival``) and durations (``duration``). ``nodes``
+    is the node CSV whose nodes join the cluster, ``default`` (the data folder's node list) or
+    ``manifests`` (none: the input's nodes run the trace). Files are read when the run is planned."""
+
+    name: str
+    pods: str
+    nodes: str
+    gpu_spec: str  # nodeAffinity | ignore
+    jobs: int | None  # None: every pod of the trace once
+    pick: str  # random (a seeded permutation) | first (file order)
+    start: float
+    end: float | None
+    inter_arrival: DurationDist
+    duration: DurationDist
+    queues: QueueChoice
+    namespace: str
+    priority_class: str
+    checkpoint: float | None
+    field: str  # spec.traces[i]
+
+
 @dataclass(frozen=True, slots=True)
 class SimulationSpec:
     name: str = "simulation"
@@ -103,6 +143,7 @@ class SimulationSpec:
     node_pools: tuple[NodePoolSpec, ...] = ()
     node_events: tuple[NodeEventSpec, ...] = ()
     generators: tuple[GeneratorSpec, ...] = ()
+    traces: tuple[TraceSpec, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -176,6 +217,7 @@ def parse_simulation(doc: dict[str, Any], source: str = "") -> SimulationSpec:
             "nodePools",
             "nodeEvents",
             "generators",
+            "traces",
         ),
         "spec",
         fail,
@@ -211,10 +253,13 @@ def parse_simulation(doc: dict[str, Any], source: str = "") -> SimulationSpec:
         _generator(g, f"spec.generators[{i}]", fail)
         for i, g in enumerate(_list(spec.get("generators"), "spec.generators", fail))
     )
+    traces = tuple(
+        _trace(t, f"spec.traces[{i}]", fail) for i, t in enumerate(_list(spec.get("traces"), "spec.traces", fail))
+    )
     seen: set[str] = set()
-    for i, g in enumerate(generators):
-        if g.name in seen:
-            raise fail(f"spec.generators[{i}].name", f"{g.name!r} is used by an earlier generator")
+    for g in (*generators, *traces):
+        if g.name in seen:  # job names are <name>-<i>: one name, one source
+            raise fail(f"{g.field}.name", f"{g.name!r} is used by an earlier generator or trace")
         seen.add(g.name)
     return SimulationSpec(
         name=name,
@@ -228,6 +273,7 @@ def parse_simulation(doc: dict[str, Any], source: str = "") -> SimulationSpec:
         node_pools=pools,
         node_events=events,
         generators=generators,
+        traces=traces,
     )
 
 
@@ -319,6 +365,115 @@ def _generator(value: Any, at: str, fail: Any) -> GeneratorSpec:
         cpu_per_pod=_quantity(doc.get("cpuPerPod", "4"), f"{at}.cpuPerPod", fail),
         memory_per_pod=_quantity(doc.get("memoryPerPod", "16Gi"), f"{at}.memoryPerPod", fail),
         duration=parse_duration_dist(doc["duration"], f"{at}.duration", fail),
+        priority_class=priority,
+        checkpoint=(
+            seconds(doc["checkpointInterval"], f"{at}.checkpointInterval", fail, positive=True)
+            if "checkpointInterval" in doc
+            else None
+        ),
+        field=at,
+    )
+
+
+_TRACE_KEYS = (
+    "name",
+    "pods",
+    "nodes",
+    "gpuSpec",
+    "jobs",
+    "pick",
+    "start",
+    "end",
+    "interArrival",
+    "duration",
+    "queue",
+    "queues",
+    "namespace",
+    "priorityClassName",
+    "checkpointInterval",
+)
+
+
+def _file_ref(value: Any, at: str, fail: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise fail(at, f"expected a trace variant name or a CSV file path, got {value!r}")
+    return value.strip()
+
+
+def _queue_choice(doc: dict[str, Any], at: str, fail: Any) -> QueueChoice:
+    """``queue: a`` | ``queues: [a, b]`` (round-robin) | ``queues: {choices: [a, b], weights: [3, 1]}``."""
+    if ("queue" in doc) == ("queues" in doc):
+        raise fail(f"{at}.queue", "give queue (one queue) or queues (several), not both or neither")
+    if "queue" in doc:
+        queue = doc["queue"]
+        if not isinstance(queue, str) or not queue:
+            raise fail(f"{at}.queue", "expected a queue name")
+        return QueueChoice((queue,), None, f"{at}.queue")
+    at = f"{at}.queues"
+    value = doc["queues"]
+    weighted = isinstance(value, dict)
+    if weighted:
+        _check_keys(value, ("choices", "weights"), at, fail)
+        names_raw = value.get("choices")
+        where = f"{at}.choices"
+    else:
+        names_raw, where = value, at
+    if not isinstance(names_raw, list) or not names_raw:
+        raise fail(where, "expected a non-empty list of queue names")
+    names = []
+    for i, n in enumerate(names_raw):
+        if not isinstance(n, str) or not n:
+            raise fail(f"{where}[{i}]", f"expected a queue name, got {n!r}")
+        names.append(n)
+    if not weighted:
+        return QueueChoice(tuple(names), None, at)
+    raw = value.get("weights", [1] * len(names))
+    if not isinstance(raw, list) or len(raw) != len(names):
+        raise fail(f"{at}.weights", f"expected a list of {len(names)} numbers, one per queue")
+    for i, w in enumerate(raw):
+        if isinstance(w, bool) or not isinstance(w, int | float) or w < 0:
+            raise fail(f"{at}.weights[{i}]", f"expected a non-negative number, got {w!r}")
+    total = float(sum(raw))
+    if total <= 0:
+        raise fail(f"{at}.weights", "must not all be zero")
+    return QueueChoice(tuple(names), tuple(float(w) / total for w in raw), at)
+
+
+def _trace(value: Any, at: str, fail: Any) -> TraceSpec:
+    doc = _mapping(value, at, fail)
+    _check_keys(doc, _TRACE_KEYS, at, fail)
+    for key in ("name", "pods", "interArrival", "duration"):
+        if key not in doc:
+            raise fail(f"{at}.{key}", "is required")
+    jobs = doc.get("jobs")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
+        raise fail(f"{at}.jobs", f"expected a whole number >= 0, got {jobs!r}")
+    pick = doc.get("pick", "random")
+    if pick not in TRACE_PICKS:
+        raise fail(f"{at}.pick", f"expected one of {', '.join(TRACE_PICKS)}, got {pick!r}")
+    gpu_spec = doc.get("gpuSpec", "nodeAffinity")
+    if gpu_spec not in TRACE_GPU_SPEC:
+        raise fail(f"{at}.gpuSpec", f"expected one of {', '.join(TRACE_GPU_SPEC)}, got {gpu_spec!r}")
+    start = seconds(doc["start"], f"{at}.start", fail) if "start" in doc else 0.0
+    end = seconds(doc["end"], f"{at}.end", fail) if "end" in doc else None
+    if end is not None and end < start:
+        raise fail(f"{at}.end", "must not be before start")
+    priority = doc.get("priorityClassName", "train")
+    if not isinstance(priority, str) or not priority:
+        raise fail(f"{at}.priorityClassName", "expected a priority class name")
+    return TraceSpec(
+        name=_name(doc.get("name"), f"{at}.name", fail),
+        pods=_file_ref(doc["pods"], f"{at}.pods", fail),
+        nodes=_file_ref(doc.get("nodes", TRACE_NODES_DEFAULT), f"{at}.nodes", fail),
+        gpu_spec=gpu_spec,
+        jobs=jobs,
+        pick=pick,
+        start=start,
+        end=end,
+        inter_arrival=parse_duration_dist(doc["interArrival"], f"{at}.interArrival", fail),
+        duration=parse_duration_dist(doc["duration"], f"{at}.duration", fail),
+        queues=_queue_choice(doc, at, fail),
+        namespace=_name(doc.get("namespace", "default"), f"{at}.namespace", fail),
         priority_class=priority,
         checkpoint=(
             seconds(doc["checkpointInterval"], f"{at}.checkpointInterval", fail, positive=True)

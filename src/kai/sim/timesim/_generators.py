@@ -57,47 +57,78 @@ class GeneratorSource:
     def job(self, i: int, pods: int, gpus: int, duration: float) -> list[Any]:
         """The PodGroup and pods of the generator's *i*-th job."""
         g = self.gen
-        name = f"{g.name}-{i:05d}"
-        pg = parse_podgroup(
-            {
-                "apiVersion": C.PODGROUP_API_VERSION,
-                "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": g.namespace},
-                "spec": {"minMember": pods, "queue": g.queue, "priorityClassName": g.priority_class},
-            }
-        )
-        annotations = {C.ANNOTATION_POD_GROUP_NAME: name, C.ANNOTATION_SIM_DURATION: _seconds_text(duration)}
-        if g.checkpoint is not None:
-            annotations[C.ANNOTATION_SIM_CHECKPOINT] = format_duration(g.checkpoint)
         requests: dict[str, Any] = {"cpu": g.cpu_per_pod, "memory": g.memory_per_pod}
         limits: dict[str, Any] = {}
         if gpus:
             requests[C.RESOURCE_GPU] = gpus
             limits[C.RESOURCE_GPU] = gpus
-        out: list[Any] = [pg]
-        for k in range(pods):
-            out.append(
-                parse_pod(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Pod",
-                        "metadata": {
-                            "name": f"{name}-{k}",
-                            "namespace": g.namespace,
-                            "labels": {C.LABEL_QUEUE: g.queue},
-                            "annotations": dict(annotations),
-                        },
-                        "spec": {
-                            "schedulerName": C.SCHEDULER_NAME,
-                            "priorityClassName": g.priority_class,
-                            "containers": [
-                                {"name": "main", "resources": {"requests": dict(requests), "limits": dict(limits)}}
-                            ],
-                        },
-                    }
-                )
+        return job_objects(
+            f"{g.name}-{i:05d}",
+            g.namespace,
+            g.queue,
+            g.priority_class,
+            pods,
+            {"requests": requests, "limits": limits},
+            duration=duration,
+            checkpoint=g.checkpoint,
+        )
+
+
+def job_objects(
+    name: str,
+    namespace: str,
+    queue: str,
+    priority_class: str,
+    pods: int,
+    resources: dict[str, Any],
+    *,
+    duration: float,
+    checkpoint: float | None,
+    annotations: dict[str, str] | None = None,
+    pod_spec: dict[str, Any] | None = None,
+) -> list[Any]:
+    """A job as manifests through the user-input parsers: a PodGroup (``minMember`` = *pods*) and its
+    pods ``<name>-<k>``, each with *resources*, ``kai.sim/duration`` and the extra *annotations* and
+    *pod_spec* fields (node selector, affinity)."""
+    pg = parse_podgroup(
+        {
+            "apiVersion": C.PODGROUP_API_VERSION,
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minMember": pods, "queue": queue, "priorityClassName": priority_class},
+        }
+    )
+    ann = {C.ANNOTATION_POD_GROUP_NAME: name, C.ANNOTATION_SIM_DURATION: _seconds_text(duration), **(annotations or {})}
+    if checkpoint is not None:
+        ann[C.ANNOTATION_SIM_CHECKPOINT] = format_duration(checkpoint)
+    out: list[Any] = [pg]
+    for k in range(pods):
+        out.append(
+            parse_pod(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"{name}-{k}",
+                        "namespace": namespace,
+                        "labels": {C.LABEL_QUEUE: queue},
+                        "annotations": dict(ann),
+                    },
+                    "spec": {
+                        "schedulerName": C.SCHEDULER_NAME,
+                        "priorityClassName": priority_class,
+                        "containers": [
+                            {
+                                "name": "main",
+                                "resources": {k: dict(v) for k, v in resources.items()},
+                            }
+                        ],
+                        **(pod_spec or {}),
+                    },
+                }
             )
-        return out
+        )
+    return out
 
 
 def node_pool_nodes(pool: NodePoolSpec) -> list[Node]:

@@ -4,8 +4,8 @@ Rules: a source yields ``Arrival``s in non-decreasing time; each holds fresh obj
 twice) that the simulator applies to the embedded cluster at that time, stamping their
 ``creationTimestamp`` with the arrival time. Sources never see the cluster, so they stay deterministic:
 the same input and seed give the same arrivals. Three kinds plug in here: manifests with the
-``kai.sim/arrival`` annotation (this module), seeded generators (``_generators``) and, later, trace
-loaders (one row per job → one Arrival).
+``kai.sim/arrival`` annotation (this module), seeded generators (``_generators``) and traces
+(``_trace``: one trace pod per job → one Arrival).
 """
 
 from __future__ import annotations
