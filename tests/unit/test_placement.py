@@ -89,3 +89,39 @@ def test_binpack_fills_the_fullest_node_and_spread_the_emptiest() -> None:
 
     spread = Session(ssn.snap, replace(ssn.conf, placement_gpu="spread"))
     assert spread.snap.nodes.names[spread.placer.best_node(t)[0]] == "a"
+
+
+@pytest.mark.parametrize("placement_gpu", ["binpack", "spread"])
+def test_best_node_stays_current_as_fractions_fill_gpus(placement_gpu: str) -> None:
+    """Fractions of three sizes placed one at a time on small nodes: groups fill up, nodes stop fitting now and
+    the best node moves (the Placer keeps its best row through row rescoring only while that row did not lose
+    ground); a rollback gives a node back what it had, so it may tie the best one on a lower row. After every
+    placement and rollback, each pending pod's best node is a fresh Placer's."""
+    docs: list[dict[str, Any]] = [node(f"n{i}", cpu="8", gpu=2) for i in range(3)]
+    docs += [queue("root"), queue("team", "root")]
+    for j, fraction in enumerate(["0.5", "0.3", "0.7"] * 5):
+        docs.append(podgroup(f"f{j:02d}", "team"))
+        doc = pod(f"f{j:02d}-0", f"f{j:02d}", cpu="500m", gpu=0)
+        doc["metadata"]["annotations"]["gpu-fraction"] = fraction
+        docs.append(doc)
+    from dataclasses import replace
+
+    plain = session_from(docs)
+    ssn = Session(plain.snap, replace(plain.conf, placement_gpu=placement_gpu))
+    stmt = ssn.statement()
+    placed = 0
+    for t in ssn.snap.tasks:
+        row, now = ssn.placer.best_node(t)
+        if row < 0:
+            continue
+        for keep in (False, True):  # placed, rolled back (its node regains what it had), placed again
+            mark = stmt.checkpoint()
+            (stmt.allocate if now else stmt.pipeline)(t, row)
+            assert_placer_current(ssn)
+            if not keep:
+                stmt.rollback(mark)
+                assert_placer_current(ssn)
+        placed += 1
+    assert 0 < placed < len(ssn.snap.tasks)  # the GPUs ran out on the way: some nodes stopped fitting
+    stmt.rollback()
+    assert_placer_current(ssn)

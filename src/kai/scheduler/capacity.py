@@ -15,6 +15,8 @@ from kai.scheduler.session import JobFailure, Session
 
 def job_request(tasks: list[TaskInfo]) -> tuple[int, int, int]:
     """QRES request of *tasks* in base units (plain ints: three numbers do not pay NumPy's call overhead)."""
+    if len(tasks) == 1:  # a single-pod job (the JobQueue asks for every job it holds)
+        return tasks[0].qreq
     gpu = cpu = mem = 0
     for t in tasks:
         g, c, m = t.qreq

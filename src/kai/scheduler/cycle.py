@@ -73,12 +73,13 @@ def close_session(ssn: Session) -> CycleResult:
         if new == old and node_of[ti] == t.node and gpus_of[ti] == t.gpu_slots:
             continue
         job = jobs[t.job]
-        ref = PodRef(t.namespace, t.name)
+        meta = t.pod.meta  # TaskInfo.namespace / .name, without two property calls per pod
+        ref = PodRef(meta.namespace or "", meta.name)
         ref_s = f"{ref.namespace}/{ref.name}"  # str(ref), formatted once per pod rather than once per message
         pod_obj = f"Pod/{ref_s}"
         if new == allocated:
             node = names[node_of[ti]]
-            res.binds.append(Bind(ref, node, job.name, ssn.gpu_group_names(t)))
+            res.binds.append(Bind(ref, node, job.name, ssn.gpu_group_names(t) if t.share is not None else ()))
             message = f"Successfully assigned pod {ref_s} to node {node}"
             res.events.append(Event(pod_obj, "Normal", "Scheduled", message))
         elif new == pipelined:
@@ -146,16 +147,12 @@ def close_session(ssn: Session) -> CycleResult:
             if ssn.job_allocated[job.index] == 0:
                 conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", reason, message),)
             res.events.append(Event(f"PodGroup/{job.ref}", "Warning", "Unschedulable", message))
-        stale_changed = job.index in stale_since
-        res.podgroups.append(
-            PodGroupStatus(
-                job.namespace,
-                job.name,
-                conditions,
-                stale_since=stale_since.get(job.index, job.podgroup.stale_since),
-                stale_changed=stale_changed,
-            )
-        )
+        pg = job.podgroup
+        if job.index in stale_since:
+            stale, stale_changed = stale_since[job.index], True
+        else:
+            stale, stale_changed = pg.stale_since, False
+        res.podgroups.append(PodGroupStatus(pg.meta.namespace or "", pg.meta.name, conditions, stale, stale_changed))
 
     for obj, type_, reason, message in ssn.events:
         res.events.append(Event(obj, type_, reason, message))

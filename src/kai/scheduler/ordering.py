@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, insort
 from collections.abc import Iterable
 
 from kai.scheduler.capacity import job_request
@@ -38,7 +39,7 @@ INF = math.inf
 def job_order_key(ssn: Session, job: JobInfo) -> tuple:
     allocated = ssn.job_allocated[job.index]
     elastic = 0 if allocated < job.min_available else (1 if allocated == job.min_available else 2)
-    return (-job.priority, elastic, job.creation, job.uid)
+    return (-job.priority, elastic, job.creation, job.podgroup.meta.uid)  # (JobInfo.uid without the property call)
 
 
 def _share(x: float, allocatable: float, total: float) -> float:
@@ -86,6 +87,46 @@ def queue_order_key(
     return (over_utilized, not starved, neg_priority, penalty, drf_with, drf_without)
 
 
+def share_divisors(allocatable: list[float], total: list[float]) -> tuple[float, float, float] | None:
+    """What ``queue_order_key`` divides each resource's allocation by, when every resource has a divisor (a
+    finite, non-zero allocatable share; none, with a cluster total); None if one takes ``_share``'s other cases."""
+    out = []
+    for s, t in zip(allocatable, total):
+        if s != INF and s != 0:
+            out.append(s)
+        elif s == INF and t > 0:
+            out.append(t)
+        else:
+            return None
+    return out[0], out[1], out[2]
+
+
+def plain_queue_order_key(
+    alloc: list[int],
+    req: list[float] | tuple[int, ...],
+    fair: list[float],
+    deserved: list[float],
+    divisors: tuple[float, float, float],
+    neg_priority: int,
+) -> tuple:
+    """``queue_order_key`` for a queue with ``share_divisors``, written out for the three resources: no share of
+    0, so no penalty. Allocate computes one key per job it pops, and a loop over the resources cost a third
+    more. Same arithmetic, same floats (the maxima start from 0.0 as the loop's do)."""
+    a0, a1, a2 = alloc
+    x0, x1, x2 = req
+    f0, f1, f2 = fair
+    d0, d1, d2 = deserved
+    s0, s1, s2 = divisors
+    return (
+        f0 < a0 and f1 < a1 and f2 < a2,  # over-utilized
+        a0 + x0 > d0 or a1 + x1 > d1 or a2 + x2 > d2,  # not starved
+        neg_priority,
+        False,
+        max(0.0, (a0 + x0) / s0, (a1 + x1) / s1, (a2 + x2) / s2),  # dominant share with the job
+        max(0.0, a0 / s0, a1 / s1, a2 / s2),  # and without it
+    )
+
+
 def allocatable_shares(ssn: Session) -> list[list[float]]:
     """Each queue's allocatable share (max(deserved, fair share) capped by the limit), INF for unlimited."""
     return [
@@ -107,6 +148,7 @@ class JobQueue:
     def __init__(self, ssn: Session, jobs: Iterable[JobInfo]) -> None:
         self.ssn = ssn
         snap = ssn.snap
+        nq = len(snap.queues)
         # Per leaf queue, its jobs as entries (*job_order_key, job index): one flat tuple, which compares faster
         # than a key tuple nested in a pair and orders the same. The jobs queued at the start are sorted once,
         # best last (``_initial``: timsort is near linear on jobs listed in creation order, where a heap paid
@@ -115,10 +157,20 @@ class JobQueue:
         # single heap's.
         self._initial: dict[int, list[tuple]] = {}
         self._heaps: dict[int, list[tuple]] = {}
-        self._count = [0] * len(snap.queues)
+        self._count = [0] * nq
         # per queue (lists: indexing is cheaper than a dict's get), None until asked and after a push or pop below
-        self._best: list[int | None] = [None] * len(snap.queues)  # job index of its subtree's best job
-        self._key: list[tuple | None] = [None] * len(snap.queues)  # order key with its best job
+        self._best: list[int | None] = [None] * nq  # job index of its subtree's best job
+        self._key: list[tuple | None] = [None] * nq  # order key with its best job, while ranked in its parent
+        # Per parent queue (-1: the roots), its children with jobs in order: (key, child) sorted, for the children
+        # whose key is current, plus the children to rank again (their key went stale, or they got jobs). A pop
+        # or push changes the keys on one path only, so a choice re-ranks one child instead of comparing them all.
+        self._ranked: dict[int, list[tuple[tuple, int]]] = {-1: []}
+        self._unranked: dict[int, set[int]] = {-1: set()}
+        for q in snap.queues:
+            if q.children:
+                self._ranked[q.index] = []
+                self._unranked[q.index] = set()
+        self._parent = [q.parent for q in snap.queues]
         self._request: dict[int, tuple[int, int, int]] = {}  # job -> QRES request of its tasks to allocate
         self._total = snap.total.tolist()
         self._deserved = deserved_shares(ssn)
@@ -128,24 +180,37 @@ class JobQueue:
         self._tie_break: dict[tuple[int, ...], int] = {}
         # fair share is fixed for the session, so each queue's allocatable share is too
         self._allocatable_share = allocatable_shares(ssn)
-        self._children = [q.children for q in snap.queues]
+        self._divisors = [share_divisors(a, self._total) for a in self._allocatable_share]
         self._is_leaf = [q.is_leaf for q in snap.queues]
-        initial, count, ancestors = self._initial, self._count, ssn.queues.ancestors
+        initial, request, count = self._initial, self._request, self._count
         for job in jobs:
             initial.setdefault(job.queue, []).append((*job_order_key(ssn, job), job.index))
-            self._request[job.index] = job_request(ssn.tasks_to_allocate(job))
-            for a in ancestors[job.queue]:
-                count[a] += 1
-        for entries in initial.values():
+            request[job.index] = job_request(ssn.tasks_to_allocate(job))
+        for qi, entries in initial.items():
             entries.sort(reverse=True)
+            for a in ssn.queues.ancestors[qi]:  # counted per leaf, not per job
+                count[a] += len(entries)
+        for q in range(nq):
+            if count[q] > 0:
+                self._unranked[self._parent[q]].add(q)
 
     def __len__(self) -> int:
         return sum(self._count[r] for r in self._roots)
 
-    def _invalidate(self, qi: int) -> None:
+    def _invalidate(self, qi: int, change: int) -> None:
+        """A job was pushed to (change 1) or popped from (-1) leaf *qi*: the counts, best jobs and keys of the
+        queues on its path change, so each leaves its parent's ranking until the parent chooses again."""
+        count, best, keys, parent = self._count, self._best, self._key, self._parent
         for a in self.ssn.queues.ancestors[qi]:
-            self._best[a] = None
-            self._key[a] = None
+            count[a] += change
+            best[a] = None
+            key = keys[a]
+            p = parent[a]
+            if key is not None:
+                ranked = self._ranked[p]
+                del ranked[bisect_left(ranked, (key, a))]
+                keys[a] = None
+            self._unranked[p].add(a)
 
     def push(self, job: JobInfo, tasks: list[TaskInfo] | None = None) -> None:
         """Queue *job*; *tasks*: ``ssn.tasks_to_allocate(job)`` if the caller has it at hand."""
@@ -153,34 +218,27 @@ class JobQueue:
         if tasks is None:
             tasks = self.ssn.tasks_to_allocate(job)
         self._request[job.index] = job_request(tasks)
-        count = self._count
-        for a in self.ssn.queues.ancestors[job.queue]:
-            count[a] += 1
-        self._invalidate(job.queue)
+        self._invalidate(job.queue, 1)
 
     def pop(self) -> JobInfo | None:
-        count, roots = self._count, self._roots
+        roots = self._roots
         if len(roots) == 1:  # the usual tree: one root (a department or the default parent queue)
             qi = roots[0]
-            if count[qi] == 0:
+            if self._count[qi] == 0:
                 return None
         else:
-            children = [r for r in roots if count[r] > 0]
-            if not children:
+            qi = self._choose(-1)
+            if qi < 0:
                 return None
-            qi = self._choose(children)
-        while not self._is_leaf[qi]:
-            qi = self._choose([c for c in self._children[qi] if count[c] > 0])
+        is_leaf = self._is_leaf
+        while not is_leaf[qi]:
+            qi = self._choose(qi)
         initial, heap = self._initial.get(qi), self._heaps.get(qi)
         if heap and not (initial and initial[-1] < heap[0]):
             ji = heapq.heappop(heap)[-1]
         else:
             ji = initial.pop()[-1]  # type: ignore[union-attr]  # the count says the leaf has a job
-        best, keys = self._best, self._key
-        for a in self.ssn.queues.ancestors[qi]:  # one pass: the counts, and the path's cached choices (_invalidate)
-            count[a] -= 1
-            best[a] = None
-            keys[a] = None
+        self._invalidate(qi, -1)
         return self.ssn.snap.jobs[ji]
 
     def _best_job(self, qi: int) -> int:
@@ -193,18 +251,17 @@ class JobQueue:
                 else:
                     best = initial[-1][-1]  # type: ignore[index]  # the count says the leaf has a job
             else:
-                best = self._best_job(self._choose([c for c in self._children[qi] if self._count[c] > 0]))
+                best = self._best_job(self._choose(qi))
             self._best[qi] = best
         return best
 
-    def _order_key(self, qi: int) -> tuple:
-        key = self._key[qi]
-        if key is None:
-            key = self._key[qi] = self.queue_key(qi, self._request[self._best_job(qi)])
-        return key
-
     def queue_key(self, qi: int, req: list[float] | tuple[int, ...]) -> tuple:
         """Rules 1-6 of the queue order for queue *qi* with a job requesting *req* (QRES base units)."""
+        divisors = self._divisors[qi]
+        if divisors is not None:
+            return plain_queue_order_key(
+                self.ssn.queues.alloc[qi], req, self._fair[qi], self._deserved[qi], divisors, self._neg_priority[qi]
+            )
         return queue_order_key(
             self.ssn.queues.alloc[qi],
             req,
@@ -218,17 +275,23 @@ class JobQueue:
     def _allocatable(self, qi: int) -> list[float]:
         return self._allocatable_share[qi]
 
-    def _choose(self, children: list[int]) -> int:
-        if len(children) == 1:
-            return children[0]
-        cached = self._key
-        # a cached key is a non-empty tuple, so ``or`` computes only the missing ones (one call per pop,
-        # not one per sibling: a pop invalidates only the queues on its job's path)
-        keys = [cached[c] or self._order_key(c) for c in children]
-        best_key = min(keys)
-        if keys.count(best_key) == 1:
-            return children[keys.index(best_key)]
-        tied = [c for c, k in zip(children, keys) if k == best_key]
+    def _choose(self, parent: int) -> int:
+        """The child of *parent* (-1: among the roots) to take the next job from; -1 if none has a job."""
+        ranked = self._ranked[parent]
+        unranked = self._unranked[parent]
+        if unranked:
+            count, keys = self._count, self._key
+            for c in unranked:
+                if count[c] > 0:
+                    key = keys[c] = self.queue_key(c, self._request[self._best_job(c)])
+                    insort(ranked, (key, c))
+            unranked.clear()
+        if len(ranked) < 2:
+            return ranked[0][1] if ranked else -1
+        best_key = ranked[0][0]
+        if ranked[1][0] != best_key:
+            return ranked[0][1]
+        tied = [c for k, c in ranked if k == best_key]
         key = tuple(tied)
         best = self._tie_break.get(key)
         if best is None:  # rules 7-8 depend only on fixed per-queue values, so the outcome is cached

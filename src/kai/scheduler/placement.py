@@ -17,11 +17,17 @@ up to date. Before answering it rescores only the rows changed since: a few
 rows with Python scalars (NumPy's per-call overhead dominates on one row), many
 rows with one vectorized pass. Any change through a Statement, including a
 rollback, lands in the log, so no caller has to tell the Placer anything.
+Placing and pipelining only take resources, so a row where the task could not
+go (score -inf) stays so unless an eviction or a rollback changed it since
+(``Session.node_freed``): the row-by-row pass skips such rows. With allocate
+filling the cluster, about half the changed rows are of that kind.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +41,8 @@ if TYPE_CHECKING:
     from kai.scheduler.policyplacer import PolicyPlacer
 
 _SCALAR_ROWS = 24  # below this many changed rows, rescoring row by row in Python is cheaper
+_NEG_INF = -np.inf  # a global's load, not an attribute read and a negation, per unfit row
+_NONE: frozenset[int] = frozenset()
 
 
 @dataclass(slots=True)
@@ -54,6 +62,7 @@ class _Candidates:
     static_list: list[bool]
     share: GpuShare | None = None  # a fractional request: per-GPU fit on top of the node columns
     need: list[int] | None = None  # one-device share: the units it takes on each node's GPUs
+    best: int = -1  # the row best_node picks (highest score, lowest row on ties); -1 until asked, or unknown
 
 
 class Placer:
@@ -68,6 +77,9 @@ class Placer:
         self._alloc_cols = {c: alloc[:, c].tolist() for c in (CPU, GPU)}
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
         self._cap = ssn.snap.gpus.cap.tolist()
+        # per changed row, facts every cache's rescoring reads (see _row_facts); dropped when the row changes again
+        self._facts: dict[int, tuple[list[int], bool, bool]] = {}
+        self._facts_synced = 0  # position in Session.node_log up to which _facts is current
         self.policy: PolicyPlacer | None = None  # kai: placementStrategy.gpu names a GPU placement policy
         if ssn.conf.gpu_policy:
             from kai.scheduler.policyplacer import PolicyPlacer
@@ -110,25 +122,37 @@ class Placer:
         if not c.gpu_task:
             score = score + 10.0 * self._cpu_only_node[rows]
         c.score[rows] = np.where(c.static[rows] & c.fits_later[rows], score, -np.inf)
+        c.best = -1
 
-    def _score_row_list(self, c: _Candidates, rows: Iterable[int]) -> None:
+    def _score_row_list(self, c: _Candidates, rows: Iterable[int], gained: AbstractSet[int]) -> None:
         """``_score_rows`` row by row in Python floats: the same operations in the same order, so equal results.
 
         One call for all the changed rows, with the lookups hoisted out of the loop: allocate with GPU sharing
         rescores about four rows per placement in each of several caches, and the per-row attribute reads
-        were a good part of it."""
+        were a good part of it. *gained*: the rows that may have gained resources (``Session.node_freed``); any
+        other changed row has only lost some, so where the task could not go it still cannot."""
         ssn = self.ssn
         idle_rows, releasing_rows = ssn.idle, ssn.releasing
+        facts = self._row_facts()
         static, fits_now, scores = c.static_list, c.fits_now, c.score
         req_cols, share, needs, cap = c.req_cols, c.share, c.need, self._cap
         max_now, max_later = ssn.group_max_now, ssn.group_max_later
         col, binpack, gpu_task = c.col, c.binpack, c.gpu_task
         alloc_col, scale = self._alloc_cols[col], self._scale[col]
         cpu_only = self._cpu_only_list
+        best = c.best  # kept current through the rescoring when it can be (best_node then needs no argmax)
+        best_score = scores.item(best) if best >= 0 else 0.0
         for row in rows:
-            if not static[row]:
-                continue  # a statically excluded node stays at -inf whatever its free resources
-            idle = idle_rows[row].tolist()  # releasing is read only where needed, one value at a time (item)
+            if not static[row] or (row not in gained and scores.item(row) == _NEG_INF):
+                continue  # statically excluded, or it could not take the task and has only lost resources since
+            f = facts.get(row)
+            if f is None:  # the first cache to rescore this row since it changed reads it for all the others
+                idle = idle_rows[row].tolist()  # releasing is read only where needed, one value at a time (item)
+                g = idle[GPU]
+                whole_now = g >= MILLI  # a whole idle GPU; else, is one with what is being released?
+                whole_later = whole_now or max(g, 0) + max(releasing_rows.item(row, GPU), 0) >= MILLI
+                f = facts[row] = (idle, whole_now, whole_later)
+            idle, whole_now, whole_later = f
             now = later = True
             for k, need in req_cols:
                 if idle[k] < need:
@@ -142,34 +166,54 @@ class Placer:
                     need = needs[row]
                     fits_gpu = need <= cap[row]
                     shared = fits_gpu and max_later[row] >= need
-                    now = now and (idle[GPU] >= MILLI or (fits_gpu and max_now[row] >= need))
-                    later = shared or (  # a whole idle GPU settles it without reading releasing
-                        fits_gpu
-                        and (idle[GPU] >= MILLI or max(idle[GPU], 0) + max(releasing_rows.item(row, GPU), 0) >= MILLI)
-                    )
+                    now = now and (whole_now or (fits_gpu and max_now[row] >= need))
+                    later = shared or (fits_gpu and whole_later)
                 else:
-                    free_now, free_later = ssn.group_free[row]
+                    free_now, free_later = ssn.group_free(row)
                     g_now, g_later, shared = fit_one(
                         share, cap[row], free_now, free_later, idle[GPU], releasing_rows.item(row, GPU)
                     )
                     now = now and g_now
                     later = g_later
             fits_now[row] = now  # (fits_later is the vector path's scratch: nothing reads it for one row)
-            if not later:
-                scores[row] = -np.inf
-                continue
-            alloc = alloc_col[row]
-            if alloc > 0:
-                free = max(idle[col], 0)
-                placement = 9.0 * (1.0 - free / scale) if binpack else 9.0 * free / max(alloc, 1)
+            if later:
+                alloc = alloc_col[row]
+                if alloc > 0:
+                    free = max(idle[col], 0)
+                    placement = 9.0 * (1.0 - free / scale) if binpack else 9.0 * free / max(alloc, 1)
+                else:
+                    placement = 0.0
+                if shared and binpack:
+                    placement += 10000.0
+                score = 1000.0 * now + placement
+                if not gpu_task:
+                    score = score + 10.0 * cpu_only[row]
             else:
-                placement = 0.0
-            if shared and binpack:
-                placement += 10000.0
-            score = 1000.0 * now + placement
-            if not gpu_task:
-                score = score + 10.0 * cpu_only[row]
+                score = _NEG_INF
             scores[row] = score
+            if best >= 0:  # any other row scores at most best_score, and comes after best if equal
+                if row == best:
+                    if score < best_score:
+                        best = -1  # the best row lost ground: best_node looks at every row again
+                    else:
+                        best_score = score
+                elif score > best_score or (score == best_score and row < best):
+                    best, best_score = row, score
+        c.best = best
+
+    def _row_facts(self) -> dict[int, tuple[list[int], bool, bool]]:
+        """Per changed row, what every cache's rescoring reads: (idle row as Python ints, a whole GPU idle now,
+        a whole GPU idle or being released). Current up to the end of ``Session.node_log``.
+
+        Nine fraction sizes keep nine caches and each rescores the rows changed since it last answered, so a
+        row placed on is rescored several times before it changes again: it is read from NumPy once."""
+        log = self.ssn.node_log
+        if self._facts_synced < len(log):
+            facts = self._facts
+            for row in log[self._facts_synced :]:
+                facts.pop(row, None)
+            self._facts_synced = len(log)
+        return self._facts
 
     def _candidates(self, task: TaskInfo) -> _Candidates:
         ssn = self.ssn
@@ -203,10 +247,16 @@ class Placer:
             self._cache[key] = c
         elif c.synced < len(log):
             changed = set(log[c.synced :])  # binpack keeps changing the same few nodes
-            c.synced = len(log)
             if len(changed) <= _SCALAR_ROWS:
-                self._score_row_list(c, changed)
+                freed = ssn.node_freed  # positions in the log, ascending; usually none during allocate
+                if freed and freed[-1] >= c.synced:
+                    gained: AbstractSet[int] = {log[p] for p in freed[bisect_left(freed, c.synced) :]}
+                else:
+                    gained = _NONE
+                c.synced = len(log)
+                self._score_row_list(c, changed, gained)
             else:
+                c.synced = len(log)
                 self._score_rows(c, np.array(sorted(changed), dtype=np.intp))
         return c
 
@@ -225,11 +275,16 @@ class Placer:
         score = c.score
         if score.size == 0:
             return -1, False
-        if bonus is not None:
-            score = score + bonus
-        if allowed is not None:
-            score = np.where(allowed, score, -np.inf)
-        row = int(score.argmax())
+        if bonus is None and allowed is None:
+            row = c.best
+            if row < 0:
+                row = c.best = int(score.argmax())
+        else:
+            if bonus is not None:
+                score = score + bonus
+            if allowed is not None:
+                score = np.where(allowed, score, -np.inf)
+            row = int(score.argmax())
         if score.item(row) == -np.inf:
             return -1, False
         return row, bool(c.fits_now[row])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -133,7 +134,7 @@ class Statement:
             return
         self._log.append(_Op("evict", task.index, node, ssn.status[task.index], node))
         ssn.releasing[node] += task.request
-        ssn.node_log.append(node)
+        ssn.log_node(node, freed=True)
         ssn._set(task, TaskStatus.RELEASING, node)
 
     # --- shared GPUs (see gpusharing's module docstring for the state and its rules) ---------------------
@@ -155,9 +156,9 @@ class Statement:
         # the node's row as a view, changed in place (``a[i] -= x`` would also write the row back onto itself)
         idle_row = ssn.idle[node]
         fresh, picked = 0, []
-        for p in picks:
-            picked.append(p.slot)
-            if p.kind == "fresh":
+        for slot, kind in picks:
+            picked.append(slot)
+            if kind == "fresh":
                 fresh += 1
         slots = tuple(picked)
         req = ssn.node_request(task, fresh)  # the whole GPUs it takes from the node's pool, in the GPU column
@@ -182,9 +183,8 @@ class Statement:
         take[GPU] = 0  # fresh GPUs come from idle; releasing ones are counted below
         releasing_row -= take
         idle_row -= req - take
-        for p in picks:
-            s = p.slot
-            if p.kind == "released":
+        for s, kind in picks:
+            if kind == "released":
                 ssn.releasing[node, GPU] -= MILLI
                 if pods[s] == 0:  # a whole-GPU pod's releasing GPU: all of it is free only later
                     rel[s] += idle[s]
@@ -219,7 +219,7 @@ class Statement:
             if gone[s] == pods[s]:  # all its pods are going: one releasing GPU
                 ssn.releasing[node, GPU] += MILLI
         ssn.summarize_groups(node)
-        ssn.node_log.append(node)
+        ssn.log_node(node, freed=True)
         ssn._set(task, TaskStatus.RELEASING, node)
 
     def convert_to_pipelined(self, task: TaskInfo) -> None:
@@ -262,7 +262,7 @@ class Statement:
                 ssn.summarize_groups(op.node)
                 ssn.gpus[op.task] = saved.gpus
             if op.kind != "status":
-                ssn.node_log.append(op.node)
+                ssn.log_node(op.node, freed=True)  # (an eviction's undo frees nothing; counting it is only safe)
             ssn._set(task, op.prev_status, op.prev_node)
 
     def commit(self) -> None:
@@ -329,9 +329,9 @@ class Session:
         )
         self.any_groups = bool((gpus.pods > 0).any())  # set once a group exists; only guards a precheck
         self.gpus: list[tuple[int, ...]] = [t.gpu_slots for t in snap.tasks]  # slots a shared pod holds
-        # per node, what its GPU groups have free (units, largest first): now, and with releasing pods gone
-        self.group_free: list[tuple[list[int], list[int]]] = [([], [])] * nodes.n
-        self.group_max_now = [-1] * nodes.n  # per node, max(group_free[n][0]), -1 if it has no group
+        # per node, the most any of its GPU groups has free (units): now, and with releasing pods gone; -1 if it
+        # has no group (or, over-committed input, none with anything free: readers compare with a need >= 0)
+        self.group_max_now = [-1] * nodes.n
         self.group_max_later = [-1] * nodes.n
         for row in np.flatnonzero((gpus.pods > 0).any(axis=1)).tolist() if gpus.pods.size else ():
             self.summarize_groups(row)
@@ -339,6 +339,7 @@ class Session:
         self._node_requests: dict[tuple[bytes, int], np.ndarray] = {}  # shared pods' node-column requests
         self.gpu_cap: list[int] = snap.gpus.cap.tolist()  # units per GPU, per node
         self._sharing_nodes: list[bool] = snap.gpus.sharing_nodes.tolist()
+        self._gpu_pack = conf.placement_gpu == "binpack"  # gpupack, else gpuspread (gpusharing.choose)
         self._shared_free: tuple[int, np.ndarray] | None = None  # (node_log length, free_gpu_milli's shared part)
         self._all_gpu_arrays: tuple[int, tuple[np.ndarray, ...]] | None = None  # (node_log length, gpu_arrays())
         self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
@@ -348,8 +349,11 @@ class Session:
         self.events: list[tuple[str, str, str, str]] = []  # (object, type, reason, message)
         self.eviction_reasons: dict[int, tuple[str, str]] = {}  # task -> (action, message)
         self.node_log: list[int] = []  # rows whose idle/releasing changed, in order (the Placer catches up on it)
+        # positions in node_log of the changes that may have given a row resources (evictions, rollbacks); every
+        # other change only takes, and the Placer relies on that (see ``log_node``)
+        self.node_freed: list[int] = []
         self.changed: set[int] = set()  # tasks whose status or node changed (close_session reports only these)
-        self._ready = [self._job_ready_at_snapshot(job) for job in snap.jobs]
+        self._ready = [False] * len(snap.jobs)  # per job, job_ready (filled by _open_queues: one pass over the tasks)
         self.notes: dict[int, list[str]] = {}  # job -> why eviction actions could not make room for it
         self.cache: dict[str, Any] = {}  # values derived from the snapshot alone, computed once per session
         self._evictable: dict[int, list[int]] = {}  # job -> evictable_tasks, dropped when a task changes
@@ -373,6 +377,8 @@ class Session:
     # --- accounting ---------------------------------------------------------------------------
 
     def _open_queues(self) -> QueueState:
+        """Per-queue allocated and requested sums, and each job's allocated count and readiness (``_ready``):
+        one pass over every job's tasks, as a cycle with 20,000 pending jobs pays for each pass."""
         snap = self.snap
         nq = len(snap.queues)
         ancestors = []
@@ -385,25 +391,31 @@ class Session:
         alloc = [[0, 0, 0] for _ in range(nq)]
         alloc_np = [[0, 0, 0] for _ in range(nq)]
         req = [[0, 0, 0] for _ in range(nq)]
-        tasks = snap.tasks
+        tasks, ready_of = snap.tasks, self._ready
         for job in snap.jobs:
-            if job.queue < 0:
-                continue
-            ready = self._ready[job.index]
-            ag = ac = am = pg = pc = pm = count = 0  # this job's allocated and pending sums
+            ag = ac = am = pg = pc = pm = count = alive = 0  # this job's allocated and pending sums, live pods
             for ti in job.tasks:
                 t = tasks[ti]
-                if t.status in ACTIVE_ALLOCATED:
+                status = t.status
+                if status in _ALIVE_UNGATED and not t.share_error:
+                    alive += 1
+                if status in ACTIVE_ALLOCATED:
                     g, c, m = t.qreq
                     ag += g
                     ac += c
                     am += m
                     count += 1
-                elif ready and t.status == _PENDING and not t.share_error:
+                elif status == _PENDING and not t.share_error:
                     g, c, m = t.qreq
                     pg += g
                     pc += c
                     pm += m
+            # enough live, ungated pods at snapshot time to satisfy minMember (KAI's FilterUnready)
+            ready = ready_of[job.index] = alive >= job.min_available
+            if job.queue < 0:
+                continue
+            if not ready:  # an unready job's pending pods are not requested
+                pg = pc = pm = 0
             self.job_allocated[job.index] = count
             for qi in ancestors[job.queue]:
                 row = alloc[qi]
@@ -481,6 +493,14 @@ class Session:
                     row[1] += c
                     row[2] += m
 
+    def log_node(self, node: int, *, freed: bool) -> None:
+        """Record a change of *node*'s resources. *freed*: the change may have given it resources (free now or
+        later); a change that only takes (placing, pipelining) may say False, and then a pod that could not go
+        there before the change still cannot, which spares the Placer rescoring such rows."""
+        self.node_log.append(node)
+        if freed:
+            self.node_freed.append(len(self.node_log) - 1)
+
     # --- questions actions ask --------------------------------------------------------------------
 
     def statement(self) -> Statement:
@@ -508,15 +528,6 @@ class Session:
     def job_ready(self, job: JobInfo) -> bool:
         """Enough live, ungated pods existed at snapshot time to satisfy minMember (KAI's FilterUnready)."""
         return self._ready[job.index]
-
-    def _job_ready_at_snapshot(self, job: JobInfo) -> bool:
-        tasks = self.snap.tasks
-        alive = 0
-        for ti in job.tasks:  # a loop, not sum() over a generator: run once per job of the snapshot
-            t = tasks[ti]
-            if t.status in _ALIVE_UNGATED and not t.share_error:
-                alive += 1
-        return alive >= job.min_available
 
     def evictable_tasks(self, job: JobInfo) -> list[int]:
         """Tasks that were placed before this cycle and still are: only those can be victims. A task
@@ -549,9 +560,11 @@ class Session:
             self._pending[job.index] = got
         return got
 
-    def tasks_to_allocate(self, job: JobInfo) -> list[TaskInfo]:
-        """Gang phase: exactly minAvailable - allocated tasks; elastic phase: one task at a time."""
-        pending = self.pending_tasks(job)
+    def tasks_to_allocate(self, job: JobInfo, pending: list[TaskInfo] | None = None) -> list[TaskInfo]:
+        """Gang phase: exactly minAvailable - allocated tasks; elastic phase: one task at a time. *pending*:
+        ``pending_tasks(job)`` if the caller has it at hand."""
+        if pending is None:
+            pending = self.pending_tasks(job)
         missing = job.min_available - self.job_allocated[job.index]
         return pending[: max(missing, 1)]
 
@@ -637,8 +650,11 @@ class Session:
         if rows is None and self._all_gpu_arrays is not None and self._all_gpu_arrays[0] == len(self.node_log):
             return self._all_gpu_arrays[1]
         picked = self.gpu_slots if rows is None else [self.gpu_slots[r] for r in rows]
-        width = self.snap.gpus.pods.shape[1]
-        arrays = tuple(np.array([r[k] for r in picked], dtype=np.int64).reshape(len(picked), width) for k in range(4))
+        n, width = len(picked), self.snap.gpus.pods.shape[1]
+        arrays = tuple(  # fromiter over the chained rows: about half the time of np.array on a list of lists
+            np.fromiter(chain.from_iterable([r[k] for r in picked]), dtype=np.int64, count=n * width).reshape(n, width)
+            for k in range(4)
+        )
         if rows is None:
             for a in arrays:
                 a.flags.writeable = False
@@ -646,21 +662,32 @@ class Session:
         return arrays  # type: ignore[return-value]
 
     def summarize_groups(self, node: int) -> None:
-        """Refresh ``group_free[node]`` after its GPU slots changed (the Placer's per-node fit reads it)."""
-        self._summarize(node, self.gpu_slots[node])
-
-    def _summarize(self, node: int, rows: tuple[list[int], list[int], list[int], list[int]]) -> None:
-        idle, rel, pods, gone = rows
-        now = [i for i, p, g in zip(idle, pods, gone) if p > g]
-        max_now = max(now, default=-1)
+        """Refresh ``group_max_now`` / ``group_max_later`` after the node's GPU slots changed (the Placer's
+        one-device fit reads them). One pass, no lists: every shared placement and rollback calls it."""
+        idle, rel, pods, gone = self.gpu_slots[node]
+        max_now = -1
         if any(rel):
-            later = [i + r for i, r, p, g in zip(idle, rel, pods, gone) if p > g]
-            max_later = max(later, default=-1)
-        else:  # nothing releasing (the usual case): the same list
-            later, max_later = now, max_now
-        self.group_free[node] = (now, later)
+            max_later = -1
+            for i, r, p, g in zip(idle, rel, pods, gone):
+                if p > g:
+                    if i > max_now:
+                        max_now = i
+                    if i + r > max_later:
+                        max_later = i + r
+        else:  # nothing releasing (the usual case): the same maximum
+            for i, p, g in zip(idle, pods, gone):
+                if p > g and i > max_now:
+                    max_now = i
+            max_later = max_now
         self.group_max_now[node] = max_now
         self.group_max_later[node] = max_later
+
+    def group_free(self, node: int) -> tuple[list[int], list[int]]:
+        """What each of the node's GPU groups has free (units): now, and with releasing pods gone. Built on
+        demand: only multi-device fractions ask, and a one-device placement needs just the maxima."""
+        idle, rel, pods, gone = self.gpu_slots[node]
+        now = [i for i, p, g in zip(idle, pods, gone) if p > g]
+        return now, [i + r for i, r, p, g in zip(idle, rel, pods, gone) if p > g]
 
     def policy_gpus(self, task: TaskInfo, node: int) -> tuple[int, ...] | None:
         """The GPU slots a GPU placement policy (``policyplacer``) just picked for *task* on *node*, if any."""
@@ -687,20 +714,9 @@ class Session:
         cap = self.gpu_cap[node]
         idle, rel, pods, gone = rows if rows is not None else self.gpu_slots[node]
         whole_idle = max(self.idle.item(node, GPU), 0) // MILLI  # item(): a Python int, no NumPy scalar
-        whole_rel = max(self.releasing.item(node, GPU), 0) // MILLI
+        whole_rel = max(self.releasing.item(node, GPU), 0) // MILLI if allow_releasing else 0  # else unused
         if gpus is None:
-            return choose(
-                share=share,
-                cap=cap,
-                idle=idle,
-                rel=rel,
-                pods=pods,
-                gone=gone,
-                whole_idle=whole_idle,
-                whole_releasing=whole_rel,
-                pack=self.conf.placement_gpu == "binpack",
-                allow_releasing=allow_releasing,
-            )
+            return choose(share, cap, idle, rel, pods, gone, whole_idle, whole_rel, self._gpu_pack, allow_releasing)
         need = share.units(cap)
         picks = []
         for s in gpus:
@@ -721,7 +737,7 @@ class Session:
                 kind = "released"
             if not ok:
                 return None
-            picks.append(Pick(s, kind))
+            picks.append((s, kind))
         return picks
 
     def fit_on(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> int:
@@ -758,4 +774,7 @@ class Session:
             return ()
         names = self.snap.gpus.names[node]
         node_name = self.snap.nodes.names[node]
-        return tuple([names[s] or default_group_name(node_name, s) for s in self.gpus[task.index]])
+        slots = self.gpus[task.index]
+        if len(slots) == 1:  # one device (most fractions): no list to build
+            return (names[slots[0]] or default_group_name(node_name, slots[0]),)
+        return tuple([names[s] or default_group_name(node_name, s) for s in slots])

@@ -43,7 +43,9 @@ class Allocate:
             if not ssn.job_ready(job):
                 continue
             candidates.append(job)
-        nominated = [job for job in candidates if _nominated(ssn, job)]
+        # nominations are rare (room an eviction made in an earlier cycle): one pass over the tasks rules them out
+        # instead of a generator per candidate job
+        nominated = [job for job in candidates if _nominated(ssn, job)] if _any_nominated(ssn) else []
         if nominated:
             _honor_nominations(ssn, nominated)
             candidates = [job for job in candidates if ssn.pending_tasks(job)]
@@ -54,7 +56,8 @@ class Allocate:
                 if _allocate_gang(ssn, job):
                     queue.push(job)
                 continue
-            tasks = ssn.tasks_to_allocate(job)
+            pending = ssn.pending_tasks(job)
+            tasks = ssn.tasks_to_allocate(job, pending)
             if not tasks:
                 continue
             failure = check_capacity(ssn, job, tasks)
@@ -62,11 +65,12 @@ class Allocate:
                 ssn.failures[job.index] = failure
                 continue
             shape = uniform_shape(tasks)
-            if shape is not None and shape in impossible and len(tasks) >= impossible[shape][0]:
-                ssn.fail(job, "Unschedulable", impossible[shape][1])
+            known = impossible.get(shape) if shape is not None else None
+            if known is not None and len(tasks) >= known[0]:
+                ssn.fail(job, "Unschedulable", known[1])
                 continue
             # placing *tasks* takes exactly them out of PENDING, so what is left is known before placing
-            more_pending = len(ssn.pending_tasks(job)) > len(tasks)
+            more_pending = len(pending) > len(tasks)
             stmt = ssn.statement()
             placed, why = _place(ssn, stmt, tasks)
             if placed == len(tasks):
@@ -114,6 +118,10 @@ def _allocate_gang(ssn: Session, job: JobInfo) -> bool:
     why = placement.why or "no node can take the pods"
     ssn.fail(job, "Unschedulable", gang_message(placement.max_placed, len(tasks), why) if plan.gang_phase else why)
     return False
+
+
+def _any_nominated(ssn: Session) -> bool:
+    return any(t.nominated >= 0 for t in ssn.snap.tasks)
 
 
 def _nominated(ssn: Session, job: JobInfo) -> bool:
