@@ -8,6 +8,7 @@ pipelines, evictions and rollbacks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kai.scheduler import placement
-from kai.scheduler.model import ACTIVE_ALLOCATED, TaskStatus
+from kai.scheduler.model import ACTIVE_ALLOCATED, TaskInfo, TaskStatus
 from kai.scheduler.placement import Placer
-from kai.scheduler.session import Session
+from kai.scheduler.session import Session, Statement
 from tests.unit.test_statement import clusters, node, pod, podgroup, queue, session_from
 
 
@@ -31,6 +32,45 @@ def assert_placer_current(ssn: Session) -> None:
         new = fresh._candidates(t)
         assert np.array_equal(kept.score, new.score), t.name
         assert ssn.placer.best_node(t) == fresh.best_node(t), t.name
+
+
+def _placed(ssn: Session) -> list[TaskInfo]:
+    return [t for t in ssn.snap.tasks if ssn.status[t.index] in ACTIVE_ALLOCATED and ssn.node[t.index] >= 0]
+
+
+def play_statement_ops(
+    ssn: Session,
+    stmt: Statement,
+    data: st.DataObject,
+    *,
+    max_ops: int,
+    victims: Callable[[Session], list[TaskInfo]],
+    check: Callable[[bool], None],
+) -> None:
+    """Drive *stmt* through random steps: place a pending task where the Placer says (allocate when it
+    fits now, else pipeline), evict one of *victims*, take a checkpoint, roll back to the last one.
+    After each step ``check(last_fit_now)`` (False once any placement was pipelined)."""
+    marks: list[int] = []
+    all_now = True
+    for _ in range(data.draw(st.integers(1, max_ops), label="n_ops")):
+        op = data.draw(st.sampled_from(["place", "evict", "mark", "rollback"]), label="op")
+        if op == "place":
+            pending = [t for t in ssn.snap.tasks if ssn.status[t.index] == TaskStatus.PENDING]
+            if pending:
+                t = data.draw(st.sampled_from(pending), label="task")
+                row, now = ssn.placer.best_node(t)
+                if row >= 0:
+                    all_now &= now
+                    (stmt.allocate if now else stmt.pipeline)(t, row)
+        elif op == "evict":
+            candidates = victims(ssn)
+            if candidates:
+                stmt.evict(data.draw(st.sampled_from(candidates), label="victim"))
+        elif op == "mark":
+            marks.append(stmt.checkpoint())
+        elif marks:
+            stmt.rollback(marks.pop())
+        check(all_now)
 
 
 @pytest.mark.parametrize("scalar_rows", [0, 10_000], ids=["vectorized-catch-up", "row-by-row-catch-up"])
@@ -47,25 +87,7 @@ def test_placer_follows_statements(
     ssn = session_from(docs)
     assert_placer_current(ssn)  # fills the cache before any change
     stmt = ssn.statement()
-    marks: list[int] = []
-    for _ in range(data.draw(st.integers(1, 10), label="n_ops")):
-        op = data.draw(st.sampled_from(["place", "evict", "mark", "rollback"]), label="op")
-        if op == "place":
-            pending = [t for t in ssn.snap.tasks if ssn.status[t.index] == TaskStatus.PENDING]
-            if pending:
-                t = data.draw(st.sampled_from(pending), label="task")
-                row, now = ssn.placer.best_node(t)
-                if row >= 0:
-                    (stmt.allocate if now else stmt.pipeline)(t, row)
-        elif op == "evict":
-            active = [t for t in ssn.snap.tasks if ssn.status[t.index] in ACTIVE_ALLOCATED and ssn.node[t.index] >= 0]
-            if active:
-                stmt.evict(data.draw(st.sampled_from(active), label="victim"))
-        elif op == "mark":
-            marks.append(stmt.checkpoint())
-        elif marks:
-            stmt.rollback(marks.pop())
-        assert_placer_current(ssn)
+    play_statement_ops(ssn, stmt, data, max_ops=10, victims=_placed, check=lambda now: assert_placer_current(ssn))
     stmt.rollback()
     assert_placer_current(ssn)
 

@@ -25,6 +25,7 @@ from kai.scheduler.model import ACTIVE_USED, TaskInfo, TaskStatus
 from kai.scheduler.policyplacer import PolicyPlacer
 from kai.scheduler.session import Session
 from kai.sim.cluster import EmbeddedCluster
+from tests.unit.test_placement import play_statement_ops
 from tests.unit.test_statement import RUNNING_SINCE, node, podgroup, queue
 
 # --- configuration --------------------------------------------------------------------------------------
@@ -355,6 +356,10 @@ def assert_state_current(ssn: Session, tags_exact: bool) -> None:
         assert np.array_equal(kept.state.tags, exact_tags(ssn, kept))
 
 
+def _running(ssn: Session) -> list[TaskInfo]:
+    return [t for t in ssn.snap.tasks if ssn.status[t.index] == TaskStatus.RUNNING]
+
+
 @pytest.mark.parametrize("scalar_rows", [0, 10_000], ids=["vectorized-refresh", "row-by-row-refresh"])
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
@@ -368,26 +373,7 @@ def test_freestate_follows_statements_and_rollbacks(
     exact as long as every placement came from the policy (not a pipelining fallback)."""
     monkeypatch.setattr(policyplacer, "_SCALAR_ROWS", scalar_rows)
     ssn = session(docs, policy)
-    via_policy = True
-    assert_state_current(ssn, via_policy)
-    stmt = ssn.statement()
-    marks: list[int] = []
-    for _ in range(data.draw(st.integers(1, 8), label="n_ops")):
-        op = data.draw(st.sampled_from(["place", "evict", "mark", "rollback"]), label="op")
-        if op == "place":
-            pending = [t for t in ssn.snap.tasks if ssn.status[t.index] == TaskStatus.PENDING]
-            if pending:
-                t = data.draw(st.sampled_from(pending), label="task")
-                row, now = ssn.placer.best_node(t)
-                if row >= 0:
-                    via_policy &= now
-                    (stmt.allocate if now else stmt.pipeline)(t, row)
-        elif op == "evict":
-            running = [t for t in ssn.snap.tasks if ssn.status[t.index] == TaskStatus.RUNNING]
-            if running:
-                stmt.evict(data.draw(st.sampled_from(running), label="victim"))
-        elif op == "mark":
-            marks.append(stmt.checkpoint())
-        elif marks:
-            stmt.rollback(marks.pop())
-        assert_state_current(ssn, via_policy)
+    assert_state_current(ssn, True)
+    play_statement_ops(
+        ssn, ssn.statement(), data, max_ops=8, victims=_running, check=lambda now: assert_state_current(ssn, now)
+    )
