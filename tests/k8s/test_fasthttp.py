@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,67 @@ def test_a_connection_cut_mid_chunk_is_an_http_error() -> None:
 
     with pytest.raises(HttpError):
         asyncio.run(_collect(handler))
+
+
+def test_a_server_that_closes_before_answering_is_an_http_error() -> None:
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        w.close()
+
+    with pytest.raises(HttpError):
+        asyncio.run(_collect(handler))
+
+
+def test_an_answer_with_a_length_instead_of_chunks_comes_back_whole() -> None:
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        body = b'{"n":1}\n{"n":2}\n'
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        await w.drain()
+        w.close()
+
+    assert asyncio.run(_collect(handler)) == (200, b'{"n":1}\n{"n":2}\n')
+
+
+def _answer(status: str, body: bytes) -> bytes:
+    return f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+def test_the_api_layer_yields_the_lines_of_an_unstreamed_answer_and_raises_on_errors(tmp_path: Path) -> None:
+    """Through Api.stream_lines (what the informers call): a 200 with a Content-Length still gives its
+    lines; a 403 is an ApiError with the server's code."""
+    from kai.k8s._api import Api, ApiError, load_config
+
+    answers = iter(
+        [
+            _answer("200 OK", b'{"n":1}\n{"n":2}\n'),
+            _answer("403 Forbidden", b'{"code":403,"reason":"Forbidden","message":"no"}'),
+        ]
+    )
+
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        w.write(next(answers))
+        await w.drain()
+        w.close()
+
+    async def run() -> tuple[list[bytes], ApiError]:
+        server, http = await _serve(handler)
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+            f"clusters: [{{name: s, cluster: {{server: 'http://127.0.0.1:{http.port}'}}}}]\n"
+            "users: [{name: u, user: {token: t0k}}]\n"
+            "contexts: [{name: c, context: {cluster: s, user: u}}]\n"
+        )
+        api = Api(load_config(str(kubeconfig)))
+        try:
+            lines = [line async for line in api.stream_lines("/api/v1/pods", {"watch": "1"}, 5)]
+            with pytest.raises(ApiError) as err:
+                async for _ in api.stream_lines("/api/v1/pods", {"watch": "1"}, 5):
+                    pass
+            return lines, err.value
+        finally:
+            await api.close()
+            server.close()
+
+    lines, err = asyncio.run(run())
+    assert lines == [b'{"n":1}', b'{"n":2}']
+    assert err.code == 403 and err.reason == "Forbidden"

@@ -141,8 +141,14 @@ class Api:
         if self._fast is not None:
             try:
                 lines = await self._fast.stream_lines(f"{path}?{urlencode(params)}", read_timeout)
-                if isinstance(lines, tuple):
-                    raise _error(*lines)
+                if isinstance(lines, tuple):  # an error, or an answer that was not streamed (no chunks)
+                    status, data = lines
+                    if status >= 400:
+                        raise _error(status, data)
+                    for line in data.split(b"\n"):
+                        if line.strip():
+                            yield line
+                    return
                 async for line in lines:
                     yield line
             except (HttpError, TimeoutError) as e:

@@ -135,6 +135,9 @@ class FastHttp:
                 status, length, chunked, _keep = await _read_head(reader)
                 if status >= 400 or not chunked:
                     data = await _read_body(reader, length, chunked)
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as e:
+            writer.close()  # TimeoutError included (an OSError): the API server did not answer in time
+            raise HttpError(f"{type(e).__name__}: {e}") from e
         except BaseException:
             writer.close()
             raise
