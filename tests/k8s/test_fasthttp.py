@@ -1,4 +1,4 @@
-"""The own HTTP/1.1 client's watch stream against a local HTTP server that answers in raw chunks.
+"""The own HTTP/1.1 client and an informer against a local HTTP server that answers in raw bytes.
 
 The real API server sends one event per chunk; these cases check the framing a proxy or a busy server
 may produce instead: an event split over chunks, several events in one chunk, an error status, a
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,6 +124,18 @@ def test_an_answer_with_a_length_instead_of_chunks_comes_back_whole() -> None:
     assert asyncio.run(_collect(handler)) == (200, b'{"n":1}\n{"n":2}\n')
 
 
+def _kubeconfig(tmp_path: Path, port: int) -> str:
+    """A kubeconfig for a plain-HTTP server on *port* with a static token."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: s, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: t0k}}]\n"
+        "contexts: [{name: c, context: {cluster: s, user: u}}]\n"
+    )
+    return str(path)
+
+
 def _answer(status: str, body: bytes) -> bytes:
     return f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
 
@@ -146,14 +159,7 @@ def test_the_api_layer_yields_the_lines_of_an_unstreamed_answer_and_raises_on_er
 
     async def run() -> tuple[list[bytes], ApiError]:
         server, http = await _serve(handler)
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-            f"clusters: [{{name: s, cluster: {{server: 'http://127.0.0.1:{http.port}'}}}}]\n"
-            "users: [{name: u, user: {token: t0k}}]\n"
-            "contexts: [{name: c, context: {cluster: s, user: u}}]\n"
-        )
-        api = Api(load_config(str(kubeconfig)))
+        api = Api(load_config(_kubeconfig(tmp_path, http.port)))
         try:
             lines = [line async for line in api.stream_lines("/api/v1/pods", {"watch": "1"}, 5)]
             with pytest.raises(ApiError) as err:
@@ -167,3 +173,63 @@ def test_the_api_layer_yields_the_lines_of_an_unstreamed_answer_and_raises_on_er
     lines, err = asyncio.run(run())
     assert lines == [b'{"n":1}', b'{"n":2}']
     assert err.code == 403 and err.reason == "Forbidden"
+
+
+def test_an_informer_lists_again_after_a_malformed_watch_event(tmp_path: Path) -> None:
+    """A watch line that is not JSON (a broken proxy, say) must not end the informer: it lists again,
+    so the change that line carried is not lost (here: queue b, created meanwhile)."""
+    import json
+
+    from kai.k8s._api import Api, load_config
+    from kai.k8s._decode import KINDS
+    from kai.k8s._informer import Informer
+    from kai.store import Store
+
+    def queue(name: str, rv: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "scheduling.run.ai/v2",
+            "kind": "Queue",
+            "metadata": {"name": name, "resourceVersion": rv},
+        }
+
+    lists = iter([[queue("a", "1")], [queue("a", "1"), queue("b", "3")]])
+    watches: list[str] = []
+
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        line = (await r.readuntil(b"\r\n")).decode()
+        await r.readuntil(b"\r\n\r\n")
+        if "watch=1" in line:
+            watches.append(line)
+            w.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            if len(watches) == 1:
+                w.write(_chunk(b'{"type":"ADDED","object":{"metadata":\n'))
+            await w.drain()
+            await r.read()  # open until the client closes it
+            return
+        items = next(lists)
+        body = json.dumps({"metadata": {"resourceVersion": items[-1]["metadata"]["resourceVersion"]}, "items": items})
+        w.write(_answer("200 OK", body.encode()))
+        await w.drain()
+        w.close()
+
+    async def run() -> tuple[list[str], int, int]:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        api = Api(load_config(_kubeconfig(tmp_path, port)))
+        store = Store()
+        informer = Informer(api, next(k for k in KINDS if k.kind == "Queue"), store)
+        task = asyncio.ensure_future(informer.run())
+        try:
+            for _ in range(100):
+                if store.count("Queue") == 2 and len(watches) == 2:
+                    break
+                await asyncio.sleep(0.05)
+            assert not task.done(), task
+            return sorted(q.meta.name for q in store.list("Queue")), informer.relists, len(watches)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await api.close()
+            server.close()
+
+    assert asyncio.run(run()) == (["a", "b"], 2, 2)

@@ -13,7 +13,9 @@ Theory of operation, per kind:
    not run a cycle while any informer is unsynced, so no decision is taken on data a watch may have
    missed.
 4. Any other failure (connection refused while the API server restarts, 5xx, 429) backs off
-   exponentially and re-watches from the last resourceVersion; the informer never gives up.
+   exponentially and re-watches from the last resourceVersion; the informer never gives up. A watch
+   event that does not decode counts as 410 (listed again: the change it carried is not lost); a
+   list that does not decode, as a failed request.
 
 An object the parser rejects (an invalid Queue or PodGroup) is kept out of the Store (an older valid
 version is removed too) and reported once per resourceVersion through ``on_invalid``, which names
@@ -179,9 +181,12 @@ class Informer:
             if cont:
                 params["continue"] = cont
             data = await self.api.get_raw(self.spec.path(), params)
-            meta, page = self.spec.codec.decode_list(data)
-            for d in page:
-                items[_key(d.doc)] = d
+            try:
+                meta, page = self.spec.codec.decode_list(data)
+                for d in page:
+                    items[_key(d.doc)] = d
+            except (msgspec.MsgspecError, KeyError, TypeError) as e:  # retried like a failed request
+                raise ApiError(0, f"malformed {self.spec.kind} list: {e}") from e
             rv = meta.resourceVersion or rv
             if not meta.cont:
                 break
@@ -215,7 +220,10 @@ class Informer:
         stream = self.api.stream_lines(self.spec.path(), params, read_timeout=self.watch_timeout_s + 30)
         try:
             async for line in stream:
-                ev = _event.decode(line)
+                try:
+                    ev = _event.decode(line)
+                except msgspec.MsgspecError as e:  # an event that is not one: it may hide a change
+                    raise Gone(f"malformed watch event: {e}") from e
                 if ev.type == "ERROR":
                     st = _status.decode(ev.object)
                     if st.code == 410:
@@ -224,8 +232,11 @@ class Informer:
                 if ev.type == "BOOKMARK":
                     self.resource_version = _bookmark.decode(ev.object).metadata.resourceVersion
                     continue
-                d = self.spec.codec.decode_item(ev.object)
-                key = _key(d.doc)
+                try:
+                    d = self.spec.codec.decode_item(ev.object)
+                    key = _key(d.doc)
+                except (msgspec.MsgspecError, KeyError, TypeError) as e:
+                    raise Gone(f"malformed {self.spec.kind} in a watch event: {e}") from e
                 if ev.type == "DELETED":
                     self._invalid.pop(key, None)
                     self._delete(key)
