@@ -18,23 +18,9 @@ from kai.api.objects import parse_time
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.decisions import CycleResult
 from kai.sim.cluster import EmbeddedCluster
+from tests.property.manifests import NOW, PRIORITIES, queue_doc
 
-NOW = "2026-01-01T00:00:00Z"
 STARTED = "2025-12-31T23:00:00Z"
-PRIORITIES = ["train", "build-preemptible", "build", "inference"]
-
-
-def _queue(name: str, parent: str | None, quota: int, weight: int) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "resources": {
-            "gpu": {"quota": quota, "limit": -1, "overQuotaWeight": weight},
-            "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
-            "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
-        }
-    }
-    if parent:
-        spec["parentQueue"] = parent
-    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
 @st.composite
@@ -50,10 +36,10 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
         }
         for i, g in enumerate(gpus)
     ]
-    docs.append(_queue("dept", None, -1, 1))
+    docs.append(queue_doc("dept", None, -1, 1))
     teams = [f"team-{c}" for c in "abc"[: draw(st.integers(2, 3))]]
     for t in teams:
-        docs.append(_queue(t, "dept", draw(st.integers(0, 4)), draw(st.integers(0, 3))))
+        docs.append(queue_doc(t, "dept", draw(st.integers(0, 4)), draw(st.integers(0, 3))))
     free = list(gpus)
     for j in range(draw(st.integers(1, 7))):
         running = draw(st.booleans())

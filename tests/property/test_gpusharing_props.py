@@ -25,22 +25,7 @@ from kai.api.objects import parse_time
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.gpusharing import group_labels, parse_share
 from kai.sim.cluster import EmbeddedCluster
-
-NOW = "2026-01-01T00:00:00Z"
-PRIORITIES = ["train", "build-preemptible", "build", "inference"]
-
-
-def _queue(name: str, parent: str | None, quota: int, weight: int) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "resources": {
-            "gpu": {"quota": quota, "limit": -1, "overQuotaWeight": weight},
-            "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
-            "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
-        }
-    }
-    if parent:
-        spec["parentQueue"] = parent
-    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+from tests.property.manifests import NOW, PRIORITIES, queue_doc
 
 
 @st.composite
@@ -91,9 +76,9 @@ def scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[list[dict[str
                 },
             }
         )
-    docs.append(_queue("dept", None, -1, 1))
-    docs.append(_queue("team-a", "dept", draw(st.integers(0, 3)), draw(st.integers(0, 2))))
-    docs.append(_queue("team-b", "dept", draw(st.integers(0, 3)), draw(st.integers(0, 2))))
+    docs.append(queue_doc("dept", None, -1, 1))
+    docs.append(queue_doc("team-a", "dept", draw(st.integers(0, 3)), draw(st.integers(0, 2))))
+    docs.append(queue_doc("team-b", "dept", draw(st.integers(0, 3)), draw(st.integers(0, 2))))
     n = draw(st.integers(1, 8))
     docs += [draw(pods(f"p0-{k}")) for k in range(n)]
     arrivals = []

@@ -173,6 +173,11 @@ def _list(value: Any, at: str, fail: Any) -> list[Any]:
     return value
 
 
+def _each(spec: dict[str, Any], key: str, parse: Any, fail: Any) -> tuple[Any, ...]:
+    """``parse(item, "spec.<key>[i]", fail)`` for each item of the optional list ``spec.<key>``."""
+    return tuple(parse(v, f"spec.{key}[{i}]", fail) for i, v in enumerate(_list(spec.get(key), f"spec.{key}", fail)))
+
+
 def _name(value: Any, at: str, fail: Any) -> str:
     if not isinstance(value, str) or not _DNS.match(value) or len(value) > 50:
         raise fail(at, f"expected a DNS label of at most 50 characters (a-z, 0-9, -), got {value!r}")
@@ -237,25 +242,11 @@ def parse_simulation(doc: dict[str, Any], source: str = "") -> SimulationSpec:
         if "checkpointInterval" in spec
         else None
     )
-    occupancy = tuple(
-        seconds(v, f"spec.occupancyAt[{i}]", fail)
-        for i, v in enumerate(_list(spec.get("occupancyAt"), "spec.occupancyAt", fail))
-    )
-    pools = tuple(
-        _node_pool(p, f"spec.nodePools[{i}]", fail)
-        for i, p in enumerate(_list(spec.get("nodePools"), "spec.nodePools", fail))
-    )
-    events = tuple(
-        _node_event(e, f"spec.nodeEvents[{i}]", fail)
-        for i, e in enumerate(_list(spec.get("nodeEvents"), "spec.nodeEvents", fail))
-    )
-    generators = tuple(
-        _generator(g, f"spec.generators[{i}]", fail)
-        for i, g in enumerate(_list(spec.get("generators"), "spec.generators", fail))
-    )
-    traces = tuple(
-        _trace(t, f"spec.traces[{i}]", fail) for i, t in enumerate(_list(spec.get("traces"), "spec.traces", fail))
-    )
+    occupancy = _each(spec, "occupancyAt", seconds, fail)
+    pools = _each(spec, "nodePools", _node_pool, fail)
+    events = _each(spec, "nodeEvents", _node_event, fail)
+    generators = _each(spec, "generators", _generator, fail)
+    traces = _each(spec, "traces", _trace, fail)
     seen: set[str] = set()
     for g in (*generators, *traces):
         if g.name in seen:  # job names are <name>-<i>: one name, one source
