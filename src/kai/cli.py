@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
 EXIT_BAD_INPUT = 2
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    """Print ``error: message`` in red on stderr and exit with *code*. rich is imported here, on the
+    error path only: ``kai scheduler`` starts without it."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True).print("[red]error:[/] " + escape(message), highlight=False, soft_wrap=True)
+    sys.exit(code)
 
 
 class _LazyGroup(click.Group):
@@ -61,8 +69,7 @@ def bench_trace(trace: str, nodes: str | None, policy: str, seeds: str, fmt: str
     try:
         doc = run_trace_bench(trace, policy, parse_seeds(seeds), nodes)
     except ValueError as e:  # TraceError included
-        Console(stderr=True).print("[red]error:[/] " + escape(str(e)), highlight=False, soft_wrap=True)
-        sys.exit(EXIT_BAD_INPUT)
+        _fail(str(e), EXIT_BAD_INPUT)
     click.echo(json.dumps(doc, indent=2) if fmt == "json" else render_text(doc))
 
 
@@ -100,15 +107,12 @@ def install(kubeconfig: str | None, timeout: float) -> None:
 
     from kai.k8s.install import InstallError, install_with
 
-    err = Console(stderr=True)
     try:
         applied = asyncio.run(install_with(kubeconfig, timeout=timeout))
     except (InstallError, KubeConfigError) as e:
-        err.print("[red]error:[/] " + escape(str(e)), highlight=False, soft_wrap=True)
-        sys.exit(EXIT_INSTALL_FAILED)
+        _fail(str(e), EXIT_INSTALL_FAILED)
     except httpx2.TransportError as e:
-        err.print("[red]error:[/] cannot reach the API server: " + escape(str(e) or type(e).__name__), highlight=False)
-        sys.exit(EXIT_INSTALL_FAILED)
+        _fail("cannot reach the API server: " + (str(e) or type(e).__name__), EXIT_INSTALL_FAILED)
     for a in applied:
         click.echo(f"{a.kind.lower()}/{a.name} {a.result}")
 
@@ -200,19 +204,15 @@ def scheduler(
     from kai.k8s._scheduler import SchedulerOptions, default_identity, run_scheduler
     from kai.scheduler.conf import KNOWN_ACTIONS
 
-    err = Console(stderr=True)
     chosen = tuple(a.strip() for a in actions.split(",") if a.strip()) if actions else None
     unknown = [a for a in chosen or () if a not in KNOWN_ACTIONS]
     if unknown:
-        err.print(f"[red]error:[/] --actions: unknown action {unknown[0]!r} (known: {', '.join(KNOWN_ACTIONS)})")
-        sys.exit(EXIT_BAD_INPUT)
+        _fail(f"--actions: unknown action {unknown[0]!r} (known: {', '.join(KNOWN_ACTIONS)})", EXIT_BAD_INPUT)
     if not renew_deadline < lease_duration:
-        err.print("[red]error:[/] --renew-deadline must be shorter than --lease-duration")
-        sys.exit(EXIT_BAD_INPUT)
+        _fail("--renew-deadline must be shorter than --lease-duration", EXIT_BAD_INPUT)
     host, _, port_text = metrics_bind_address.rpartition(":")
     if not port_text.isdigit():
-        err.print(f"[red]error:[/] --metrics-bind-address: {metrics_bind_address!r} is not host:port")
-        sys.exit(EXIT_BAD_INPUT)
+        _fail(f"--metrics-bind-address: {metrics_bind_address!r} is not host:port", EXIT_BAD_INPUT)
     setup_logging(log_level)
     options = SchedulerOptions(
         kubeconfig=kubeconfig,
@@ -235,8 +235,7 @@ def scheduler(
     except (KubeConfigError, KeyError, TypeError, ValueError, OSError) as e:
         where = kubeconfig or "in-cluster config / $KUBECONFIG / ~/.kube/config"
         what = f"missing {e}" if isinstance(e, KeyError) else str(e)
-        err.print(f"[red]error:[/] {escape(where)}: " + escape(what), highlight=False, soft_wrap=True)
-        sys.exit(EXIT_BAD_INPUT)
+        _fail(f"{where}: {what}", EXIT_BAD_INPUT)
     try:
         code = run_scheduler(options, event_loop=event_loop)
     except KeyboardInterrupt:

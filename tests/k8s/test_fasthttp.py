@@ -233,3 +233,55 @@ def test_an_informer_lists_again_after_a_malformed_watch_event(tmp_path: Path) -
             server.close()
 
     assert asyncio.run(run()) == (["a", "b"], 2, 2)
+
+
+async def _requests(answers: list[bytes], calls: int) -> tuple[list[tuple[int, bytes]], int]:
+    """*calls* POSTs through one FastHttp against a server that sends *answers* in order on whatever
+    connection asks; the results and the number of connections the client opened."""
+    pending = list(answers)
+    connections = 0
+
+    async def serve(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        try:
+            while pending:
+                head = await r.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                await r.readexactly(length)
+                w.write(pending.pop(0))
+                await w.drain()
+        except asyncio.IncompleteReadError:
+            pass
+        finally:
+            w.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    http = FastHttp("127.0.0.1", server.sockets[0].getsockname()[1], None, lambda refresh: "t0k")
+    try:
+        out = [await http.request("POST", "/x", b"{}", "application/json") for _ in range(calls)]
+        return out, connections
+    finally:
+        await http.close()
+        server.close()
+
+
+def test_requests_reuse_one_connection_whatever_the_header_case_and_framing() -> None:
+    answers = [
+        b'HTTP/1.1 201 Created\r\ncontent-length: 7\r\nDate: x\r\n\r\n{"a":1}',
+        b"HTTP/1.1 200 OK\r\nTRANSFER-ENCODING: chunked\r\n\r\n" + _chunk(b'{"b":') + _chunk(b"2}") + b"0\r\n\r\n",
+        b"HTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n{}",
+    ]
+    out, connections = asyncio.run(_requests(answers, 3))
+    assert out == [(201, b'{"a":1}'), (200, b'{"b":2}'), (409, b"{}")]
+    assert connections == 1
+
+
+def test_an_answer_that_is_not_http_is_an_http_error() -> None:
+    with pytest.raises(HttpError, match="not an HTTP answer"):
+        asyncio.run(_requests([b"SSH-2.0-OpenSSH\r\n\r\n"], 1))
+
+
+def test_a_bad_content_length_is_an_http_error() -> None:
+    with pytest.raises(HttpError):
+        asyncio.run(_requests([b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n{}"], 1))

@@ -20,10 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kai.api import constants as C
+from kai.api.gpugroups import group_labels
 from kai.api.manifests import load_manifests
 from kai.api.objects import parse_time
 from kai.scheduler.conf import SchedulerConf
-from kai.scheduler.gpusharing import group_labels, parse_share
+from kai.scheduler.gpusharing import parse_share
 from kai.sim.cluster import EmbeddedCluster
 from tests.property.manifests import NOW, PRIORITIES, queue_doc
 
@@ -186,4 +187,4 @@ def test_rollback_restores_every_gpu_slot(scenario: tuple, data: st.DataObject) 
     stmt.rollback()
     after = state()
     for a, b in zip(after, before):
-        assert (np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b)
+        assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b

@@ -100,7 +100,7 @@ class FastHttp:
             conn = self._idle.pop() if reused else await self._connect()
             try:
                 status, data, keep = await self._exchange(conn, raw)
-            except (OSError, asyncio.IncompleteReadError, HttpError) as e:
+            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, HttpError) as e:
                 conn[1].close()
                 if reused and attempt == 0:
                     continue  # an idle connection the server had closed: once more on a fresh one
@@ -172,19 +172,18 @@ class FastHttp:
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[int, int, bool, bool]:
-    """The status line and headers: (status, content length or -1, chunked, keep-alive)."""
-    line = await reader.readuntil(b"\r\n")
-    parts = line.split(b" ", 2)
+    """The status line and headers: (status, content length or -1, chunked, keep-alive). One read up to
+    the blank line, then a split: a bind's answer costs one wake-up, not one per header line."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head[:-4].split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-        raise HttpError(f"not an HTTP answer: {line[:80]!r}")
+        raise HttpError(f"not an HTTP answer: {lines[0][:80]!r}")
     status = int(parts[1])
     length = -1
     chunked = False
     keep = parts[0] == b"HTTP/1.1"
-    while True:
-        h = await reader.readuntil(b"\r\n")
-        if h == b"\r\n":
-            break
+    for h in lines[1:]:
         name, _, value = h.partition(b":")
         name = name.strip().lower()
         value = value.strip()

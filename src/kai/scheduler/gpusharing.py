@@ -144,26 +144,6 @@ def parse_share(pod: Pod) -> tuple[GpuShare | None, str]:
     return GpuShare(0, m, devices, container), ""
 
 
-def group_labels(pod: Pod) -> list[str]:
-    """The GPU groups a bound pod names: label ``runai-gpu-group=<group>`` and, for a multi-device
-    fraction, labels ``runai-gpu-group/<group>`` (KAI's binder writes these)."""
-    labels = pod.meta.labels
-    groups = []
-    single = labels.get(C.LABEL_GPU_GROUP)
-    if single:
-        groups.append(single)
-    prefix = C.LABEL_GPU_GROUP + "/"
-    groups += sorted(k[len(prefix) :] for k in labels if k.startswith(prefix) and k[len(prefix) :] not in groups)
-    return groups
-
-
-def gpu_group_labels(groups: tuple[str, ...]) -> dict[str, str]:
-    """The labels that record *groups* on a pod (the inverse of ``group_labels``)."""
-    if len(groups) == 1:
-        return {C.LABEL_GPU_GROUP: groups[0]}
-    return {f"{C.LABEL_GPU_GROUP}/{g}": g for g in groups}
-
-
 def default_group_name(node: str, slot: int) -> str:
     """The name kai gives a new GPU group (KAI uses a UUID; a readable name serves the simulator)."""
     return f"{node}-gpu{slot}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kai.api import constants as C
+from kai.api.gpugroups import group_labels
 from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology
 from kai.api.pdb import PodDisruptionBudget
 from kai.scheduler.gpusharing import (
@@ -21,7 +22,6 @@ from kai.scheduler.gpusharing import (
     GpuTable,
     Placed,
     build_gpu_table,
-    group_labels,
     parse_share,
 )
 from kai.scheduler.model import (

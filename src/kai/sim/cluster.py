@@ -26,6 +26,7 @@ from typing import Any
 from kai.api import constants as C
 from kai.api.duration import parse_duration
 from kai.api.errors import ManifestError
+from kai.api.gpugroups import gpu_group_labels, group_labels
 from kai.api.objects import (
     ApiObject,
     Node,
@@ -45,7 +46,7 @@ from kai.podgrouper import Grouping, Origin, group_pod
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
-from kai.scheduler.gpusharing import default_group_name, gpu_group_labels, group_labels, parse_share
+from kai.scheduler.gpusharing import default_group_name, parse_share
 from kai.scheduler.snapshot import Snapshot, build_snapshot
 from kai.scheduler.usage import UsageLedger, UsageParams
 from kai.sim.controllers import ADMISSION, Created, controller_for

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from kai.api import constants as C
+from kai.api.gpugroups import group_labels
 from kai.api.objects import Node, Pod, PodGroup
 from kai.scheduler.decisions import CycleResult
-from kai.scheduler.gpusharing import group_labels
 from kai.scheduler.model import MILLI
 from kai.scheduler.snapshot import Snapshot
 from kai.sim.cluster import EmbeddedCluster, FinishedJob

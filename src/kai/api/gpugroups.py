@@ -1,0 +1,31 @@
+"""The GPU-group labels KAI's binder writes on a shared-GPU pod, read and written.
+
+A bound fractional pod records the GPUs it shares as labels: ``runai-gpu-group=<group>`` for one GPU,
+``runai-gpu-group/<group>=<group>`` per GPU for a multi-device fraction. They are API conventions, not
+scheduling: the snapshot reads them, the binder (embedded cluster or Kubernetes) writes them, and
+neither needs the GPU-sharing engine to do so.
+"""
+
+from __future__ import annotations
+
+from kai.api import constants as C
+from kai.api.objects import Pod
+
+
+def group_labels(pod: Pod) -> list[str]:
+    """The GPU groups a bound pod names, the single-GPU label first, then the per-GPU labels sorted."""
+    labels = pod.meta.labels
+    groups = []
+    single = labels.get(C.LABEL_GPU_GROUP)
+    if single:
+        groups.append(single)
+    prefix = C.LABEL_GPU_GROUP + "/"
+    groups += sorted(k[len(prefix) :] for k in labels if k.startswith(prefix) and k[len(prefix) :] not in groups)
+    return groups
+
+
+def gpu_group_labels(groups: tuple[str, ...]) -> dict[str, str]:
+    """The labels that record *groups* on a pod (the inverse of ``group_labels``)."""
+    if len(groups) == 1:
+        return {C.LABEL_GPU_GROUP: groups[0]}
+    return {f"{C.LABEL_GPU_GROUP}/{g}": g for g in groups}
