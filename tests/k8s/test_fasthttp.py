@@ -285,3 +285,30 @@ def test_an_answer_that_is_not_http_is_an_http_error() -> None:
 def test_a_bad_content_length_is_an_http_error() -> None:
     with pytest.raises(HttpError):
         asyncio.run(_requests([b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n{}"], 1))
+
+
+def test_the_dechunker_gives_the_same_payload_however_the_bytes_are_split() -> None:
+    import random
+
+    from kai.k8s._fasthttp import _Dechunker
+
+    payloads = [b'{"type":"ADDED"}\n', b'{"type":"MODIFIED","x":"' + b"y" * 300 + b'"}\n', b"z"]
+    wire = b"".join(_chunk(p) for p in payloads) + b"3;ext=1\r\nabc\r\n" + b"0\r\n\r\n"
+    rng = random.Random(7)
+    for _ in range(200):
+        d = _Dechunker()
+        got = b""
+        i = 0
+        while i < len(wire):
+            j = i + rng.randint(1, 40)
+            got += d.feed(wire[i:j])
+            i = j
+        assert got == b"".join(payloads) + b"abc"
+        assert d.done
+
+
+def test_the_dechunker_rejects_a_bad_size_line() -> None:
+    from kai.k8s._fasthttp import _Dechunker
+
+    with pytest.raises(ValueError):
+        _Dechunker().feed(b"zz\r\nabc\r\n")

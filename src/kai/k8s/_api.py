@@ -72,15 +72,28 @@ class Api:
     def __init__(
         self, config: SingleConfig, *, max_connections: int = 128, timeout: float = 30.0, fast: bool = True
     ) -> None:
-        params = ConnectionParams(timeout=httpx.Timeout(timeout))
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._http = httpx.AsyncClient(limits=limits, **params.httpx_params(config))
+        self._config = config
+        self._max_connections = max_connections
+        self._http_client: httpx.AsyncClient | None = None
         self._fast = FastHttp.for_config(config, max_connections=max_connections) if fast else None
         self.server = config.cluster.server
         self._timeout = timeout
 
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        """httpx, made on first use: only auth kinds FastHttp does not handle (exec plugins, basic auth)
+        and requests with query parameters need it, and making it costs ~0.1 s (it loads the system's
+        CA bundle) before the scheduler's first list could go out."""
+        if self._http_client is None:
+            params = ConnectionParams(timeout=httpx.Timeout(self._timeout))
+            n = self._max_connections
+            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+            self._http_client = httpx.AsyncClient(limits=limits, **params.httpx_params(self._config))
+        return self._http_client
+
     async def close(self) -> None:
-        await self._http.aclose()
+        if self._http_client is not None:
+            await self._http_client.aclose()
         if self._fast is not None:
             await self._fast.close()
 

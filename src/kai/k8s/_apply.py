@@ -151,6 +151,8 @@ class Applier:
         self.assume_ttl_s = assume_ttl_s
         self.pdb_api_version = pdb_api_version
         self._concurrency = bind_concurrency
+        self._bound = metrics.binds.labels("bound")  # labelled once: .labels() locks and looks up per call
+        self._scheduled = metrics.scheduled.labels("allocate")
         self._uids: dict[Key, str] = {}
 
     async def apply(self, result: CycleResult, uids: dict[Key, str] | None = None) -> ApplyStats:
@@ -240,8 +242,8 @@ class Applier:
             )
             return
         self.metrics.bind_latency.observe((time.perf_counter() - t0) * 1000)
-        self.metrics.binds.labels("bound").inc()
-        self.metrics.scheduled.labels("allocate").inc()
+        self._bound.inc()
+        self._scheduled.inc()
         self.assumed.binds[key] = (pod.meta.uid, b.node, time.monotonic(), tuple(b.gpu_groups))
         stats.bound += 1
 

@@ -218,20 +218,60 @@ async def _read_body(reader: asyncio.StreamReader, length: int, chunked: bool) -
     return await reader.read()
 
 
+class _Dechunker:
+    """Chunked transfer coding undone incrementally: ``feed`` bytes as they arrive, get the payload of
+    every chunk completed so far. ``done`` once the last (zero-size) chunk has come."""
+
+    __slots__ = ("_buf", "done")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self.done = False
+
+    def feed(self, data: bytes) -> bytes:
+        buf = self._buf
+        buf += data
+        out = bytearray()
+        pos = 0
+        while not self.done:
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                break
+            size = int(bytes(buf[pos:eol]).split(b";", 1)[0], 16)  # ValueError on a bad size line
+            if size == 0:
+                self.done = True  # trailers, if any, are not read: the stream ends here
+                break
+            end = eol + 2 + size
+            if len(buf) < end + 2:
+                break
+            out += buf[eol + 2 : end]
+            pos = end + 2
+        del buf[:pos]
+        return bytes(out)
+
+
 async def _lines(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, read_timeout: float
 ) -> AsyncIterator[bytes]:
-    """The non-empty lines of a chunked body (a watch sends one JSON event per line)."""
+    """The non-empty lines of a chunked body (a watch sends one JSON event per line).
+
+    Reads whatever has arrived (up to 256 KiB) and undoes the chunking itself: during a burst of binds
+    the API server sends thousands of events a second, and one read then carries many of them, where
+    a read per chunk size line and per chunk cost a wake-up each."""
+    chunks = _Dechunker()
     rest = b""
     try:
-        while True:
+        while not chunks.done:
             async with asyncio.timeout(read_timeout):  # per read, never across a yield
-                chunk = await _read_chunk(reader)
-            if not chunk:
-                break
+                data = await reader.read(262144)
+            if not data:
+                raise asyncio.IncompleteReadError(b"", None)  # the connection ended mid-stream
+            payload = chunks.feed(data)
+            if not payload:
+                continue
             if rest:
-                chunk = rest + chunk
-            *lines, rest = chunk.split(b"\n")
+                payload = rest + payload
+            *lines, rest = payload.split(b"\n")
             for line in lines:
                 if line.strip():
                     yield line
