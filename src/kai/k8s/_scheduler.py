@@ -114,7 +114,8 @@ class KaiScheduler:
     # ---- probes ----------------------------------------------------------------------------
 
     def synced(self) -> bool:
-        return bool(self.informers) and all(i.synced.is_set() for i in self.informers.values())
+        started = len(self.informers) == len(KINDS)  # the PDB informer starts after a discovery call
+        return started and all(i.synced.is_set() for i in self.informers.values())
 
     def _healthz(self) -> tuple[bool, str]:
         return True, "ok"
@@ -214,13 +215,17 @@ class KaiScheduler:
         t0 = time.perf_counter()
         self.events = EventRecorder(api, self._resolve, self.metrics, instance=self.identity)
         self.grouper = PodGrouper(api, self.store, self.events.record)
-        pdb_spec = await self._pdb_spec()
-        for spec in KINDS:
-            if spec.kind == "PodDisruptionBudget":
-                spec = pdb_spec
+
+        def start(spec: KindSpec) -> None:
             inf = Informer(api, spec, self.store, on_change=self._on_change(spec.kind), on_invalid=self._on_invalid)
             self.informers[spec.kind] = inf
             tasks.append(asyncio.ensure_future(inf.run()))
+
+        for spec in KINDS:  # the PodDisruptionBudgets' API version is discovered while the others list
+            if spec.kind != "PodDisruptionBudget":
+                start(spec)
+        pdb_spec = await self._pdb_spec()
+        start(pdb_spec)
         self.applier = Applier(
             api,
             self.store,
