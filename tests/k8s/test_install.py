@@ -19,11 +19,16 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from kai.api import constants as C
 from kai.api.errors import ManifestError
 from kai.api.manifests import parse_document
-from kai.k8s.envtest import ControlPlane
+from kai.k8s.envtest import SCHEDULER_USER, ControlPlane
 from kai.k8s.install import CRD_FILES, load_documents
 from tests.k8s.conftest import DATA, REPO, run_kai
 
 Queue = create_global_resource("scheduling.run.ai", "v2", "Queue", "queues")
+# Kubernetes 1.20 serves flowcontrol.apiserver.k8s.io only as v1beta1
+FlowSchema = create_global_resource("flowcontrol.apiserver.k8s.io", "v1beta1", "FlowSchema", "flowschemas")
+PriorityLevel = create_global_resource(
+    "flowcontrol.apiserver.k8s.io", "v1beta1", "PriorityLevelConfiguration", "prioritylevelconfigurations"
+)
 PodGroup = create_namespaced_resource("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups")
 Topology = create_global_resource("kai.scheduler", "v1alpha1", "Topology", "topologies")
 SchedulingShard = create_global_resource("kai.scheduler", "v1", "SchedulingShard", "schedulingshards")
@@ -38,6 +43,7 @@ def _versions(client: Client) -> dict[str, str]:
     out |= {
         f"queue/{n}": client.get(Queue, n).metadata.resourceVersion for n in ("default-parent-queue", "default-queue")
     }
+    out["flowschema/kai-scheduler"] = client.get(FlowSchema, "kai-scheduler").metadata.resourceVersion
     return out
 
 
@@ -46,9 +52,31 @@ def test_install_twice_changes_nothing(installed: ControlPlane, client: Client) 
     code, out, err = run_kai("install", "--kubeconfig", str(installed.kubeconfig))
     assert code == 0, err
     lines = out.splitlines()
-    assert len(lines) == len(before) == 10
+    assert len(lines) == len(before) == 11
     assert all(line.endswith(" unchanged") for line in lines), out
     assert _versions(client) == before
+
+
+def test_kai_s_service_account_gets_kube_scheduler_s_api_priority(installed: ControlPlane, client: Client) -> None:
+    """API Priority and Fairness classifies a request made with kai's ServiceAccount token by the
+    FlowSchema kai install applied, into workload-high; the API server says so in response headers."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    fs = client.get(FlowSchema, "kai-scheduler")
+    assert fs.spec["priorityLevelConfiguration"]["name"] == "workload-high"
+    level = client.get(PriorityLevel, "workload-high")
+    ctx = ssl.create_default_context(cafile=str(installed.ca_file))
+    token = installed.token(SCHEDULER_USER)
+    req = urllib.request.Request(f"{installed.url}/api/v1/nodes", headers={"Authorization": f"Bearer {token}"})
+    try:  # RBAC may refuse it (deploy/rbac.yaml is not applied here): APF classifies the request first
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+            headers = resp.headers
+    except urllib.error.HTTPError as e:
+        headers = e.headers
+    assert headers["X-Kubernetes-PF-FlowSchema-UID"] == fs.metadata.uid
+    assert headers["X-Kubernetes-PF-PriorityLevel-UID"] == level.metadata.uid
 
 
 def test_crds_are_established_with_kai_names(installed: ControlPlane, client: Client) -> None:

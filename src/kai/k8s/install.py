@@ -9,7 +9,9 @@ Rules:
   fields that an earlier ``kubectl apply`` owned are taken over instead of conflicting.
 * Order: CRDs, then wait until each is Established and listed in discovery (the API server
   serves a new kind only after the first, and kubectl finds it only after the second; on
-  1.20 discovery lags Established by up to a second), then PriorityClasses, then Queues.
+  1.20 discovery lags Established by up to a second), then PriorityClasses, then Queues, then
+  the FlowSchema that puts kai's ServiceAccount in kube-scheduler's priority level, at the
+  newest flowcontrol version the API server serves (none served: ``skipped``).
 * Namespace, RBAC and the Deployment are not applied here: they matter only when kai runs in
   the cluster, and ``kubectl apply -k deploy/`` installs them (docs/cluster.md).
 """
@@ -43,6 +45,9 @@ CRD_FILES = (
     "crds/kai.scheduler_schedulingshards.yaml",
 )
 OBJECT_FILES = ("priorityclasses.yaml", "queues.yaml")
+FLOWSCHEMA_FILE = "flowschema.yaml"
+FLOWCONTROL_GROUP = "flowcontrol.apiserver.k8s.io"
+FLOWCONTROL_VERSIONS = ("v1", "v1beta3", "v1beta2", "v1beta1")  # newest first; the spec is the same in all
 ESTABLISH_TIMEOUT_S = 60.0
 
 
@@ -148,11 +153,8 @@ async def _wait_served(client: AsyncClient, http: httpx2.AsyncClient, doc: dict[
 
 async def _discoverable(http: httpx2.AsyncClient, group: str, versions: list[str], plural: str) -> bool:
     """True if /apis lists GROUP with every version and each /apis/GROUP/VERSION lists PLURAL."""
-    resp = await http.get("/apis")
-    if resp.status_code != 200:
-        return False
-    groups = {g["name"]: {v["version"] for v in g.get("versions", [])} for g in resp.json().get("groups", [])}
-    if not set(versions) <= groups.get(group, set()):
+    groups = await _api_groups(http)
+    if groups is None or not set(versions) <= groups.get(group, set()):
         return False
     for v in versions:
         resp = await http.get(f"/apis/{group}/{v}")
@@ -176,7 +178,32 @@ async def install(
     for d in crds:
         _register_crd(d)
     applied += [await _apply(client, d) for d in objects]
+    applied.append(await _apply_flowschema(client, http))
     return applied
+
+
+async def _apply_flowschema(client: AsyncClient, http: httpx2.AsyncClient) -> Applied:
+    """deploy/flowschema.yaml at the newest flowcontrol version served here (1.20 serves only v1beta1,
+    1.29+ v1); ``skipped`` when the API server serves none (API Priority and Fairness turned off)."""
+    (doc,) = load_documents([FLOWSCHEMA_FILE])
+    groups = await _api_groups(http)
+    if groups is None:
+        raise InstallError("API discovery (/apis) did not answer; cannot choose the FlowSchema's version")
+    served = groups.get(FLOWCONTROL_GROUP, set())
+    version = next((v for v in FLOWCONTROL_VERSIONS if v in served), None)
+    if version is None:
+        return Applied(doc["kind"], doc["metadata"]["name"], "skipped (flowcontrol API not served)")
+    if get_generic_resource(f"{FLOWCONTROL_GROUP}/{version}", "FlowSchema") is None:
+        create_global_resource(FLOWCONTROL_GROUP, version, "FlowSchema", "flowschemas")
+    return await _apply(client, {**doc, "apiVersion": f"{FLOWCONTROL_GROUP}/{version}"})
+
+
+async def _api_groups(http: httpx2.AsyncClient) -> dict[str, set[str]] | None:
+    """Every API group /apis lists, with its versions; None when discovery does not answer 200."""
+    resp = await http.get("/apis")
+    if resp.status_code != 200:
+        return None
+    return {g["name"]: {v["version"] for v in g.get("versions", [])} for g in resp.json().get("groups", [])}
 
 
 def load_config(kubeconfig: str | None) -> SingleConfig:
