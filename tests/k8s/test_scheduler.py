@@ -416,3 +416,22 @@ def test_optional_kinds_kai_may_not_read_do_not_block_scheduling(
             assert node_of(admin, ns, "racked") == ""
     finally:
         admin.patch(ClusterRole, "kai-scheduler", {"rules": original}, patch_type=PatchType.MERGE)
+
+
+def test_a_standby_turns_the_collector_back_on_once_synced(scheduler_cluster: ControlPlane) -> None:
+    """`kai scheduler` pauses Python's garbage collector until its informers have synced. A standby
+    (the Lease is another replica's) syncs too but may never lead: it must not run on without its
+    collector, growing with every watch event's garbage."""
+    import gc
+
+    leader_opts = options(scheduler_cluster)
+    with InProcess(leader_opts) as leader:
+        wait_for(lambda: leader.scheduler.leader is not None and leader.scheduler.leader.is_leader, "a leader")
+        gc.disable()
+        try:
+            standby_opts = options(scheduler_cluster, lease=leader_opts.lease, gc_paused_until_synced=True)
+            with InProcess(standby_opts) as standby:  # returns once its informers have synced
+                assert not standby.scheduler.leader.is_leader
+                assert gc.isenabled()
+        finally:
+            gc.enable()

@@ -71,7 +71,8 @@ class SchedulerOptions:
     max_connections: int = 128
     # run_scheduler pauses Python's cyclic collector from the process's start: the start-up and the
     # initial lists allocate ~10^5 objects that all live on, so collections then only cost time. The
-    # collector is enabled again once the initial objects are frozen (see _start_writers).
+    # collector is enabled again once the initial objects are frozen (end of _start_informers), by a
+    # leader and a standby alike.
     gc_paused_until_synced: bool = False
 
 
@@ -193,6 +194,8 @@ class KaiScheduler:
                 return EXIT_LOST_LEASE
             return EXIT_OK
         finally:
+            if self.options.gc_paused_until_synced:
+                gc.enable()  # stopped before the sync ended
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -238,19 +241,20 @@ class KaiScheduler:
             pdb_api_version=pdb_spec.api_version,
         )
         await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
-        return time.perf_counter() - t0
-
-    async def _start_writers(self, syncing: asyncio.Future[float]) -> None:
-        """Once leading: wait for the sync, then start the event writers and the pod-grouper."""
-        seconds = await syncing
-        assert self.events is not None and self.grouper is not None
         # The initial objects live for the process's life: frozen, the collector stops rescanning them.
+        # Here, not once leading: a standby may wait for the Lease for days, its collector running.
         if self.options.gc_paused_until_synced:
             gc.freeze()  # nothing collected since the start: no 0.1 s full collection before the first cycle
             gc.enable()
         else:
             gc.collect()
             gc.freeze()
+        return time.perf_counter() - t0
+
+    async def _start_writers(self, syncing: asyncio.Future[float]) -> None:
+        """Once leading: wait for the sync, then start the event writers and the pod-grouper."""
+        seconds = await syncing
+        assert self.events is not None and self.grouper is not None
         self._started_sync = True
         self.events.start()
         log.info(
