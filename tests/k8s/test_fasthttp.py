@@ -23,6 +23,10 @@ def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
+def _answer(status: str, body: bytes) -> bytes:
+    return f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+
+
 async def _serve(handler: Handler) -> tuple[asyncio.Server, FastHttp]:
     async def wrapped(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await r.readuntil(b"\r\n\r\n")
@@ -65,8 +69,7 @@ def test_events_split_and_joined_across_chunks_come_out_one_per_line() -> None:
 
 def test_an_error_status_comes_back_with_its_body() -> None:
     async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        body = b'{"kind":"Status","code":403,"reason":"Forbidden","message":"no"}'
-        w.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        w.write(_answer("403 Forbidden", b'{"kind":"Status","code":403,"reason":"Forbidden","message":"no"}'))
         await w.drain()
         w.close()
 
@@ -116,8 +119,7 @@ def test_a_server_that_closes_before_answering_is_an_http_error() -> None:
 
 def test_an_answer_with_a_length_instead_of_chunks_comes_back_whole() -> None:
     async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        body = b'{"n":1}\n{"n":2}\n'
-        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        w.write(_answer("200 OK", b'{"n":1}\n{"n":2}\n'))
         await w.drain()
         w.close()
 
@@ -136,8 +138,6 @@ def _kubeconfig(tmp_path: Path, port: int) -> str:
     return str(path)
 
 
-def _answer(status: str, body: bytes) -> bytes:
-    return f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
 
 
 def test_the_api_layer_yields_the_lines_of_an_unstreamed_answer_and_raises_on_errors(tmp_path: Path) -> None:

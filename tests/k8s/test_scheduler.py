@@ -8,9 +8,11 @@ a bind the API server refuses, re-planned.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from lightkube import Client
@@ -362,28 +364,20 @@ def test_a_bind_the_api_server_refuses_is_replanned_next_cycle(
     pod gets a FailedBinding event and stays pending, nothing is assumed; once the rule is back, a later
     cycle plans the pod again and binds it, once."""
     node = nodes("bindfail-0", gpus=2)
-    role = admin.get(ClusterRole, "kai-scheduler")
-    original = [r.to_dict() for r in role.rules]
-    without_bind = [r for r in original if "pods/binding" not in r.get("resources", [])]
-    assert len(without_bind) == len(original) - 1
-    try:
-        admin.patch(ClusterRole, "kai-scheduler", {"rules": without_bind}, patch_type=PatchType.MERGE)
-        with InProcess(options(scheduler_cluster)):
-            admin.create(gpu_pod("p", ns))
-            failed = wait_for(
-                lambda: [e for e in events_for(admin, ns, "p") if e.reason == "FailedBinding"],
-                "a FailedBinding event",
-            )
-            assert failed[0].type == "Warning" and "403" in failed[0].message, failed[0].message
-            assert node_of(admin, ns, "p") == ""
-            admin.patch(ClusterRole, "kai-scheduler", {"rules": original}, patch_type=PatchType.MERGE)
-            wait_for(lambda: node_of(admin, ns, "p") == node, "the pod to be bound once the rule is back")
-            scheduled = wait_for(
-                lambda: [e for e in events_for(admin, ns, "p") if e.reason == "Scheduled"], "a Scheduled event"
-            )
-            assert len(scheduled) == 1
-    finally:
-        admin.patch(ClusterRole, "kai-scheduler", {"rules": original}, patch_type=PatchType.MERGE)
+    with kai_role_without(admin, "pods/binding") as restore, InProcess(options(scheduler_cluster)):
+        admin.create(gpu_pod("p", ns))
+        failed = wait_for(
+            lambda: [e for e in events_for(admin, ns, "p") if e.reason == "FailedBinding"],
+            "a FailedBinding event",
+        )
+        assert failed[0].type == "Warning" and "403" in failed[0].message, failed[0].message
+        assert node_of(admin, ns, "p") == ""
+        restore()
+        wait_for(lambda: node_of(admin, ns, "p") == node, "the pod to be bound once the rule is back")
+        scheduled = wait_for(
+            lambda: [e for e in events_for(admin, ns, "p") if e.reason == "Scheduled"], "a Scheduled event"
+        )
+        assert len(scheduled) == 1
 
 
 def test_optional_kinds_kai_may_not_read_do_not_block_scheduling(
@@ -392,12 +386,7 @@ def test_optional_kinds_kai_may_not_read_do_not_block_scheduling(
     """RBAC without Topologies and SchedulingShards (a narrowed install): those kinds count as empty and
     the rest schedules; a pod asking for a topology waits and says the topology does not exist."""
     node = nodes("norbac-0", gpus=2)
-    role = admin.get(ClusterRole, "kai-scheduler")
-    original = [r.to_dict() for r in role.rules]
-    narrowed = [r for r in original if "topologies" not in r.get("resources", [])]
-    assert len(narrowed) == len(original) - 1
-    try:
-        admin.patch(ClusterRole, "kai-scheduler", {"rules": narrowed}, patch_type=PatchType.MERGE)
+    with kai_role_without(admin, "topologies"):
         time.sleep(1)  # RBAC changes reach the authorizer's cache
         with InProcess(options(scheduler_cluster)) as run:
             assert run.scheduler.store.count("Topology") == 0
@@ -414,8 +403,24 @@ def test_optional_kinds_kai_may_not_read_do_not_block_scheduling(
                 "the topology pod's PodGroup to say the topology does not exist",
             )
             assert node_of(admin, ns, "racked") == ""
-    finally:
+
+
+@contextlib.contextmanager
+def kai_role_without(admin: Client, resource: str) -> Iterator[Callable[[], None]]:
+    """kai's ClusterRole without its one rule naming *resource* (a broken or narrowed RBAC rollout);
+    the whole role is put back on exit, or earlier by calling what this yields."""
+    original = [r.to_dict() for r in admin.get(ClusterRole, "kai-scheduler").rules]
+    without = [r for r in original if resource not in r.get("resources", [])]
+    assert len(without) == len(original) - 1
+
+    def restore() -> None:
         admin.patch(ClusterRole, "kai-scheduler", {"rules": original}, patch_type=PatchType.MERGE)
+
+    admin.patch(ClusterRole, "kai-scheduler", {"rules": without}, patch_type=PatchType.MERGE)
+    try:
+        yield restore
+    finally:
+        restore()
 
 
 def test_a_standby_turns_the_collector_back_on_once_synced(scheduler_cluster: ControlPlane) -> None:

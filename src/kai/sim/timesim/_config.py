@@ -319,15 +319,22 @@ _GENERATOR_KEYS = (
 )
 
 
-def _generator(value: Any, at: str, fail: Any) -> GeneratorSpec:
-    doc = _mapping(value, at, fail)
-    _check_keys(doc, _GENERATOR_KEYS, at, fail)
-    for key in ("name", "queue", "interArrival", "duration"):
+def _arrival_keys(doc: dict[str, Any], required: tuple[str, ...], at: str, fail: Any) -> int | None:
+    """What a generator and a trace section share: their required keys are there; the optional
+    ``jobs`` cap, checked (a whole number >= 0, or None)."""
+    for key in required:
         if key not in doc:
             raise fail(f"{at}.{key}", "is required")
     jobs = doc.get("jobs")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
         raise fail(f"{at}.jobs", f"expected a whole number >= 0, got {jobs!r}")
+    return jobs
+
+
+def _generator(value: Any, at: str, fail: Any) -> GeneratorSpec:
+    doc = _mapping(value, at, fail)
+    _check_keys(doc, _GENERATOR_KEYS, at, fail)
+    jobs = _arrival_keys(doc, ("name", "queue", "interArrival", "duration"), at, fail)
     start = seconds(doc["start"], f"{at}.start", fail) if "start" in doc else 0.0
     end = seconds(doc["end"], f"{at}.end", fail) if "end" in doc else None
     if jobs is None and end is None:
@@ -433,12 +440,7 @@ def _queue_choice(doc: dict[str, Any], at: str, fail: Any) -> QueueChoice:
 def _trace(value: Any, at: str, fail: Any) -> TraceSpec:
     doc = _mapping(value, at, fail)
     _check_keys(doc, _TRACE_KEYS, at, fail)
-    for key in ("name", "pods", "interArrival", "duration"):
-        if key not in doc:
-            raise fail(f"{at}.{key}", "is required")
-    jobs = doc.get("jobs")
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0):
-        raise fail(f"{at}.jobs", f"expected a whole number >= 0, got {jobs!r}")
+    jobs = _arrival_keys(doc, ("name", "pods", "interArrival", "duration"), at, fail)
     pick = doc.get("pick", "random")
     if pick not in TRACE_PICKS:
         raise fail(f"{at}.pick", f"expected one of {', '.join(TRACE_PICKS)}, got {pick!r}")
