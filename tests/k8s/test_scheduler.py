@@ -295,9 +295,10 @@ PDB = create_namespaced_resource("policy", "v1beta1", "PodDisruptionBudget", "po
 def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
     scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
 ) -> None:
-    """The victim is protected by a PodDisruptionBudget, so kai evicts through the Eviction API, which
-    the API server refuses (429) until the budget's status allows a disruption: kai reports the refusal
-    and keeps the victim; once the budget allows it, the next cycle evicts and the preemptor binds."""
+    """The victim is protected by a PodDisruptionBudget whose status (what the API server decides by)
+    allows no disruption yet: kai holds the victim's eviction back, saying why on its PodGroup, and
+    keeps it; once the budget's status allows it, the next cycle evicts through the Eviction API and
+    the preemptor binds."""
     # This test plays the disruption controller (it writes the budget's status); another test of the
     # module may have started kube-controller-manager, whose controller would overwrite it.
     scheduler_cluster.stop_controller_manager()
@@ -321,12 +322,14 @@ def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
         high = gpu_pod("high", ns)
         high.spec.priorityClassName = "build-preemptible"  # 75 > train 50, preemptible: no quota needed
         admin.create(high)
+        low_pg = admin.get(Pod, "low", namespace=ns).metadata.annotations["pod-group-name"]
         refused = wait_for(
-            lambda: [e for e in events_for(admin, ns, "low") if e.reason == "EvictionRefused"],
-            "an EvictionRefused event on the victim",
+            lambda: [e for e in events_for(admin, ns, low_pg) if e.reason == "EvictionRefused"],
+            "an EvictionRefused event on the victim's PodGroup",
         )
-        assert refused[0].type == "Warning" and "429" in refused[0].message, refused[0].message
-        assert "preempt" in refused[0].message
+        assert refused[0].type == "Warning", refused[0]
+        assert f"PodDisruptionBudget {ns}/low-pdb allows 0 more disruptions" in refused[0].message
+        assert "preempt" in refused[0].message and "no pod touched" in refused[0].message
         time.sleep(2)  # more cycles: the victim stays, the preemptor waits, nothing is bound twice
         low = admin.get(Pod, "low", namespace=ns)
         assert low.metadata.deletionTimestamp is None and low.spec.nodeName == node
@@ -437,6 +440,7 @@ def test_a_standby_turns_the_collector_back_on_once_synced(scheduler_cluster: Co
             standby_opts = options(scheduler_cluster, lease=leader_opts.lease, gc_paused_until_synced=True)
             with InProcess(standby_opts) as standby:  # returns once its informers have synced
                 assert not standby.scheduler.leader.is_leader
-                assert gc.isenabled()
+                # synced() turns true with the last informer's list; the collector is enabled right after
+                wait_for(gc.isenabled, "the standby to enable the collector", timeout=5)
         finally:
             gc.enable()

@@ -7,9 +7,14 @@ PodGroup the grouper decided (409 = it exists: another pod of the workload made 
 pod with the annotation ``pod-group-name`` and the label ``kai.scheduler/subgroup-name``.
 
 An owner kai may not read (RBAC 403) or that is gone (404) ends the chain, as a stand-in known only by
-its reference, as in ``kai sim``. A ManifestError from the grouper (a bad label on the RayCluster, say)
-becomes a ``PodGrouperWarning`` event on the pod and the pod is left alone; an API error puts the pod
-back in the queue with backoff. A PodGroup that exists but no longer matches what the grouper decides
+its reference, as in ``kai sim``. The walk is bounded: at most ``MAX_CHAIN`` owners, each nested at most
+``MAX_OWNER_DEPTH`` levels deep (a CRD that keeps unknown fields lets a user store JSON thousands of
+levels deep, which the decoders would meet with RecursionError); an owner past either bound is refused.
+A ManifestError from the grouper (a bad label on the RayCluster, an owner refused) becomes a
+``PodGrouperWarning`` event on the pod and the pod is left alone; an API error puts the pod back in the
+queue with backoff; anything else (a bug) is logged with its traceback, reported on the pod the same
+way, and costs only that pod: the worker goes on, and the workers themselves run under the
+scheduler's supervisor. A PodGroup that exists but no longer matches what the grouper decides
 (the workload was scaled or edited, and a new pod of it arrived) has its spec patched, as KAI's pod
 controller updates it in place; fields kai does not manage (and the status) are left alone.
 """
@@ -26,13 +31,33 @@ from kai.api.errors import ManifestError
 from kai.api.objects import ObjectMeta, Pod, PodGroup, SubGroup, TopologyConstraint, parse_meta
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload, pod_as_owner, split_api_version
 from kai.k8s._api import Api, ApiError, Backoff
+from kai.k8s._fence import Fenced
+from kai.k8s._supervisor import Supervisor
 from kai.podgrouper import group_pod
 from kai.scheduler.decisions import Event
 from kai.store import Key, Store
 
 _GROUPER_BACKOFF = Backoff(initial=0.5, cap=30.0)
 log = logging.getLogger("kai.k8s.podgrouper")
-MAX_CHAIN = 16
+MAX_CHAIN = 16  # owners followed up from a pod
+MAX_OWNER_DEPTH = 100  # nesting levels of an owner object (a JobSet's pod template is about 20 deep)
+
+
+def nesting_depth(doc: Any, limit: int) -> int:
+    """How deep *doc* (decoded JSON) nests, without recursion; stops counting past *limit*."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        obj, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        if isinstance(obj, dict):
+            stack.extend((v, depth + 1) for v in obj.values() if isinstance(v, dict | list))
+        elif isinstance(obj, list):
+            stack.extend((v, depth + 1) for v in obj if isinstance(v, dict | list))
+    return deepest
 
 
 def _duration(seconds: float | None) -> str | None:
@@ -156,9 +181,20 @@ class PodGrouper:
         self._queued: set[Key] = set()
         self._failures: dict[Key, int] = {}
         self._plurals: dict[str, dict[str, str]] = {}  # apiVersion → kind → plural
-        self._workers = [asyncio.ensure_future(self._work()) for _ in range(workers)]
+        self._n_workers = workers
+        self._workers: list[asyncio.Task[None]] = []
         self.grouped = 0
         self.updated = 0  # PodGroups whose spec was patched to follow their workload
+        self.errors = 0  # pods a bug kept from being grouped
+
+    def start(self, supervisor: Supervisor, api: Any = None) -> None:
+        """Start the workers under *supervisor*, writing through *api* (the fenced writer; reads pass
+        through it too). Pods enqueued before wait for this."""
+        if api is not None:
+            self.api = api
+        if not self._workers:
+            entries = [supervisor.start("podgrouper", self._work) for _ in range(self._n_workers)]
+            self._workers = [e.task for e in entries if e.task is not None]
 
     def enqueue(self, key: Key) -> None:
         if key not in self._queued:
@@ -186,15 +222,24 @@ class PodGrouper:
                 delay = self.backoff.delay(n)
                 log.warning("grouping failed", extra={"pod": f"{key[0]}/{key[1]}", "error": str(e), "delay_s": delay})
                 asyncio.get_running_loop().call_later(delay, self.enqueue, key)
+            except Fenced:
+                return  # the Lease is lost: this replica groups nothing more (the next leader will)
+            except Exception as e:  # a bug costs this pod only: said on the pod, the worker goes on
+                self.errors += 1
+                self._failures.pop(key, None)
+                log.exception("grouping failed with an internal error", extra={"pod": f"{key[0]}/{key[1]}"})
+                ref = f"Pod/{key[0] or 'default'}/{key[1]}"
+                message = f"kai could not group this pod (internal error {type(e).__name__}: {str(e)[:200]})"
+                self.record([Event(ref, "Warning", "PodGrouperWarning", message)])
 
     async def group(self, pod: Pod) -> None:
         """Group one pod: owner chain → PodGroup → pod patch."""
         ns = pod.meta.namespace or "default"
         ref = f"Pod/{ns}/{pod.meta.name}"
         fetched: dict[tuple[str, str, str, str], Workload] = {}
-        chain = await self._owner_chain(pod, fetched)
         classes = {pc.meta.name for pc in self.store.list("PriorityClass")}
         try:
+            chain = await self._owner_chain(pod, fetched)
             grouping = group_pod(pod, chain, view=_View(fetched, self.store), priority_classes=classes)
         except ManifestError as e:
             located = e if e.obj else e.located(obj=ref)
@@ -283,12 +328,20 @@ class PodGrouper:
         if plural is None:
             return None
         base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        refused = ManifestError(
+            f"owner {kind}/{name} is nested more than {MAX_OWNER_DEPTH} levels deep; kai does not read it",
+            obj=f"{kind}/{ns}/{name}",
+        )
         try:
             doc = await self.api.request("GET", f"{base}/namespaces/{ns}/{plural}/{name}")
         except ApiError as e:
             if e.code in (403, 404):
                 return None
+            if e.reason == "Undecodable":  # deeper than the JSON decoder recurses
+                raise refused from e
             raise
+        if not isinstance(doc, dict) or nesting_depth(doc, MAX_OWNER_DEPTH) > MAX_OWNER_DEPTH:
+            raise refused
         doc.get("metadata", {}).pop("managedFields", None)
         if (api_version, kind) in WORKLOAD_KINDS:
             return parse_workload(doc)

@@ -11,7 +11,16 @@ Theory of operation:
    binds and evictions this process made that the watch has not shown yet laid over it) →
    ``build_snapshot`` → ``run_cycle`` (the pure engine, in a worker thread so watches keep flowing) →
    the Applier sends the decisions. No cycle runs while an informer is re-listing after a 410.
-5. Losing the Lease ends ``run`` with exit code 1 (the process exits, as kube-scheduler does).
+5. Losing the Lease ends ``run`` with exit code 1 (the process exits, as kube-scheduler does). Every
+   write is fenced (``kai.k8s._fence``): the Fence closes the moment the Lease is lost, before ``run``
+   returns, and a cycle writes under the Lease term it started with.
+
+Every background task (informers, pod-grouper and event workers, the cycle loop, the Lease renewal)
+runs under one Supervisor, which restarts a task that fails, with backoff, and counts it
+(``kai_task_failures_total``). Health is honest: ``/healthz`` fails when a task keeps failing or, on
+the leader, when no cycle has completed for ``health_cycle_periods`` periods (a minute at least);
+``/readyz`` says whether this replica could serve now (every informer live, nothing failing), leader
+or standby alike, so a rolling update can replace a leader with a ready standby.
 
 Network I/O lives in the Informers, Applier, EventRecorder, PodGrouper and LeaderElector; this module
 only wires them and never decides anything about placement.
@@ -39,10 +48,12 @@ from kai.k8s._api import Api, ApiError, load_config
 from kai.k8s._apply import Applier
 from kai.k8s._decode import KINDS, PDB_V1BETA1, KindSpec
 from kai.k8s._events import EventRecorder
+from kai.k8s._fence import Fence, Fenced
 from kai.k8s._grouper import PodGrouper, needs_group
-from kai.k8s._informer import Informer
+from kai.k8s._informer import PROGRESS_DEADLINE_S, WATCH_TIMEOUT_S, Informer
 from kai.k8s._leader import LeaderElector, LeaseConfig
 from kai.k8s._metrics import Metrics, serve_http
+from kai.k8s._supervisor import Supervisor
 from kai.scheduler.decisions import CycleResult, Event
 from kai.store import Key, Store
 
@@ -69,6 +80,11 @@ class SchedulerOptions:
     metrics_port: int | None = 8080  # None: no HTTP endpoints; 0: any free port
     bind_concurrency: int = 64
     max_connections: int = 128
+    watch_timeout_s: int = WATCH_TIMEOUT_S  # each watch ends after this and is opened again
+    progress_deadline_s: float = PROGRESS_DEADLINE_S  # a kind not heard from for this long is not live
+    status_qps: float = 100.0  # status writes a second (token bucket), and the burst above it
+    status_burst: float = 500.0
+    health_cycle_periods: int = 60  # /healthz fails on a leader with no cycle for this many periods (>= 60 s)
     # run_scheduler pauses Python's cyclic collector from the process's start: the start-up and the
     # initial lists allocate ~10^5 objects that all live on, so collections then only cost time. The
     # collector is enabled again once the initial objects are frozen (end of _start_informers), by a
@@ -97,6 +113,8 @@ class KaiScheduler:
         self.identity = options.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.store = Store(feed_limit=1000)
         self.metrics = Metrics()
+        self.supervisor = Supervisor(on_failure_metric=lambda name: self.metrics.task_failures.labels(name).inc())
+        self.fence = Fence() if options.leader_elect else Fence.open_always()
         self.informers: dict[str, Informer] = {}
         self.cycles: list[CycleRecord] = []
         self.last_result: CycleResult | None = None
@@ -111,21 +129,41 @@ class KaiScheduler:
         self._started_sync = False
         self._conf_error = ""
         self._relists_counted: dict[str, int] = {}
+        self._cycle_wanted_since: float | None = None  # monotonic: a cycle was due and none has completed since
+        self.last_cycle_end: float | None = None
+        self._logged_not_live: tuple[str, ...] = ()
 
     # ---- probes ----------------------------------------------------------------------------
 
     def synced(self) -> bool:
+        """Every kind listed, its informer running and heard from within the progress deadline."""
         started = len(self.informers) == len(KINDS)  # the PDB informer starts after a discovery call
-        return started and all(i.synced.is_set() for i in self.informers.values())
+        now = time.monotonic()
+        return started and all(i.live(now) for i in self.informers.values())
+
+    def not_live(self) -> list[str]:
+        now = time.monotonic()
+        return [k for k, i in self.informers.items() if not i.live(now)]
 
     def _healthz(self) -> tuple[bool, str]:
+        ok, why = self.supervisor.healthy()
+        if not ok:
+            return False, why
+        stall = max(60.0, self.options.health_cycle_periods * self.options.schedule_period_s)
+        since = self._cycle_wanted_since
+        if since is not None and time.monotonic() - since > stall:
+            return False, f"no cycle completed for {time.monotonic() - since:.0f} s"
         return True, "ok"
 
     def _readyz(self) -> tuple[bool, str]:
-        if self.leader is not None and not self.leader.is_leader:
-            return False, "standby: waiting for the leader lease"
+        ok, why = self._healthz()
+        if not ok:
+            return False, why
         if not self.synced():
-            return False, "syncing informers"
+            missing = self.not_live() or [k.kind for k in KINDS if k.kind not in self.informers]
+            return False, f"informers not live: {', '.join(missing)}"
+        if self.leader is not None and not self.leader.is_leader:
+            return True, "ok (standby)"
         return True, "ok"
 
     def stop(self) -> None:
@@ -138,7 +176,6 @@ class KaiScheduler:
         """Run until stop() (exit 0) or until the Lease is lost (exit 1)."""
         self.api = Api(load_config(self.options.kubeconfig), max_connections=self.options.max_connections)
         server = None
-        tasks: list[asyncio.Task[Any]] = []
         try:
             if self.options.metrics_port is not None:
                 server = await serve_http(
@@ -150,45 +187,37 @@ class KaiScheduler:
                 )
                 self.http_port = server.sockets[0].getsockname()[1]
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
-            # kube-scheduler's do); nothing is written (PodGroups, events, binds) before the Lease is held.
-            syncing = asyncio.ensure_future(self._start_informers(tasks))
+            # kube-scheduler's are); nothing is written (PodGroups, events, binds) before the Lease is held.
+            syncing = asyncio.ensure_future(self._start_informers())
             _preload_engine()
+            stopped = asyncio.ensure_future(self._stop.wait())
+            hold: asyncio.Future[Any] | None = None
             if self.options.leader_elect:
-                self.leader = LeaderElector(self.api, self.identity, self.options.lease)
+                self.leader = LeaderElector(self.api, self.identity, self.options.lease, self.fence)
                 acquired = asyncio.ensure_future(self.leader.acquire())
-                stopped = asyncio.ensure_future(self._stop.wait())
                 await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
                 if not acquired.done():
                     acquired.cancel()
                     syncing.cancel()
-                    await asyncio.gather(syncing, return_exceptions=True)
+                    await asyncio.gather(acquired, syncing, return_exceptions=True)
                     return EXIT_OK
-                stopped.cancel()
                 self.metrics.leader.set(1)
-            # Renew the Lease from the moment it is held: a long first sync must not let it lapse.
-            hold = asyncio.ensure_future(self.leader.hold()) if self.leader is not None else None
-            stopped = asyncio.ensure_future(self._stop.wait())
+                # Renew the Lease from the moment it is held: a long first sync must not let it lapse.
+                entry = self.supervisor.start("leader-election", self.leader.hold)
+                hold = entry.task
             start = asyncio.ensure_future(self._start_writers(syncing))
-            done, _ = await asyncio.wait(
-                {start, stopped} | ({hold} if hold is not None else set()), return_when=asyncio.FIRST_COMPLETED
-            )
+            waits: set[asyncio.Future[Any]] = {start, stopped} | ({hold} if hold is not None else set())
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             if start not in done:
                 start.cancel()
                 await asyncio.gather(start, return_exceptions=True)
             elif start.exception() is not None:
                 raise start.exception()  # type: ignore[misc]
             else:
-                loop_task = asyncio.ensure_future(self._loop())
-                tasks.append(loop_task)
-                waits: set[asyncio.Future[Any]] = {loop_task, stopped}
-                if hold is not None:
-                    waits.add(hold)
+                waits.discard(start)
                 done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                if loop_task in done and loop_task.exception() is not None:
-                    raise loop_task.exception()  # type: ignore[misc]
-            for t in (stopped, hold):
-                if t is not None and not t.done():
-                    t.cancel()
+            if not stopped.done():
+                stopped.cancel()
             if hold is not None and hold in done:
                 self.metrics.leader.set(0)
                 return EXIT_LOST_LEASE
@@ -196,14 +225,13 @@ class KaiScheduler:
         finally:
             if self.options.gc_paused_until_synced:
                 gc.enable()  # stopped before the sync ended
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.supervisor.close()  # the Lease renewal last of all: it is one of them
             if self.grouper is not None:
                 await self.grouper.close()
             if self.events is not None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.events.flush(), timeout=2)
+                if self.fence.current() is not None:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self.events.flush(), timeout=2)
                 await self.events.close()
             if self.leader is not None:
                 await self.leader.release()
@@ -211,8 +239,8 @@ class KaiScheduler:
                 server.close()
             await self.api.close()
 
-    async def _start_informers(self, tasks: list[asyncio.Task[Any]]) -> float:
-        """Start every informer and wait until all have listed; the seconds the sync took."""
+    async def _start_informers(self) -> float:
+        """Start every informer (supervised) and wait until all have listed; the seconds the sync took."""
         assert self.api is not None
         api = self.api
         t0 = time.perf_counter()
@@ -220,9 +248,17 @@ class KaiScheduler:
         self.grouper = PodGrouper(api, self.store, self.events.record)
 
         def start(spec: KindSpec) -> None:
-            inf = Informer(api, spec, self.store, on_change=self._on_change(spec.kind), on_invalid=self._on_invalid)
+            inf = Informer(
+                api,
+                spec,
+                self.store,
+                on_change=self._on_change(spec.kind),
+                on_invalid=self._on_invalid,
+                watch_timeout_s=self.options.watch_timeout_s,
+                progress_deadline_s=self.options.progress_deadline_s,
+            )
             self.informers[spec.kind] = inf
-            tasks.append(asyncio.ensure_future(inf.run()))
+            self.supervisor.start(f"informer/{spec.kind}", inf.run)
 
         for spec in KINDS:  # the PodDisruptionBudgets' API version is discovered while the others list
             if spec.kind != "PodDisruptionBudget":
@@ -235,10 +271,14 @@ class KaiScheduler:
             self.informers["Pod"],
             self.informers["PodGroup"],
             self.informers["Queue"],
+            self.informers["PodDisruptionBudget"],
             self.events,
             self.metrics,
+            fence=self.fence,
             bind_concurrency=self.options.bind_concurrency,
             pdb_api_version=pdb_spec.api_version,
+            status_qps=self.options.status_qps,
+            status_burst=self.options.status_burst,
         )
         await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
         # The initial objects live for the process's life: frozen, the collector stops rescanning them.
@@ -252,11 +292,17 @@ class KaiScheduler:
         return time.perf_counter() - t0
 
     async def _start_writers(self, syncing: asyncio.Future[float]) -> None:
-        """Once leading: wait for the sync, then start the event writers and the pod-grouper."""
+        """Once leading: wait for the sync, then start the event writers, the pod-grouper and the cycle
+        loop, all writing through the Fence for the term held now."""
         seconds = await syncing
-        assert self.events is not None and self.grouper is not None
+        assert self.events is not None and self.grouper is not None and self.api is not None
+        term = self.fence.current()
+        if term is None:
+            raise Fenced("the Lease was lost before the informers synced")
+        writer = self.fence.api(self.api, term)
         self._started_sync = True
-        self.events.start()
+        self.events.start(self.supervisor, writer)
+        self.grouper.start(self.supervisor, writer)
         log.info(
             "informers synced",
             extra={
@@ -267,6 +313,7 @@ class KaiScheduler:
         for pod in self.store.list("Pod"):
             if needs_group(pod):
                 self.grouper.enqueue((pod.meta.namespace or "", pod.meta.name))
+        self.supervisor.start("cycle-loop", self._loop)
 
     async def _pdb_spec(self) -> KindSpec:
         """policy/v1 where served (1.21+), else policy/v1beta1 (Kubernetes 1.20)."""
@@ -294,6 +341,8 @@ class KaiScheduler:
                     self._wake_soon()  # a new pending pod, or one the pod-grouper just grouped
             elif kind == "PodGroup" and op == "ADDED":
                 self._wake_soon()
+            elif kind == "PodGroup" and op == "DELETED" and old is not None:
+                self.metrics.forget_podgroup(old.meta.uid)
 
         return changed
 
@@ -342,12 +391,30 @@ class KaiScheduler:
                 self._wake.clear()
                 await asyncio.sleep(NEW_POD_DEBOUNCE_S)
             next_due = time.monotonic() + period
-            if not self.synced():
-                continue  # a kind is re-listing after 410 Gone: decide nothing on stale data
+            if not self.synced():  # a kind is re-listing, or its watch went quiet: decide nothing on stale data
+                self._note_not_live()
+                continue
+            if self._cycle_wanted_since is None:
+                self._cycle_wanted_since = time.monotonic()
             try:
                 await self.cycle()
+            except Fenced as e:  # the Lease is lost: run() returns as soon as the renewal loop says so
+                self.metrics.fenced.inc()
+                log.warning("writes fenced: the Lease is not held", extra={"error": str(e)})
             except Exception:  # a bug must not stop the scheduler: log it, try again next period
                 log.exception("cycle failed")
+            else:
+                self._cycle_wanted_since = None
+                self.last_cycle_end = time.monotonic()
+            if self.last_cycle_end is not None:
+                self.metrics.cycle_age.set(time.monotonic() - self.last_cycle_end)
+
+    def _note_not_live(self) -> None:
+        """Say once per change which kinds hold the cycles back."""
+        missing = tuple(self.not_live())
+        if missing != self._logged_not_live:
+            log.warning("no cycle: informers not live", extra={"kinds": list(missing)})
+        self._logged_not_live = missing
 
     def conf(self) -> SchedulerConf:
         from kai.scheduler.conf import ConfigError, SchedulerConf
@@ -370,14 +437,18 @@ class KaiScheduler:
         from kai.scheduler.snapshot import build_snapshot
 
         assert self.applier is not None
+        term = self.fence.current()  # the Lease term this cycle writes under, taken before it decides
+        if term is None:
+            raise Fenced("the Lease is not held")
         t0 = time.perf_counter()
         now = time.time()
-        self.applier.assumed.expire(self.store, self.applier.assume_ttl_s, time.monotonic())
-        pods = self.applier.assumed.pods(self.store, now)
+        assumed = self.applier.assumed
+        assumed.expire(self.store, time.monotonic(), self.informers["Pod"].heard_since)
+        pods = assumed.pods(self.store, now)
         snap = build_snapshot(
             nodes=self.store.list("Node"),
             pods=pods,
-            podgroups=self.store.list("PodGroup"),
+            podgroups=assumed.podgroups(self.store),
             queues=self.store.list("Queue"),
             priority_classes=self.store.list("PriorityClass"),
             now=now,
@@ -388,7 +459,7 @@ class KaiScheduler:
         result = await asyncio.to_thread(run_cycle, snap, self.conf())
         t2 = time.perf_counter()
         uids = {(p.meta.namespace or "", p.meta.name): p.meta.uid for p in pods}
-        stats = await self.applier.apply(result, uids)
+        stats = await self.applier.apply(result, uids, term=term)
         t3 = time.perf_counter()
         self.last_result = result
         self.metrics.record_cycle(result, e2e_s=t3 - t0, snapshot_s=t1 - t0, apply_s=t3 - t2)

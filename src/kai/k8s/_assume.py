@@ -1,0 +1,126 @@
+"""What this process did that the watch has not shown yet, laid over the Store for the next snapshots.
+
+Rules, as kube-scheduler's assume cache (which since Kubernetes 1.23 never expires an assumed pod on
+time alone, kubernetes#106361):
+
+* A bind the API server answered 201 (or one read back bound after an unclear answer) counts as bound
+  until the Store shows it bound, or shows the pod gone or replaced (another uid). A pod's nodeName
+  never changes once set, so nothing else can refute it.
+* An eviction answered 2xx counts as releasing until the Store shows the pod terminating or gone.
+* A bind whose answer was lost and could not be read back is *in doubt*: it counts as bound on the
+  node it was sent for (its room is not given away), until the Store shows it bound or gone, or the pod
+  watch has been heard from ``doubt_s`` after the attempt with the pod still unbound (then it did not
+  happen and the pod is planned again).
+* As a backstop against a bug leaking entries, an assumption older than ``ttl_s`` (counted from when
+  its request finished) is dropped, but only if the pod watch has been heard from since then: a watch
+  that is stalled or down never makes kai forget its own binds. ``ttl_s`` is longer than the informers'
+  progress deadline.
+* A gang whose binds partly failed is *broken*: its PodGroup is shown to the engine as stale since the
+  epoch, so the next cycle's stale gang eviction evicts the bound part at once unless allocate
+  completes the gang first (then the cycle clears it). The mark goes when a cycle reports the gang not
+  stale, or the PodGroup is gone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from kai.api import constants as C
+from kai.api.gpugroups import gpu_group_labels, group_labels
+from kai.api.objects import Pod, PodGroup
+from kai.scheduler.decisions import PodGroupStatus
+from kai.store import Key, Store
+
+ASSUME_TTL_S = 120.0
+DOUBT_S = 5.0
+
+HeardSince = Callable[[float], bool]  # the pod watch was heard from after monotonic time t
+
+
+class AssumedBind(NamedTuple):
+    uid: str
+    node: str
+    when: float  # monotonic, when the request finished
+    gpu_groups: tuple[str, ...]
+    doubt: bool = False  # the answer was lost: it may not have happened
+
+
+class AssumedEviction(NamedTuple):
+    uid: str
+    when: float
+
+
+@dataclass
+class Assumed:
+    """Binds, evictions and broken gangs the Store does not show yet."""
+
+    binds: dict[Key, AssumedBind] = field(default_factory=dict)
+    evictions: dict[Key, AssumedEviction] = field(default_factory=dict)
+    broken: dict[Key, float] = field(default_factory=dict)  # PodGroup → monotonic time its binds partly failed
+    ttl_s: float = ASSUME_TTL_S
+    doubt_s: float = DOUBT_S
+
+    def expire(self, store: Store, now: float, heard_since: HeardSince) -> None:
+        """Forget what the Store now confirms or refutes (module docstring)."""
+        for key, b in list(self.binds.items()):
+            pod = store.get("Pod", key)
+            if pod is None or pod.meta.uid != b.uid or pod.node_name:
+                del self.binds[key]
+            elif b.doubt and heard_since(b.when + self.doubt_s):
+                del self.binds[key]  # the watch is past the attempt and the pod is unbound: it did not happen
+            elif now - b.when > self.ttl_s and heard_since(b.when + self.ttl_s):
+                del self.binds[key]
+        for key, e in list(self.evictions.items()):
+            pod = store.get("Pod", key)
+            shown = pod is None or pod.meta.uid != e.uid or pod.meta.deletion_timestamp is not None
+            if shown or (now - e.when > self.ttl_s and heard_since(e.when + self.ttl_s)):
+                del self.evictions[key]
+        for key in [k for k in self.broken if store.get("PodGroup", k) is None]:
+            del self.broken[key]
+
+    def pods(self, store: Store, now: float) -> list[Pod]:
+        """The Store's pods with the assumptions laid over them (copies; the Store is not changed)."""
+        pods = store.list("Pod")
+        if not self.binds and not self.evictions:
+            return pods
+        out = []
+        for pod in pods:
+            key = (pod.meta.namespace or "", pod.meta.name)
+            b = self.binds.get(key)
+            if b is not None and b.uid == pod.meta.uid and not pod.node_name:
+                pod = dataclasses.replace(pod, node_name=b.node)
+                if b.gpu_groups and set(group_labels(pod)) != set(b.gpu_groups):
+                    labels = {k: v for k, v in pod.meta.labels.items() if not is_group_label(k)}
+                    labels.update(gpu_group_labels(b.gpu_groups))
+                    pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, labels=labels))
+            ev = self.evictions.get(key)
+            if ev is not None and ev.uid == pod.meta.uid and pod.meta.deletion_timestamp is None:
+                pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, deletion_timestamp=now))
+            out.append(pod)
+        return out
+
+    def podgroups(self, store: Store) -> list[PodGroup]:
+        """The Store's PodGroups, broken gangs shown stale since the epoch (evicted at once if still short)."""
+        pgs = store.list("PodGroup")
+        if not self.broken:
+            return pgs
+        return [
+            dataclasses.replace(pg, stale_since=0.0) if (pg.meta.namespace or "", pg.meta.name) in self.broken else pg
+            for pg in pgs
+        ]
+
+    def settle(self, statuses: list[PodGroupStatus]) -> None:
+        """After a cycle: a broken gang the cycle found not stale (completed, or wholly pending) is whole."""
+        if not self.broken:
+            return
+        for st in statuses:
+            key = (st.namespace, st.name)
+            if key in self.broken and st.stale_since is None:
+                del self.broken[key]
+
+
+def is_group_label(key: str) -> bool:
+    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")
