@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 import uuid
@@ -30,7 +31,15 @@ from lightkube.resources.core_v1 import Namespace, Node, Pod
 from kai.api.workloads import Workload, parse_workload
 from kai.k8s._leader import LeaseConfig
 from kai.k8s._scheduler import KaiScheduler, SchedulerOptions
-from kai.k8s.envtest import NOT_READY_TAINT, Binaries, ControlPlane, create_node, mark_pod_running
+from kai.k8s.envtest import (
+    NOT_READY_TAINT,
+    SCHEDULER_USER,
+    Binaries,
+    ControlPlane,
+    FaultProxy,
+    create_node,
+    mark_pod_running,
+)
 from kai.sim.controllers import ray as kuberay
 from tests.k8s.conftest import REPO, run_kai
 
@@ -158,6 +167,15 @@ def options(cp: ControlPlane, **kw: Any) -> SchedulerOptions:
     }
     base.update(kw)
     return SchedulerOptions(**base)
+
+
+@contextlib.contextmanager
+def through_proxy(
+    cp: ControlPlane, workdir: Path, name: str = "kai", seed: int = 0
+) -> Iterator[tuple[FaultProxy, Path]]:
+    """A FaultProxy in front of *cp*'s API server and a kubeconfig of kai's ServiceAccount through it."""
+    with FaultProxy(name, "127.0.0.1", cp.apiserver_port, cp.ca_file, seed=seed) as proxy:
+        yield proxy, proxy.kubeconfig(workdir / f"{name}.kubeconfig", cp.token(SCHEDULER_USER))
 
 
 class InProcess:

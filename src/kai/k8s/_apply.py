@@ -127,9 +127,15 @@ class Applier:
         stats.bind_cpu_s = time.process_time() - c0
         bound = {(b.pod.namespace, b.pod.name) for b in result.binds}
         failed_binds = {f"Pod/{b.pod}" for b in result.binds if (b.pod.namespace, b.pod.name) not in self.assumed.binds}
-        events = [e for e in result.events if not (e.reason == "Scheduled" and e.object in failed_binds)]
+        broken = {f"PodGroup/{ns}/{name}" for ns, name in self.assumed.broken}
+        events = [
+            e
+            for e in result.events
+            if not (e.reason == "Scheduled" and e.object in failed_binds)
+            and not (e.reason == "NotReady" and e.object in broken)  # the cycle saw only part of the gang
+        ]
         self.events.record(events + extra)
-        writes = self.status.writes(result, bound, self._w)
+        writes = self.status.writes(result, bound, self._w, quiet=self.assumed.broken)
         await self._gather(self._counted(w, stats) for w in writes)
         stats.status_s = time.perf_counter() - t0 - stats.bind_s
         return stats
@@ -238,18 +244,28 @@ class Applier:
         """A gang some of whose binds of this cycle went through and some did not is broken: the next
         cycle completes it or evicts its bound part at once (``kai.k8s._assume``)."""
         done: dict[Key, int] = {}
-        failed: dict[Key, int] = {}
+        failed: dict[Key, list[Key]] = {}
         for b in binds:
             gang = (b.pod.namespace, b.podgroup)
-            counts = done if (b.pod.namespace, b.pod.name) in self.assumed.binds else failed
-            counts[gang] = counts.get(gang, 0) + 1
-        for gang, n in failed.items():
+            key = (b.pod.namespace, b.pod.name)
+            if key in self.assumed.binds:
+                done[gang] = done.get(gang, 0) + 1
+                self.assumed.bound_ok(key)
+            else:
+                failed.setdefault(gang, []).append(key)
+        now = time.monotonic()
+        for gang, keys in failed.items():
             if gang not in done:
                 continue
-            self.assumed.broken[gang] = time.monotonic()
+            self.assumed.broken[gang] = now
+            for key in keys:
+                pod = self.store.get("Pod", key)
+                if pod is not None:
+                    self.assumed.hold_back(key, pod.meta.uid, now)
+            n = len(keys)
             message = (
-                f"{n} of {n + done[gang]} binds of gang {gang[0]}/{gang[1]} failed; unless the next cycle completes "
-                "the gang, its bound pods are evicted at once"
+                f"{n} of {n + done[gang]} binds of gang {gang[0]}/{gang[1]} failed; if its bound pods do not meet "
+                "its minimum on their own they are evicted at once, and the gang is placed whole again"
             )
             extra.append(Event(f"PodGroup/{gang[0]}/{gang[1]}", "Warning", "FailedBinding", message))
             log.warning("gang bound in part", extra={"podgroup": f"{gang[0]}/{gang[1]}", "failed": n})

@@ -15,10 +15,13 @@ time alone, kubernetes#106361):
   its request finished) is dropped, but only if the pod watch has been heard from since then: a watch
   that is stalled or down never makes kai forget its own binds. ``ttl_s`` is longer than the informers'
   progress deadline.
-* A gang whose binds partly failed is *broken*: its PodGroup is shown to the engine as stale since the
-  epoch, so the next cycle's stale gang eviction evicts the bound part at once unless allocate
-  completes the gang first (then the cycle clears it). The mark goes when a cycle reports the gang not
-  stale, or the PodGroup is gone.
+* A gang whose binds partly failed is *broken*. The next cycle decides on its bound part alone: the
+  pods whose bind failed are held back (left out of the snapshots) for a backoff, 1 s doubling to 10 s
+  per consecutive failure as kube-scheduler backs a pod off, and the PodGroup is shown to the engine as
+  stale since the epoch, so if the bound part no longer meets minMember the stale gang eviction
+  evicts it at once instead of after the staleness grace. The mark goes when a cycle reports the gang
+  not stale (its bound part suffices, or nothing of it is bound any more), or the PodGroup is gone;
+  the held-back pods come back when their backoff ends, and the gang is placed whole again.
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from typing import NamedTuple
 from kai.api import constants as C
 from kai.api.gpugroups import gpu_group_labels, group_labels
 from kai.api.objects import Pod, PodGroup
+from kai.k8s._api import Backoff
 from kai.scheduler.decisions import PodGroupStatus
 from kai.store import Key, Store
 
 ASSUME_TTL_S = 120.0
 DOUBT_S = 5.0
+HOLD_BACK = Backoff(initial=1.0, cap=10.0)
 
 HeardSince = Callable[[float], bool]  # the pod watch was heard from after monotonic time t
 
@@ -53,6 +58,12 @@ class AssumedEviction(NamedTuple):
     when: float
 
 
+class HeldBack(NamedTuple):
+    uid: str
+    until: float  # monotonic
+    failures: int  # consecutive failed binds (the backoff doubles with each)
+
+
 @dataclass
 class Assumed:
     """Binds, evictions and broken gangs the Store does not show yet."""
@@ -60,8 +71,19 @@ class Assumed:
     binds: dict[Key, AssumedBind] = field(default_factory=dict)
     evictions: dict[Key, AssumedEviction] = field(default_factory=dict)
     broken: dict[Key, float] = field(default_factory=dict)  # PodGroup → monotonic time its binds partly failed
+    held_back: dict[Key, HeldBack] = field(default_factory=dict)  # pods of broken gangs whose bind failed
     ttl_s: float = ASSUME_TTL_S
     doubt_s: float = DOUBT_S
+
+    def hold_back(self, key: Key, uid: str, now: float) -> None:
+        """Leave pod *key* (whose bind failed in a broken gang) out of the snapshots for a backoff."""
+        old = self.held_back.get(key)
+        failures = old.failures + 1 if old is not None and old.uid == uid else 1
+        self.held_back[key] = HeldBack(uid, now + HOLD_BACK.delay(failures - 1), failures)
+
+    def bound_ok(self, key: Key) -> None:
+        """Pod *key* was bound: its backoff starts over."""
+        self.held_back.pop(key, None)
 
     def expire(self, store: Store, now: float, heard_since: HeardSince) -> None:
         """Forget what the Store now confirms or refutes (module docstring)."""
@@ -80,15 +102,23 @@ class Assumed:
                 del self.evictions[key]
         for key in [k for k in self.broken if store.get("PodGroup", k) is None]:
             del self.broken[key]
+        for key, h in list(self.held_back.items()):  # a pod bound or gone meanwhile needs no backoff
+            pod = store.get("Pod", key)
+            if pod is None or pod.meta.uid != h.uid or pod.node_name or now - h.until > HOLD_BACK.cap:
+                del self.held_back[key]
 
-    def pods(self, store: Store, now: float) -> list[Pod]:
-        """The Store's pods with the assumptions laid over them (copies; the Store is not changed)."""
+    def pods(self, store: Store, now: float, mono: float) -> list[Pod]:
+        """The Store's pods with the assumptions laid over them (copies; the Store is not changed), less
+        the pods held back. *now* is wall time, *mono* monotonic time."""
         pods = store.list("Pod")
-        if not self.binds and not self.evictions:
+        if not self.binds and not self.evictions and not self.held_back:
             return pods
         out = []
         for pod in pods:
             key = (pod.meta.namespace or "", pod.meta.name)
+            h = self.held_back.get(key)
+            if h is not None and h.uid == pod.meta.uid and mono < h.until:
+                continue
             b = self.binds.get(key)
             if b is not None and b.uid == pod.meta.uid and not pod.node_name:
                 pod = dataclasses.replace(pod, node_name=b.node)

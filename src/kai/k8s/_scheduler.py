@@ -443,8 +443,9 @@ class KaiScheduler:
         t0 = time.perf_counter()
         now = time.time()
         assumed = self.applier.assumed
-        assumed.expire(self.store, time.monotonic(), self.informers["Pod"].heard_since)
-        pods = assumed.pods(self.store, now)
+        mono = time.monotonic()
+        assumed.expire(self.store, mono, self.informers["Pod"].heard_since)
+        pods = assumed.pods(self.store, now, mono)
         snap = build_snapshot(
             nodes=self.store.list("Node"),
             pods=pods,

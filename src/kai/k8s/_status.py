@@ -17,10 +17,11 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from typing import Any, NamedTuple
 
 from kai.api import constants as C
@@ -101,14 +102,22 @@ class StatusWriter:
         self._refreshed: dict[tuple[str, Key], float] = {}  # (kind, object) → when its message was last written
         self.api: Any = None  # the cycle's writer, set by writes()
 
-    def writes(self, result: CycleResult, bound: set[Key], api: Any) -> list[Awaitable[None]]:
-        """The writes *result* calls for, in order of precedence, within the rate limit."""
+    def writes(
+        self, result: CycleResult, bound: set[Key], api: Any, quiet: Collection[Key] = ()
+    ) -> list[Awaitable[None]]:
+        """The writes *result* calls for, in order of precedence, within the rate limit. The conditions
+        of the PodGroups in *quiet* (broken gangs, some of whose pods are held back from the cycle) and of
+        their pods are left as they are: the cycle saw only part of them."""
         self.api = api
         now = time.monotonic()
         self._forget_old(now)
         out: list[Awaitable[None]] = []
         deferred = 0
-        for w in self._wanted(result, bound, now):
+        statuses = result.podgroups
+        if quiet:
+            statuses = [st._replace(conditions=()) if (st.namespace, st.name) in quiet else st for st in statuses]
+            result = dataclasses.replace(result, podgroups=statuses)
+        for w in self._wanted(result, bound, now, quiet):
             if w.why == "always" or self.bucket.take():
                 out.append(self._patch(w.path, w.body, w.content_type, w.op))
                 if w.refresh is not None:
@@ -123,12 +132,12 @@ class StatusWriter:
         if len(self._refreshed) > 10_000:
             self._refreshed = {k: t for k, t in self._refreshed.items() if now - t < self.refresh_s}
 
-    def _wanted(self, result: CycleResult, bound: set[Key], now: float) -> list[Write]:
+    def _wanted(self, result: CycleResult, bound: set[Key], now: float, quiet: Collection[Key]) -> list[Write]:
         """Every write *result* calls for, in order of precedence."""
         out: list[Write] = []
         out += self._nominations(result)
         out += self._queues(result.queues)
-        pg_writes, pod_writes = self._podgroups(result.podgroups, bound, now)
+        pg_writes, pod_writes = self._podgroups(result.podgroups, bound, now, quiet)
         return out + pg_writes + pod_writes
 
     # ---- the writes ----------------------------------------------------------------------------
@@ -176,7 +185,7 @@ class StatusWriter:
         return out
 
     def _podgroups(
-        self, statuses: list[PodGroupStatus], bound: set[Key], now: float
+        self, statuses: list[PodGroupStatus], bound: set[Key], now: float, quiet: Collection[Key]
     ) -> tuple[list[Write], list[Write]]:
         stamp = format_time(time.time())
         pg_out: list[Write] = []
@@ -206,7 +215,11 @@ class StatusWriter:
                 }
                 for c in st.conditions
             ]
-            why = self._compare(_conditions_key(old), _conditions_key(new), ("podgroup", key), now)
+            why = (
+                None
+                if key in quiet
+                else self._compare(_conditions_key(old), _conditions_key(new), ("podgroup", key), now)
+            )
             if why is not None:
                 body = {"status": {"schedulingConditions": new}}
                 pg_out.append(Write(why, f"{path}/status", body, MERGE, "podgroup", ("podgroup", key)))

@@ -9,7 +9,8 @@ Rules:
   runs first, so the owner can mark what the task served as not live (an informer clears ``synced``).
 * A task that ran for ``stable_s`` before failing starts its backoff from the beginning again: one
   failure a day is not a crash loop. A task that has failed ``failing_after`` times in a row without
-  such a stable run makes ``healthy()`` false, so ``/healthz`` fails and Kubernetes restarts the pod.
+  such a stable run makes ``healthy()`` false, so ``/healthz`` fails and Kubernetes restarts the pod;
+  once it has run for ``stable_s`` again, it counts as healthy again.
 * A task that returns normally is done and is not restarted (a one-shot task, or one told to stop).
 * Names label a metric, so they come from a small fixed set ("informer/Pod", "podgrouper", ...):
   several workers of one kind share a name.
@@ -40,6 +41,7 @@ class Supervised:
     consecutive: int = 0  # since the last run that lasted stable_s
     last_error: str = ""
     running: bool = False
+    started: float = 0.0  # monotonic time of the last (re)start
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
@@ -80,7 +82,7 @@ class Supervisor:
         on_failure: Callable[[BaseException], None] | None,
     ) -> None:
         while True:
-            started = time.monotonic()
+            started = entry.started = time.monotonic()
             entry.running = True
             try:
                 await run()
@@ -113,7 +115,12 @@ class Supervisor:
 
     def healthy(self) -> tuple[bool, str]:
         """False (and which task) when a task has failed ``failing_after`` times in a row."""
-        bad = [t for t in self.tasks if t.consecutive >= self.failing_after]
+        now = time.monotonic()
+        bad = [
+            t
+            for t in self.tasks
+            if t.consecutive >= self.failing_after and not (t.running and now - t.started >= self.stable_s)
+        ]
         if bad:
             t = bad[0]
             return False, f"task {t.name} keeps failing ({t.consecutive} times in a row): {t.last_error}"
