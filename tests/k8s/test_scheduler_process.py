@@ -21,8 +21,8 @@ from lightkube import Client
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Pod
 
-from kai.k8s.envtest import ControlPlane, free_port
-from tests.k8s.sched import wait_for
+from kai.k8s.envtest import ControlPlane, Fault, free_port
+from tests.k8s.sched import through_proxy, wait_for
 from tests.k8s.test_scheduler import bound, gpu_pod, gpus_per_node
 
 KAI = Path(sys.executable).parent / "kai"
@@ -35,21 +35,33 @@ def _die_with_parent() -> None:
 class KaiProcess:
     """One ``kai scheduler`` replica; its JSON log goes to a file."""
 
-    def __init__(self, cp: ControlPlane, identity: str, lease: str, log_dir: Path) -> None:
+    def __init__(
+        self,
+        cp: ControlPlane,
+        identity: str,
+        lease: str,
+        log_dir: Path,
+        *,
+        kubeconfig: Path | None = None,
+        timings: tuple[float, float, float] = (2, 1.5, 0.25),
+        extra: tuple[str, ...] = (),
+    ) -> None:
         self.port = free_port()
         self.identity = identity
         self.log = log_dir / f"kai-{identity}.log"
+        duration, deadline, retry = timings
         args = [
             str(KAI),
             "scheduler",
-            f"--kubeconfig={cp.scheduler_kubeconfig}",
+            f"--kubeconfig={kubeconfig or cp.scheduler_kubeconfig}",
             "--schedule-period=0.5",
             f"--leader-elect-name={lease}",
-            "--lease-duration=2",
-            "--renew-deadline=1.5",
-            "--retry-period=0.25",
+            f"--lease-duration={duration}",
+            f"--renew-deadline={deadline}",
+            f"--retry-period={retry}",
             f"--identity={identity}",
             f"--metrics-bind-address=127.0.0.1:{self.port}",
+            *extra,
         ]
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
@@ -155,3 +167,49 @@ def test_kill_9_mid_run_and_restart_loses_nothing(
 
     wait_for(waiting_explained, "PodScheduled=False on the 20 waiting pods")
     assert second.proc.poll() is None, second.tail()
+
+
+def test_a_deposed_leader_writes_nothing(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes, replicas: list[KaiProcess], tmp_path: Path
+) -> None:
+    """Item 3, fencing. Replica a leads and is binding 300 pods (each bind held 0.5 s by its proxy) when
+    it is frozen (SIGSTOP) past its Lease; replica b takes over and binds the rest; then a thaws. Before,
+    a went on with the binds and status writes of the cycle it was in, after b had started writing. Now
+    a writes nothing once its Lease lapsed (its Fence closed at the renew deadline, whatever it was
+    doing), and exits 1. Each replica reaches the API server through a proxy of its own, whose log says
+    who wrote what when."""
+    for i in range(8):
+        nodes(f"fence-{i}", gpus=40)
+    for i in range(300):
+        admin.create(gpu_pod(f"f{i:03d}", ns))
+    lease = f"kai-fence-{uuid.uuid4().hex[:6]}"
+    timings = (6.0, 4.0, 0.5)  # lease, renew deadline, retry: 2 s of margin for writes on the wire
+    with (
+        through_proxy(scheduler_cluster, tmp_path, "a") as (proxy_a, kc_a),
+        through_proxy(scheduler_cluster, tmp_path, "b") as (proxy_b, kc_b),
+    ):
+        proxy_a.add(Fault("delay", method="POST", path="/binding", seconds=0.5))
+        a = KaiProcess(scheduler_cluster, "a", lease, tmp_path, kubeconfig=kc_a, timings=timings)
+        replicas.append(a)
+        wait_for(lambda: a.get("/readyz") == (200, "ok"), "replica a to lead")
+        b = KaiProcess(scheduler_cluster, "b", lease, tmp_path, kubeconfig=kc_b, timings=timings)
+        replicas.append(b)
+        wait_for(lambda: b.get("/healthz") == (200, "ok"), "replica b to start")
+        time.sleep(2)  # b's informers sync
+        wait_for(lambda: any("/binding" in w.target for w in proxy_a.writes()), "a to bind", interval=0.01)
+        a.proc.send_signal(signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        try:
+            wait_for(lambda: holder(admin, lease) == "b", "b to take the Lease", timeout=30)
+            wait_for(lambda: any("/binding" in w.target for w in proxy_b.writes()), "b to bind")
+            time.sleep(1.0)
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        assert a.proc.wait(timeout=30) == 1, a.tail()  # it lost the Lease: exits 1, as kube-scheduler does
+        wait_for(lambda: len(bound(admin, ns)) == 300, "b to bind every pod")
+        first_b = min(w.sent_mono for w in proxy_b.writes())
+        late = [w for w in proxy_a.writes() if w.sent_mono >= first_b]
+        assert not late, f"a wrote {len(late)} times after b started writing, e.g. {late[:3]}"
+        last_a = max(w.sent_mono for w in proxy_a.writes())
+        assert last_a < stopped_at + timings[1], "a wrote after its renew deadline"
+        assert all(v <= 40 for v in gpus_per_node(admin, ns).values())

@@ -106,17 +106,15 @@ class Api:
         params: dict[str, str] | None = None,
         content_type: str = "application/json",
         gate: Callable[[], None] | None = None,
-        timeout: float | None = None,
     ) -> Any:
         """Send one request; the decoded JSON answer, or ApiError (code 0 when the server is unreachable).
 
         *gate* is called just before the request is written and may raise to stop it (fencing: see
-        ``kai.k8s._fence``); *timeout* shortens the client's wait for this request."""
+        ``kai.k8s._fence``)."""
         content = _json.encode(body) if body is not None else None
-        wait = self._timeout if timeout is None else min(timeout, self._timeout)
         if self._fast is not None and params is None:
             try:
-                async with asyncio.timeout(wait):  # no extra Task per request, as wait_for makes
+                async with asyncio.timeout(self._timeout):  # no extra Task per request, as wait_for makes
                     status, data = await self._fast.request(method, path, content, content_type, gate)
             except (HttpError, TimeoutError) as e:
                 raise ApiError(0, f"{type(e).__name__}: {e}") from e

@@ -159,6 +159,9 @@ class Applier:
             for c in it:  # coroutines made but never awaited: closed, so no "never awaited" warning
                 if asyncio.iscoroutine(c):
                     c.close()
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # cancelled meanwhile: that wins (3.11's TaskGroup
+                raise asyncio.CancelledError from None  # would otherwise let the error hide the cancellation)
             raise group.exceptions[0] from None
 
     async def _counted(self, call: Awaitable[None], stats: ApplyStats) -> None:

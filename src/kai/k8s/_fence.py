@@ -12,14 +12,15 @@ Theory of operation:
   before the deadline; and it lapses by itself at the deadline, even if nothing runs to notice (a
   process frozen by SIGSTOP finds its Fence closed when it thaws).
 * Every write goes through a ``FencedApi`` made for one term: the check runs just before the request's
-  bytes are written (``Api.request``'s gate; no await in between) and the client waits at most until
-  the deadline. A refused write raises ``Fenced``, which is not an ApiError: callers stop instead of
-  retrying or reporting a failed bind.
+  bytes are written (``Api.request``'s gate; no await in between). A refused write raises ``Fenced``,
+  which is not an ApiError: callers stop instead of retrying or reporting a failed bind. Waiting less
+  for the answer of a write already sent would not help: it is on its way whatever the client does.
 * Without leader election the Fence is always open (``Fence.open_always``): one replica by contract.
 
 Limits (docs/cluster.md, "Failure modes"): Kubernetes has no fencing tokens on writes, so a request
-that passed the check can still reach the API server late if the network holds it past the margin;
-client-side this is bounded by the request's timeout, which never runs past the deadline.
+that passed the check can still reach the API server late if the network holds it longer than the
+margin; and a process frozen between the check and the write (a window of a few instructions) sends
+its write when it thaws.
 """
 
 from __future__ import annotations
@@ -95,10 +96,7 @@ class FencedApi:
 
     async def request(self, method: str, path: str, **kw: Any) -> Any:
         if method in WRITES:
-            self.gate()
-            remaining = self.fence.remaining()
-            if remaining != float("inf"):
-                kw["timeout"] = remaining
+            self.gate()  # before waiting for a connection slot, and again just before the bytes go out
             kw["gate"] = self.gate
         return await self.inner.request(method, path, **kw)
 

@@ -193,7 +193,9 @@ class KaiScheduler:
             stopped = asyncio.ensure_future(self._stop.wait())
             hold: asyncio.Future[Any] | None = None
             if self.options.leader_elect:
-                self.leader = LeaderElector(self.api, self.identity, self.options.lease, self.fence)
+                # The Lease on connections of its own: renewals never queue behind a burst of binds.
+                lease_api = Api(load_config(self.options.kubeconfig), max_connections=2)
+                self.leader = LeaderElector(lease_api, self.identity, self.options.lease, self.fence)
                 acquired = asyncio.ensure_future(self.leader.acquire())
                 await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
                 if not acquired.done():
@@ -235,6 +237,7 @@ class KaiScheduler:
                 await self.events.close()
             if self.leader is not None:
                 await self.leader.release()
+                await self.leader.api.close()
             if server is not None:
                 server.close()
             await self.api.close()
@@ -398,9 +401,10 @@ class KaiScheduler:
                 self._cycle_wanted_since = time.monotonic()
             try:
                 await self.cycle()
-            except Fenced as e:  # the Lease is lost: run() returns as soon as the renewal loop says so
+            except Fenced as e:  # the Lease is lost: nothing more to do here; run() returns and exits 1
                 self.metrics.fenced.inc()
                 log.warning("writes fenced: the Lease is not held", extra={"error": str(e)})
+                return
             except Exception:  # a bug must not stop the scheduler: log it, try again next period
                 log.exception("cycle failed")
             else:
