@@ -162,7 +162,7 @@ def options(cp: ControlPlane, **kw: Any) -> SchedulerOptions:
         "schedule_period_s": 0.5,
         "metrics_port": None,
         "lease": LeaseConfig(
-            name=f"kai-{uuid.uuid4().hex[:6]}", lease_duration_s=3, renew_deadline_s=2, retry_period_s=0.5
+            name=f"kai-{uuid.uuid4().hex[:6]}", lease_duration_s=5, renew_deadline_s=4, retry_period_s=0.5
         ),
     }
     base.update(kw)

@@ -43,7 +43,7 @@ class KaiProcess:
         log_dir: Path,
         *,
         kubeconfig: Path | None = None,
-        timings: tuple[float, float, float] = (2, 1.5, 0.25),
+        timings: tuple[float, float, float] = (4, 3, 0.5),
         extra: tuple[str, ...] = (),
     ) -> None:
         self.port = free_port()

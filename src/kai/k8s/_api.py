@@ -155,8 +155,15 @@ class Api:
             raise _error(resp.status_code, resp.content)
         return resp.content
 
-    async def stream_lines(self, path: str, params: dict[str, str], read_timeout: float) -> AsyncIterator[bytes]:
-        """A watch: GET *path* and yield each line of the chunked answer (one JSON event per line)."""
+    async def stream_lines(
+        self,
+        path: str,
+        params: dict[str, str],
+        read_timeout: float,
+        on_open: Callable[[], None] | None = None,
+    ) -> AsyncIterator[bytes]:
+        """A watch: GET *path* and yield each line of the chunked answer (one JSON event per line).
+        *on_open* is called once the API server has accepted the watch (its answer's head is in)."""
         if self._fast is not None:
             try:
                 lines = await self._fast.stream_lines(f"{path}?{urlencode(params)}", read_timeout)
@@ -168,6 +175,8 @@ class Api:
                         if line.strip():
                             yield line
                     return
+                if on_open is not None:
+                    on_open()
                 async for line in lines:
                     yield line
             except (HttpError, TimeoutError) as e:
@@ -178,6 +187,8 @@ class Api:
             async with self._http.stream("GET", path, params=params, timeout=timeout) as resp:
                 if resp.status_code >= 400:
                     raise _error(resp.status_code, await resp.aread())
+                if on_open is not None:
+                    on_open()
                 buf = b""
                 async for chunk in resp.aiter_bytes():
                     buf += chunk

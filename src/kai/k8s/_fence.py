@@ -103,5 +103,5 @@ class FencedApi:
     async def get_raw(self, path: str, params: dict[str, str] | None = None) -> bytes:
         return await self.inner.get_raw(path, params)
 
-    def stream_lines(self, path: str, params: dict[str, str], read_timeout: float) -> AsyncIterator[bytes]:
-        return self.inner.stream_lines(path, params, read_timeout)
+    def stream_lines(self, path: str, params: dict[str, str], read_timeout: float, **kw: Any) -> AsyncIterator[bytes]:
+        return self.inner.stream_lines(path, params, read_timeout, **kw)

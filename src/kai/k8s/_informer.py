@@ -16,8 +16,9 @@ Theory of operation, per kind:
    exponentially and re-watches from the last resourceVersion; the informer never gives up. A watch
    event that does not decode counts as 410 (listed again: the change it carried is not lost); a
    list that does not decode, as a failed request.
-5. **Liveness**: the informer notes when it last heard from the API server (a list, a watch event, a
-   bookmark, a watch that ended at its timeout). Watches are opened with a short timeout
+5. **Liveness**: the informer notes when it last heard from the API server (a list, a watch the API
+   server accepted from the last resourceVersion, a watch event, a bookmark, a watch that ended at its
+   timeout). Watches are opened with a short timeout
    (``watch_timeout_s``, 30 s), so a healthy quiet kind is heard from at least that often, and every
    read of a watch waits at most ``progress_deadline_s`` (45 s): a stream that stalls with its
    connection up is broken then and opened again. ``live()`` is false when the kind has not synced,
@@ -296,7 +297,9 @@ class Informer:
         }
         if self.resource_version:
             params["resourceVersion"] = self.resource_version
-        stream = self.api.stream_lines(self.spec.path(), params, read_timeout=self.progress_deadline_s)
+        stream = self.api.stream_lines(
+            self.spec.path(), params, read_timeout=self.progress_deadline_s, on_open=self._progress
+        )
         try:
             async for line in stream:
                 self._progress()

@@ -60,6 +60,7 @@ class LeaderElector:
         self._observed_at = 0.0  # local monotonic time of the last change of the record
         self._term = -1  # leaseTransitions of the Lease as this replica last wrote it
         self._led = False
+        self._renew_until = 0.0  # monotonic: a renewal is not sent after this (the Fence's deadline)
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{config.namespace}/leases/{config.name}"
 
     @property
@@ -90,6 +91,7 @@ class LeaderElector:
             sent = time.monotonic()
             left = valid_until - sent
             ok = False
+            self._renew_until = valid_until
             if left > 0:
                 try:
                     ok = await asyncio.wait_for(self._attempt(), timeout=left)
@@ -187,6 +189,8 @@ class LeaderElector:
         if mine:
             spec["acquireTime"] = old.get("acquireTime") or spec["acquireTime"]
             spec["leaseTransitions"] = record[2]
+            if self._led and time.monotonic() >= self._renew_until:
+                return False  # past the deadline (the process froze mid-renewal, say): leadership is over
         else:
             spec["leaseTransitions"] = record[2] + 1
         lease["spec"] = spec
