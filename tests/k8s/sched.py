@@ -62,6 +62,18 @@ def wait_for(check: Callable[[], T], what: str, timeout: float = WAIT_S, interva
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
+def pdb_resource(client: Client) -> Any:
+    """PodDisruptionBudgets at policy/v1 where served (1.21+), else policy/v1beta1 (1.20)."""
+    try:
+        list(client.list(create_namespaced_resource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")))
+        version = "v1"
+    except ApiError as e:
+        if e.status.code != 404:
+            raise
+        version = "v1beta1"
+    return create_namespaced_resource("policy", version, "PodDisruptionBudget", "poddisruptionbudgets")
+
+
 def start_cluster(binaries: Binaries) -> ControlPlane:
     cp = ControlPlane(binaries)
     cp.start()

@@ -213,7 +213,8 @@ def test_scheduler_identity_can_do_its_job(applied: ControlPlane) -> None:
         for verb in ("list", "watch")
     ]
     # can-i reads "pods/eviction" as the pod named eviction: subresources take a flag.
-    + [("create", "pods --subresource=eviction"), ("create", "events"), ("create", "events.events.k8s.io")],
+    + [("create", "pods --subresource=eviction"), ("create", "events"), ("create", "events.events.k8s.io")]
+    + [("get", "pods")],  # a bind whose answer was lost is read back
 )
 def test_scheduler_identity_may_read_and_evict(applied: ControlPlane, verb: str, resource: str) -> None:
     res = applied.kubectl(

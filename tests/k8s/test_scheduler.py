@@ -16,14 +16,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from lightkube import Client
-from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event, Node, Pod
 from lightkube.resources.rbac_authorization_v1 import ClusterRole
 from lightkube.types import PatchType
 
 from kai.k8s.envtest import ControlPlane
-from tests.k8s.sched import InProcess, Kubelet, PodGroup, Queue, options, wait_for
+from tests.k8s.sched import InProcess, Kubelet, PodGroup, Queue, options, pdb_resource, wait_for
 
 
 def gpu_pod(name: str, ns: str, gpus: int = 1, queue: str = "default-queue", **meta: Any) -> Pod:
@@ -289,9 +288,6 @@ def test_shared_gpu_pods_are_labelled_with_their_gpu_group(
         assert run.error is None
 
 
-PDB = create_namespaced_resource("policy", "v1beta1", "PodDisruptionBudget", "poddisruptionbudgets")
-
-
 def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
     scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
 ) -> None:
@@ -302,6 +298,7 @@ def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
     # This test plays the disruption controller (it writes the budget's status); another test of the
     # module may have started kube-controller-manager, whose controller would overwrite it.
     scheduler_cluster.stop_controller_manager()
+    PDB = pdb_resource(admin)
     node = nodes("pdb-0", gpus=1)
     kubelet = Kubelet(admin)
     with InProcess(options(scheduler_cluster)):

@@ -219,7 +219,9 @@ class Applier:
             # Unknown: count the pod where it was sent until the watch tells (Assumed's "doubt").
             self.assumed.binds[key] = AssumedBind(uid, b.node, time.monotonic(), tuple(b.gpu_groups), doubt=True)
             self.metrics.binds.labels("doubt").inc()
-            log.warning("bind in doubt", extra={"pod": str(b.pod), "node": b.node, "error": str(err)})
+            log.warning(
+                "bind in doubt", extra={"pod": str(b.pod), "node": b.node, "error": str(err), "read_back": str(e)}
+            )
             return
         meta = doc.get("metadata") or {}
         node = (doc.get("spec") or {}).get("nodeName") or ""
