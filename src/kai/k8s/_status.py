@@ -2,11 +2,12 @@
 
 Rules:
 
-* **Only meaningful changes are sent.** Each write is compared with what the watch last showed. A
-  condition whose status, reason or wording changed is written at once; one whose message changed
-  only in its numbers ("3 nodes have 2 free GPUs" → "3 nodes have 1 free GPU") is refreshed at most
-  once every ``refresh_s`` per object, so a cluster with thousands of pending pods is not re-patched
-  every cycle as other pods come and go.
+* **Only meaningful changes are sent.** Each write is compared with what the watch last showed (or
+  what kai wrote last, while the watch has not shown it yet). A condition whose status, reason or
+  wording changed is written at once; one whose message changed only in its numbers ("3 nodes have
+  2 free GPUs" → "3 nodes have 1 free GPU", singular and plural alike) is refreshed at most once
+  every ``refresh_s`` per object, so a cluster with thousands of pending pods is not re-patched every
+  cycle as other pods come and go.
 * **Rate-limited.** Writes take tokens from a bucket (``qps``, ``burst``); what finds the bucket empty
   is left for a later cycle, which compares again (nothing is queued, so nothing goes stale). Order of
   precedence: nominations (a preemptor holding its room), Queue status, PodGroup conditions, pod
@@ -39,23 +40,31 @@ STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 REFRESH_S = 60.0
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_AGREEMENT = {"has": "have", "is": "are", "was": "were", "does": "do"}  # verbs that follow a count
+
+
+Which = tuple[str, Key]  # ("pod" | "podgroup", object): whose conditions
+Conds = list[tuple[str, ...]]  # (type, status, reason, message) per condition
 
 
 class Write(NamedTuple):
     """One status write: *why* is "always" (never deferred), "change" (of meaning) or "refresh" (a
-    numbers-only change of the message of *refresh*, an (op, object) pair)."""
+    numbers-only change); a write of conditions says whose (*which*) and what they become (*want*)."""
 
     why: str
     path: str
     body: Any
     content_type: str
     op: str
-    refresh: tuple[str, Key] | None = None
+    which: Which | None = None
+    want: Conds | None = None
 
 
 def wording(message: str) -> str:
-    """A message with its numbers blanked: two messages with the same wording say the same thing."""
-    return _NUMBER.sub("#", message)
+    """A message with its numbers blanked and singular and plural made one ("1 node has 1 free GPU" and
+    "2 nodes have 3 free GPUs" read alike): two messages with the same wording say the same thing."""
+    words = _NUMBER.sub("#", message).split()
+    return " ".join(_AGREEMENT.get(w, w[:-1] if len(w) > 3 and w.endswith("s") else w) for w in words)
 
 
 class TokenBucket:
@@ -99,7 +108,7 @@ class StatusWriter:
         self.metrics = metrics
         self.bucket = TokenBucket(qps, burst)
         self.refresh_s = refresh_s
-        self._refreshed: dict[tuple[str, Key], float] = {}  # (kind, object) → when its message was last written
+        self._sent: dict[Which, tuple[Conds, float]] = {}  # the conditions last written, and when
         self.api: Any = None  # the cycle's writer, set by writes()
 
     def writes(
@@ -120,8 +129,8 @@ class StatusWriter:
         for w in self._wanted(result, bound, now, quiet):
             if w.why == "always" or self.bucket.take():
                 out.append(self._patch(w.path, w.body, w.content_type, w.op))
-                if w.refresh is not None:
-                    self._refreshed[w.refresh] = now
+                if w.which is not None and w.want is not None:
+                    self._sent[w.which] = (w.want, now)
             else:
                 deferred += 1
         if deferred:
@@ -129,8 +138,8 @@ class StatusWriter:
         return out
 
     def _forget_old(self, now: float) -> None:
-        if len(self._refreshed) > 10_000:
-            self._refreshed = {k: t for k, t in self._refreshed.items() if now - t < self.refresh_s}
+        if len(self._sent) > 10_000:
+            self._sent = {k: v for k, v in self._sent.items() if now - v[1] < self.refresh_s}
 
     def _wanted(self, result: CycleResult, bound: set[Key], now: float, quiet: Collection[Key]) -> list[Write]:
         """Every write *result* calls for, in order of precedence."""
@@ -215,14 +224,11 @@ class StatusWriter:
                 }
                 for c in st.conditions
             ]
-            why = (
-                None
-                if key in quiet
-                else self._compare(_conditions_key(old), _conditions_key(new), ("podgroup", key), now)
-            )
+            want = _conditions_key(new)
+            why = None if key in quiet else self._compare(_conditions_key(old), want, ("podgroup", key), now)
             if why is not None:
                 body = {"status": {"schedulingConditions": new}}
-                pg_out.append(Write(why, f"{path}/status", body, MERGE, "podgroup", ("podgroup", key)))
+                pg_out.append(Write(why, f"{path}/status", body, MERGE, "podgroup", ("podgroup", key), want))
             if st.stale_changed:
                 value = None if st.stale_since is None else format_time(st.stale_since)
                 if pg.meta.annotations.get(C.ANNOTATION_STALE_TIMESTAMP) != value:
@@ -255,19 +261,22 @@ class StatusWriter:
                         }
                     }
                     path_p = f"/api/v1/namespaces/{pkey[0]}/pods/{pkey[1]}/status"
-                    pod_out.append(Write(why, path_p, body, STRATEGIC, "pod-condition", ("pod", pkey)))
+                    pod_out.append(Write(why, path_p, body, STRATEGIC, "pod-condition", ("pod", pkey), want))
         return pg_out, pod_out
 
-    def _compare(
-        self, have: list[tuple[str, ...]], want: list[tuple[str, ...]], which: tuple[str, Key], now: float
-    ) -> str | None:
+    def _compare(self, have: Conds, want: Conds, which: Which, now: float) -> str | None:
         """None when nothing needs writing; "change" for a change of meaning; "refresh" for a
-        numbers-only change of *which*'s message whose refresh is due."""
-        if have == want:
+        numbers-only change of *which*'s message whose refresh is due. What kai wrote last counts as
+        what the object says until the watch shows something else (it may simply lag behind)."""
+        sent = self._sent.get(which)
+        base = have
+        if sent is not None and now - sent[1] < self.refresh_s:
+            base = sent[0]
+        if have == want or base == want:
             return None
-        if [(*c[:-1], wording(c[-1])) for c in have] != [(*c[:-1], wording(c[-1])) for c in want]:
+        if [(*c[:-1], wording(c[-1])) for c in base] != [(*c[:-1], wording(c[-1])) for c in want]:
             return "change"
-        if now - self._refreshed.get(which, float("-inf")) >= self.refresh_s:
+        if sent is None or now - sent[1] >= self.refresh_s:
             return "refresh"
         return None
 
