@@ -16,8 +16,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ctypes
+import signal
+import subprocess
+import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,6 +44,7 @@ from kai.k8s.envtest import (
     ControlPlane,
     FaultProxy,
     create_node,
+    free_port,
     mark_pod_running,
 )
 from kai.sim.controllers import ray as kuberay
@@ -235,6 +242,65 @@ class InProcess:
             self._thread.join(timeout=30)
         if self.error is not None:
             raise self.error
+
+
+KAI = Path(sys.executable).parent / "kai"
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no scheduler outlives a killed test run
+
+
+class KaiProcess:
+    """One ``kai scheduler`` replica; its JSON log goes to a file."""
+
+    def __init__(
+        self,
+        cp: ControlPlane,
+        identity: str,
+        lease: str,
+        log_dir: Path,
+        *,
+        kubeconfig: Path | None = None,
+        timings: tuple[float, float, float] = (4, 3, 0.5),
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        self.port = free_port()
+        self.identity = identity
+        self.log = log_dir / f"kai-{identity}.log"
+        duration, deadline, retry = timings
+        args = [
+            str(KAI),
+            "scheduler",
+            f"--kubeconfig={kubeconfig or cp.scheduler_kubeconfig}",
+            "--schedule-period=0.5",
+            f"--leader-elect-name={lease}",
+            f"--lease-duration={duration}",
+            f"--renew-deadline={deadline}",
+            f"--retry-period={retry}",
+            f"--identity={identity}",
+            f"--metrics-bind-address=127.0.0.1:{self.port}",
+            *extra,
+        ]
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError:
+            return 0, ""
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=30)
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
 
 
 class Kubelet:

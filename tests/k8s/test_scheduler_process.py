@@ -5,13 +5,8 @@ Both run the installed ``kai`` command as kai's ServiceAccount, with short Lease
 
 from __future__ import annotations
 
-import ctypes
 import signal
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,67 +16,9 @@ from lightkube import Client
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Pod
 
-from kai.k8s.envtest import ControlPlane, Fault, free_port
-from tests.k8s.sched import through_proxy, wait_for
+from kai.k8s.envtest import ControlPlane, Fault
+from tests.k8s.sched import KaiProcess, through_proxy, wait_for
 from tests.k8s.test_scheduler import bound, gpu_pod, gpus_per_node
-
-KAI = Path(sys.executable).parent / "kai"
-
-
-def _die_with_parent() -> None:
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no scheduler outlives a killed test run
-
-
-class KaiProcess:
-    """One ``kai scheduler`` replica; its JSON log goes to a file."""
-
-    def __init__(
-        self,
-        cp: ControlPlane,
-        identity: str,
-        lease: str,
-        log_dir: Path,
-        *,
-        kubeconfig: Path | None = None,
-        timings: tuple[float, float, float] = (4, 3, 0.5),
-        extra: tuple[str, ...] = (),
-    ) -> None:
-        self.port = free_port()
-        self.identity = identity
-        self.log = log_dir / f"kai-{identity}.log"
-        duration, deadline, retry = timings
-        args = [
-            str(KAI),
-            "scheduler",
-            f"--kubeconfig={kubeconfig or cp.scheduler_kubeconfig}",
-            "--schedule-period=0.5",
-            f"--leader-elect-name={lease}",
-            f"--lease-duration={duration}",
-            f"--renew-deadline={deadline}",
-            f"--retry-period={retry}",
-            f"--identity={identity}",
-            f"--metrics-bind-address=127.0.0.1:{self.port}",
-            *extra,
-        ]
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-        except OSError:
-            return 0, ""
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=30)
-
-    def tail(self) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
 
 
 @pytest.fixture

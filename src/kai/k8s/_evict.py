@@ -12,14 +12,14 @@ half evicted: useless to its owner, its GPUs still held. So, per victim gang (th
    does not fit, none of its pods is touched: an ``EvictionRefused`` Warning on the PodGroup names the
    budget, and the next cycle decides again.
 2. **Covered pods first**, through the Eviction API, one after another (concurrent evictions under one
-   budget race on its status). Only when all of them are gone are the gang's other pods deleted (uid
-   precondition), all at once.
+   budget race on its status). Then the gang's other pods are deleted (uid precondition), all at once.
 3. **If the API server still refuses a covered pod** (another client's eviction took the allowance
-   between the check and the request), the gang has already lost pods and cannot run: its remaining
-   uncovered pods are deleted, and the gang is marked broken (``Assumed.broken``), so the next cycles
-   evict what the budget protected as soon as it allows, instead of after the staleness grace.
+   between the check and the request), or any eviction of the gang fails (a 5xx, a broken
+   connection), the gang has lost pods and cannot run: it is marked broken (``Assumed.broken``), so the
+   next cycles evict what is left of it at once (through the Eviction API where a budget covers it, as
+   soon as the budget allows), instead of after the staleness grace.
 
-A gang of one pod, or a gang no budget covers, is simply deleted pod by pod, concurrently.
+A gang no budget covers is deleted pod by pod, concurrently.
 """
 
 from __future__ import annotations
@@ -85,24 +85,19 @@ class GangEvictor:
             gangs.setdefault((e.pod.namespace, e.podgroup), []).append((e, pod))
         pdbs = self.store.list("PodDisruptionBudget")
         left = {(p.meta.namespace or "", p.meta.name): self._allowed(p) for p in pdbs}
-        plain: list[tuple[Evict, Pod]] = []
-        guarded: list[tuple[Key, list[tuple[Evict, Pod, Key | None]]]] = []
+        going: list[tuple[Key, list[tuple[Evict, Pod, Key | None]]]] = []
         for gang, members in gangs.items():
             under = [(e, pod, self._budgets(pod, pdbs)) for e, pod in members]
-            if not any(b for _, _, b in under):
-                plain += members
-                continue
-            refusal = self._refusal(gang, under, left)
-            if refusal is not None:
-                self._held_back(gang, members[0][0], refusal)
-                continue
-            for _, _, b in under:
-                if b:
-                    left[b[0]] -= 1
-            guarded.append((gang, [(e, pod, b[0] if b else None) for e, pod, b in under]))
-        calls: list[Awaitable[None]] = [self._delete(e, pod) for e, pod in plain]
-        calls += [self._gang(gang, members, gather) for gang, members in guarded]
-        await gather(calls)
+            if any(b for _, _, b in under):
+                refusal = self._refusal(gang, under, left)
+                if refusal is not None:
+                    self._held_back(gang, members[0][0], refusal)
+                    continue
+                for _, _, b in under:
+                    if b:
+                        left[b[0]] -= 1
+            going.append((gang, [(e, pod, b[0] if b else None) for e, pod, b in under]))
+        await gather(self._gang(gang, members, gather) for gang, members in going)
         return self.out
 
     # ---- deciding ----------------------------------------------------------------------------
@@ -151,21 +146,31 @@ class GangEvictor:
     # ---- sending -------------------------------------------------------------------------------
 
     async def _gang(self, gang: Key, members: list[tuple[Evict, Pod, Key | None]], gather: Gather) -> None:
-        """Covered pods one by one through the Eviction API, then the rest together."""
-        whole = True
+        """Covered pods one by one through the Eviction API, then the rest together. A gang some of
+        whose pods went and some did not is broken: the next cycle evicts what is left at once."""
+        went: list[bool] = []
         for e, pod, budget in members:
-            if budget is not None and not await self._evict(e, pod):
-                whole = False
-                break
-        if not whole:
+            if budget is not None:
+                went.append(await self._evict(e, pod))
+                if not went[-1]:
+                    break
+        covered_ok = all(went)
+
+        async def delete(e: Evict, pod: Pod) -> None:
+            went.append(await self._delete(e, pod))
+
+        await gather(delete(e, pod) for e, pod, budget in members if budget is None)
+        if (any(went) and not all(went)) or not covered_ok:
             self.assumed.broken[gang] = time.monotonic()
+            if not covered_ok:
+                why = "the API server refused a pod its PodDisruptionBudget covers"
+            else:
+                why = f"{went.count(False)} of {len(members)} evictions failed"
             message = (
-                f"Gang {gang[0]}/{gang[1]} was evicted in part: the API server refused a pod its "
-                "PodDisruptionBudget covers; its other pods are deleted and the rest is evicted once the budget allows"
+                f"Gang {gang[0]}/{gang[1]} was evicted in part ({why}); what is left of it is evicted at once, "
+                "as soon as the API server lets it"
             )
             self.out.events.append(Event(f"PodGroup/{gang[0]}/{gang[1]}", "Warning", "EvictionRefused", message))
-        rest = [(e, pod) for e, pod, budget in members if budget is None]
-        await gather(self._delete(e, pod) for e, pod in rest)
 
     async def _evict(self, e: Evict, pod: Pod) -> bool:
         """Through the Eviction API; True when the pod is going (or gone)."""
@@ -177,8 +182,8 @@ class GangEvictor:
         }
         return await self._send(e, pod, "POST", f"{_pod_path(e)}/eviction", body)
 
-    async def _delete(self, e: Evict, pod: Pod) -> None:
-        await self._send(e, pod, "DELETE", _pod_path(e), _delete_options(pod))
+    async def _delete(self, e: Evict, pod: Pod) -> bool:
+        return await self._send(e, pod, "DELETE", _pod_path(e), _delete_options(pod))
 
     async def _send(self, e: Evict, pod: Pod, method: str, path: str, body: dict[str, Any]) -> bool:
         try:

@@ -128,9 +128,7 @@ class StatusWriter:
             result = dataclasses.replace(result, podgroups=statuses)
         for w in self._wanted(result, bound, now, quiet):
             if w.why == "always" or self.bucket.take():
-                out.append(self._patch(w.path, w.body, w.content_type, w.op))
-                if w.which is not None and w.want is not None:
-                    self._sent[w.which] = (w.want, now)
+                out.append(self._patch(w, now))
             else:
                 deferred += 1
         if deferred:
@@ -151,14 +149,19 @@ class StatusWriter:
 
     # ---- the writes ----------------------------------------------------------------------------
 
-    def _patch(self, path: str, body: dict[str, Any], content_type: str, op: str) -> Awaitable[None]:
+    def _patch(self, w: Write, now: float) -> Awaitable[None]:
+        """The write; once it succeeded, its conditions count as what the object says (``_compare``)."""
+
         async def call() -> None:
             try:
-                await self.api.request("PATCH", path, body=body, content_type=content_type)
+                await self.api.request("PATCH", w.path, body=w.body, content_type=w.content_type)
             except ApiError as e:
                 if e.code != 404:
-                    self.metrics.api_errors.labels(op).inc()
-                    log.info("status write failed", extra={"path": path, "error": str(e)})
+                    self.metrics.api_errors.labels(w.op).inc()
+                    log.info("status write failed", extra={"path": w.path, "error": str(e)})
+                return
+            if w.which is not None and w.want is not None:
+                self._sent[w.which] = (w.want, now)
 
         return call()
 
