@@ -19,6 +19,7 @@ from kai.scheduler.decisions import (
     CycleResult,
     Event,
     Evict,
+    JobError,
     Pipeline,
     PodGroupStatus,
     PodRef,
@@ -30,6 +31,7 @@ from kai.scheduler.snapshot import Snapshot
 
 UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
 INVALID_GPU_REQUEST = "InvalidGpuRequest"  # Warning event on a pod whose GPU-sharing annotations are bad
+SCHEDULING_ERROR = "SchedulingError"  # Warning event on a PodGroup left out of a cycle (Session.drop_job)
 
 
 def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
@@ -42,11 +44,18 @@ def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
     try:
         ssn = Session(snap, conf)
         stats = {"open_session_s": perf_counter() - t0}
+        action_errors = []
         for name in conf.actions:
             t = perf_counter()
-            ACTIONS[name].execute(ssn)
+            mark = len(ssn.journal)
+            try:
+                ACTIONS[name].execute(ssn)
+            except Exception as e:  # not one job's (those are isolated inside the action): undo the action whole
+                ssn.undo_to(mark)
+                action_errors.append((name, f"{type(e).__name__}: {e}"))
             stats[f"action_{name}_s"] = perf_counter() - t
         result = close_session(ssn)
+        result.action_errors = action_errors
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -103,13 +112,13 @@ def close_session(ssn: Session) -> CycleResult:
             res.events.append(Event(f"Pod/{t.namespace}/{t.name}", "Warning", INVALID_GPU_REQUEST, t.share_error))
 
     status, pending_status, any_invalid = ssn.status, TaskStatus.PENDING, bool(ssn.invalid)
-    failures, stale_since, eviction_notes = ssn.failures, ssn.stale_since, ssn.notes
+    failures, stale_since, eviction_notes, job_errors = ssn.failures, ssn.stale_since, ssn.notes, ssn.job_errors
     for job in snap.jobs:
         conditions: tuple[Condition, ...] = ()
         failure = failures.get(job.index)
         # Whether the job has a pending pod matters below only with one of these three; without them (most
         # jobs of a big cycle) the branches do not read it, so its statuses are not scanned.
-        if job.unschedulable_reason or not ssn.job_ready(job) or job.index in eviction_notes:
+        if job.unschedulable_reason or not ssn.job_ready(job) or job.index in eviction_notes or job.index in job_errors:
             pending = pending_status in [status[ti] for ti in job.tasks]
         else:
             pending = False
@@ -139,6 +148,11 @@ def close_session(ssn: Session) -> CycleResult:
             )
             conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", "NotReady", message),)
             res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "NotReady", message))
+        elif job.index in job_errors:
+            if pending:
+                action, error = job_errors[job.index]
+                message = f"kai could not schedule this workload this cycle: {action} failed on it ({error})"
+                conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", SCHEDULING_ERROR, message),)
         elif failure is not None or (pending and job.index in ssn.notes):
             reason, message = (failure.reason, failure.message) if failure is not None else ("Unschedulable", "")
             notes = ssn.notes.get(job.index)
@@ -153,6 +167,15 @@ def close_session(ssn: Session) -> CycleResult:
         else:
             stale, stale_changed = pg.stale_since, False
         res.podgroups.append(PodGroupStatus(pg.meta.namespace or "", pg.meta.name, conditions, stale, stale_changed))
+
+    for ji, (action, error) in sorted(ssn.job_errors.items()):
+        job = jobs[ji]
+        message = (
+            f"kai left this workload out of the scheduling cycle: {action} failed on it ({error}); "
+            "every other workload was scheduled. Please report this as a kai bug."
+        )
+        res.job_errors.append(JobError(job.ref, action, error))
+        res.events.append(Event(f"PodGroup/{job.ref}", "Warning", SCHEDULING_ERROR, message))
 
     for obj, type_, reason, message in ssn.events:
         res.events.append(Event(obj, type_, reason, message))

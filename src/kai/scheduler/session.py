@@ -91,13 +91,20 @@ def _copy(rows: tuple[list[int], list[int], list[int], list[int]]) -> tuple[list
 
 
 class Statement:
-    """Tentative changes to a Session, undone in reverse by ``rollback``."""
+    """Tentative changes to a Session, undone in reverse by ``rollback``.
+
+    The operations go into the Session's one undo log (``Session.journal``); a Statement is the part of it
+    from where it opened. Statements follow each other, never interleave (an action opens one, then commits
+    or rolls it back). ``commit`` keeps the operations in the journal, so a job whose attempt fails later in
+    the cycle (``Session.drop_job``) can still be undone whole."""
 
     def __init__(self, ssn: Session) -> None:
         self._ssn = ssn
-        self._log: list[_Op] = []
+        self._log = ssn.journal
+        self._start = len(self._log)
 
     def checkpoint(self) -> int:
+        """A position to ``rollback`` to (the journal's length now)."""
         return len(self._log)
 
     def allocate(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> None:
@@ -230,47 +237,53 @@ class Statement:
         ssn.changed.add(task.index)
         ssn._evictable.pop(task.job, None)
 
-    def rollback(self, to: int = 0) -> None:
-        ssn = self._ssn
-        while len(self._log) > to:
-            op = self._log.pop()
-            task = ssn.snap.tasks[op.task]
-            if op.kind == "allocate":
-                ssn.idle[op.node] += task.request
-            elif op.kind == "pipeline":
-                assert op.from_releasing is not None
-                ssn.releasing[op.node] += op.from_releasing
-                ssn.idle[op.node] += task.request - op.from_releasing
-            elif op.kind == "evict":
-                ssn.releasing[op.node] -= task.request
-            elif op.kind == "shared_allocate":
-                placed = op.placed
-                assert placed is not None
-                ssn.idle[op.node] += placed.req
-                idle, _, pods, _ = ssn.gpu_slots[op.node]
-                for s in placed.slots:
-                    idle[s] += placed.need
-                    pods[s] -= 1
-                ssn.summarize_groups(op.node)
-                ssn.gpus[op.task] = placed.gpus
-            elif op.kind == "shared":
-                saved = op.saved
-                assert saved is not None
-                ssn.idle[op.node] = saved.idle
-                ssn.releasing[op.node] = saved.releasing
-                ssn.gpu_slots[op.node] = saved.rows
-                ssn.summarize_groups(op.node)
-                ssn.gpus[op.task] = saved.gpus
-            if op.kind != "status":
-                ssn.log_node(op.node, freed=True)  # (an eviction's undo frees nothing; counting it is only safe)
-            ssn._set(task, op.prev_status, op.prev_node)
+    def rollback(self, to: int | None = None) -> None:
+        """Undo this Statement's operations after *to* (a ``checkpoint``; default: all of them)."""
+        self._ssn.undo_to(self._start if to is None else max(to, self._start))
 
     def commit(self) -> None:
-        self._log.clear()
+        self._start = len(self._log)
 
     @property
     def tasks_touched(self) -> list[int]:
-        return [op.task for op in self._log]
+        return [op.task for op in self._log[self._start :]]
+
+
+def _undo(ssn: Session, to: int) -> None:
+    """Undo the journal's operations after position *to*, newest first (``Session.undo_to``)."""
+    log = ssn.journal
+    while len(log) > to:
+        op = log.pop()
+        task = ssn.snap.tasks[op.task]
+        if op.kind == "allocate":
+            ssn.idle[op.node] += task.request
+        elif op.kind == "pipeline":
+            assert op.from_releasing is not None
+            ssn.releasing[op.node] += op.from_releasing
+            ssn.idle[op.node] += task.request - op.from_releasing
+        elif op.kind == "evict":
+            ssn.releasing[op.node] -= task.request
+        elif op.kind == "shared_allocate":
+            placed = op.placed
+            assert placed is not None
+            ssn.idle[op.node] += placed.req
+            idle, _, pods, _ = ssn.gpu_slots[op.node]
+            for s in placed.slots:
+                idle[s] += placed.need
+                pods[s] -= 1
+            ssn.summarize_groups(op.node)
+            ssn.gpus[op.task] = placed.gpus
+        elif op.kind == "shared":
+            saved = op.saved
+            assert saved is not None
+            ssn.idle[op.node] = saved.idle
+            ssn.releasing[op.node] = saved.releasing
+            ssn.gpu_slots[op.node] = saved.rows
+            ssn.summarize_groups(op.node)
+            ssn.gpus[op.task] = saved.gpus
+        if op.kind != "status":
+            ssn.log_node(op.node, freed=True)  # (an eviction's undo frees nothing; counting it is only safe)
+        ssn._set(task, op.prev_status, op.prev_node)
 
 
 class QueueState:
@@ -353,6 +366,9 @@ class Session:
         # other change only takes, and the Placer relies on that (see ``log_node``)
         self.node_freed: list[int] = []
         self.changed: set[int] = set()  # tasks whose status or node changed (close_session reports only these)
+        self.journal: list[_Op] = []  # every change made through Statements, for undo (see Statement)
+        # jobs left out of the rest of the cycle after their attempt raised: job -> (action, what went wrong)
+        self.job_errors: dict[int, tuple[str, str]] = {}
         self._ready = [False] * len(snap.jobs)  # per job, job_ready (filled by _open_queues: one pass over the tasks)
         self.notes: dict[int, list[str]] = {}  # job -> why eviction actions could not make room for it
         self.cache: dict[str, Any] = {}  # values derived from the snapshot alone, computed once per session
@@ -505,6 +521,22 @@ class Session:
 
     def statement(self) -> Statement:
         return Statement(self)
+
+    def undo_to(self, mark: int) -> None:
+        """Undo every change after journal position *mark* (``len(journal)`` taken earlier), newest first."""
+        _undo(self, mark)
+
+    def drop_job(self, job: JobInfo, action: str, error: Exception, mark: int) -> None:
+        """Leave *job* out of the rest of the cycle: its attempt in *action* raised *error*.
+
+        Everything the attempt changed after journal position *mark* is undone, committed or not, so the
+        cycle goes on for every other job as if this one had not been tried. One job's bad input or a bug
+        its shape triggers costs only that job (reported as a Warning event and in
+        ``CycleResult.job_errors``), never the cycle."""
+        self.undo_to(mark)
+        self.failures.pop(job.index, None)
+        self.notes.pop(job.index, None)
+        self.job_errors[job.index] = (action, f"{type(error).__name__}: {error}")
 
     @property
     def placer(self) -> Placer:

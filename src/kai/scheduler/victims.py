@@ -79,6 +79,8 @@ class VictimOrder:
 
     def _entry(self, job: JobInfo) -> tuple[tuple, int] | None:
         active = self._active[job.index]
+        if not active:  # minMember 0 (everything elastic): its last surplus pod was its last pod
+            return None
         surplus = self._surplus(job) is not None
         if not surplus and not self._core_allowed(job):
             return None

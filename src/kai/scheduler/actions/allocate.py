@@ -38,7 +38,7 @@ class Allocate:
     def execute(self, ssn: Session) -> None:
         candidates = []
         for job in ssn.snap.jobs:
-            if job.queue < 0 or not ssn.pending_tasks(job):
+            if job.queue < 0 or job.index in ssn.job_errors or not ssn.pending_tasks(job):
                 continue
             if not ssn.job_ready(job):
                 continue
@@ -48,46 +48,54 @@ class Allocate:
         nominated = [job for job in candidates if _nominated(ssn, job)] if _any_nominated(ssn) else []
         if nominated:
             _honor_nominations(ssn, nominated)
-            candidates = [job for job in candidates if ssn.pending_tasks(job)]
+            candidates = [job for job in candidates if job.index not in ssn.job_errors and ssn.pending_tasks(job)]
         queue = JobQueue(ssn, candidates)
         impossible: dict[tuple[int, bytes], tuple[int, str]] = {}  # (sig, request) -> (min count that failed, why)
         while (job := queue.pop()) is not None:
-            if not is_simple(job):
-                if _allocate_gang(ssn, job):
-                    queue.push(job)
+            mark = len(ssn.journal)
+            try:
+                again = _allocate_gang(ssn, job) if not is_simple(job) else _allocate_job(ssn, job, impossible)
+            except Exception as e:  # one job's failure costs only that job (Session.drop_job)
+                ssn.drop_job(job, self.name, e, mark)
                 continue
-            pending = ssn.pending_tasks(job)
-            tasks = ssn.tasks_to_allocate(job, pending)
-            if not tasks:
-                continue
-            failure = check_capacity(ssn, job, tasks)
-            if failure is not None:
-                ssn.failures[job.index] = failure
-                continue
-            shape = uniform_shape(tasks)
-            known = impossible.get(shape) if shape is not None else None
-            if known is not None and len(tasks) >= known[0]:
-                ssn.fail(job, "Unschedulable", known[1])
-                continue
-            # placing *tasks* takes exactly them out of PENDING, so what is left is known before placing
-            more_pending = len(pending) > len(tasks)
-            stmt = ssn.statement()
-            placed, why = _place(ssn, stmt, tasks)
-            if placed == len(tasks):
-                pipeline_whole_gang_if_needed(ssn, stmt, job)
-                stmt.commit()
-                ssn.failures.pop(job.index, None)
-                if more_pending:
-                    queue.push(job)
-                continue
-            stmt.rollback()
-            missing = job.min_available - ssn.job_allocated[job.index]
-            message = gang_message(placed, max(missing, 1), why) if missing > 0 else why
-            ssn.fail(job, "Unschedulable", message)
-            if shape is not None:
-                prev = impossible.get(shape)
-                if prev is None or len(tasks) < prev[0]:
-                    impossible[shape] = (len(tasks), message)
+            if again:
+                queue.push(job)
+
+
+def _allocate_job(ssn: Session, job: JobInfo, impossible: dict[tuple[int, bytes], tuple[int, str]]) -> bool:
+    """One attempt of a plain job (no subgroups, no topology): its missing gang members, or one elastic pod,
+    inside a Statement. True when it was placed and has more pending pods (the caller queues it again)."""
+    pending = ssn.pending_tasks(job)
+    tasks = ssn.tasks_to_allocate(job, pending)
+    if not tasks:
+        return False
+    failure = check_capacity(ssn, job, tasks)
+    if failure is not None:
+        ssn.failures[job.index] = failure
+        return False
+    shape = uniform_shape(tasks)
+    known = impossible.get(shape) if shape is not None else None
+    if known is not None and len(tasks) >= known[0]:
+        ssn.fail(job, "Unschedulable", known[1])
+        return False
+    # placing *tasks* takes exactly them out of PENDING, so what is left is known before placing
+    more_pending = len(pending) > len(tasks)
+    stmt = ssn.statement()
+    placed, why = _place(ssn, stmt, tasks)
+    if placed == len(tasks):
+        pipeline_whole_gang_if_needed(ssn, stmt, job)
+        stmt.commit()
+        ssn.failures.pop(job.index, None)
+        return more_pending
+    stmt.rollback()
+    missing = job.min_available - ssn.job_allocated[job.index]
+    message = gang_message(placed, max(missing, 1), why) if missing > 0 else why
+    ssn.fail(job, "Unschedulable", message)
+    if shape is not None:
+        prev = impossible.get(shape)
+        if prev is None or len(tasks) < prev[0]:
+            impossible[shape] = (len(tasks), message)
+    return False
 
 
 def _allocate_gang(ssn: Session, job: JobInfo) -> bool:
@@ -140,18 +148,25 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
     """
     queue = JobQueue(ssn, jobs)
     while (job := queue.pop()) is not None:
-        todo = ssn.tasks_to_allocate(job)
-        if not todo or any(t.nominated < 0 for t in todo) or check_capacity(ssn, job, todo) is not None:
-            continue
-        stmt = ssn.statement()
-        for task in todo:
-            node = task.nominated
-            if not (ssn.static_fit(task).mask[node] and ssn.fit_on(task, node) == NOW):
-                stmt.rollback()
-                break
-            stmt.allocate(task, node)
-        else:
-            stmt.commit()
+        mark = len(ssn.journal)
+        try:
+            _honor_nomination(ssn, job)
+        except Exception as e:  # one job's failure costs only that job (Session.drop_job)
+            ssn.drop_job(job, Allocate.name, e, mark)
+
+
+def _honor_nomination(ssn: Session, job: JobInfo) -> None:
+    todo = ssn.tasks_to_allocate(job)
+    if not todo or any(t.nominated < 0 for t in todo) or check_capacity(ssn, job, todo) is not None:
+        return
+    stmt = ssn.statement()
+    for task in todo:
+        node = task.nominated
+        if not (ssn.static_fit(task).mask[node] and ssn.fit_on(task, node) == NOW):
+            stmt.rollback()
+            return
+        stmt.allocate(task, node)
+    stmt.commit()
 
 
 def uniform_shape(tasks: list[TaskInfo]) -> tuple[int, bytes] | None:
