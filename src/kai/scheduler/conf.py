@@ -83,10 +83,11 @@ class SchedulerConf:
         if shard is None:
             return cls(actions=actions or C.DEFAULT_ACTIONS)
         chosen = list(actions or C.DEFAULT_ACTIONS)
+        for name in shard.actions:  # checked even when --actions overrides them: a typo is never ignored
+            if name not in KNOWN_ACTIONS:
+                raise ConfigError(f"SchedulingShard/{shard.meta.name}: spec.actions: unknown action {name!r}")
         if actions is None:
             for name, spec in shard.actions.items():
-                if name not in KNOWN_ACTIONS:
-                    raise ConfigError(f"SchedulingShard/{shard.meta.name}: spec.actions: unknown action {name!r}")
                 if spec.get("enabled") is False and name in chosen:
                     chosen.remove(name)
             # KAI disables consolidation when either placement strategy is spread.
@@ -149,7 +150,10 @@ def _eviction_settings(shard: SchedulingShard) -> dict[str, Any]:
     prop = (shard.plugins.get("proportion") or {}).get("arguments") or {}
     for key in ("relcaimerSaturationMultiplier", "reclaimerSaturationMultiplier", "reclaimerUtilizationMultiplier"):
         if key in prop:
-            out["saturation_multiplier"] = number(prop[key], f"spec.plugins.proportion.arguments.{key}")
+            field = f"spec.plugins.proportion.arguments.{key}"
+            out["saturation_multiplier"] = value = number(prop[key], field)
+            if not value >= 1:
+                raise ConfigError(f"{where}: {field}: must be >= 1, got {prop[key]!r}")
     args = shard.args
     flags: tuple[tuple[str, str, Any], ...] = (
         ("max-consolidation-preemptees", "max_consolidation_preemptees", int),

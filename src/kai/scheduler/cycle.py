@@ -27,10 +27,9 @@ from kai.scheduler.decisions import (
 )
 from kai.scheduler.model import ACTIVE_ALLOCATED, MILLI, QRES, TaskStatus
 from kai.scheduler.session import Session
-from kai.scheduler.snapshot import Snapshot
+from kai.scheduler.snapshot import INVALID_GPU_REQUEST, Snapshot
 
 UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
-INVALID_GPU_REQUEST = "InvalidGpuRequest"  # Warning event on a pod whose GPU-sharing annotations are bad
 SCHEDULING_ERROR = "SchedulingError"  # Warning event on a PodGroup left out of a cycle (Session.drop_job)
 
 
@@ -109,7 +108,7 @@ def close_session(ssn: Session) -> CycleResult:
     for ti in sorted(ssn.invalid):  # bad GPU-sharing annotations: the pod says why it is never placed
         t = snap.tasks[ti]
         if ssn.status[ti] == TaskStatus.PENDING:
-            res.events.append(Event(f"Pod/{t.namespace}/{t.name}", "Warning", INVALID_GPU_REQUEST, t.share_error))
+            res.events.append(Event(f"Pod/{t.namespace}/{t.name}", "Warning", t.spec_error_reason, t.spec_error))
 
     status, pending_status, any_invalid = ssn.status, TaskStatus.PENDING, bool(ssn.invalid)
     failures, stale_since, eviction_notes, job_errors = ssn.failures, ssn.stale_since, ssn.notes, ssn.job_errors
@@ -125,7 +124,8 @@ def close_session(ssn: Session) -> CycleResult:
         invalid = [ti for ti in job.tasks if ti in ssn.invalid and status[ti] == pending_status] if any_invalid else []
         if invalid and not ssn.job_ready(job):
             bad = snap.tasks[invalid[0]]
-            message = f"Pod {bad.namespace}/{bad.name} has an invalid GPU request: {bad.share_error}"
+            what = "GPU request" if bad.spec_error_reason == INVALID_GPU_REQUEST else "request"
+            message = f"Pod {bad.namespace}/{bad.name} has an invalid {what}: {bad.spec_error}"
             if len(invalid) > 1:
                 message += f" (and {len(invalid) - 1} more pods)"
             conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", "Unschedulable", message),)

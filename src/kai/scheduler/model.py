@@ -67,7 +67,10 @@ class TaskInfo:
     nominated: int = -1  # node row of status.nominatedNodeName (room an eviction made for it), -1 if none
     share: GpuShare | None = None  # a fractional GPU request (gpu-fraction / gpu-memory annotations)
     gpu_slots: tuple[int, ...] = ()  # the GPU groups (slots of its node) a placed shared pod holds
-    share_error: str = ""  # why its GPU-sharing annotations are invalid ("" = they are fine); it stays pending
+    # why kai will not place it ("" = nothing wrong): bad GPU-sharing annotations, or a request above what kai can
+    # account for; the field is named. Only a pod kai still has to place has one: a bound pod counts as it is bound.
+    spec_error: str = ""
+    spec_error_reason: str = ""  # the event reason: InvalidGpuRequest | InvalidRequest
 
     @property
     def namespace(self) -> str:

@@ -244,7 +244,7 @@ class PolicyPlacer:
         wanted = ACTIVE_ALLOCATED | {TaskStatus.PENDING}
         reqs = []
         for t in ssn.snap.tasks:
-            if t.status in wanted and not t.share_error:
+            if t.status in wanted and not t.spec_error:
                 r = self._request(t)
                 if r is not None:
                     reqs.append(r)

@@ -286,6 +286,13 @@ def _undo(ssn: Session, to: int) -> None:
         ssn._set(task, op.prev_status, op.prev_node)
 
 
+def _int64_rows(rows: list[list[int]]) -> np.ndarray:
+    """Per-queue sums (Python ints, exact) as an int64 (Q, 3) array, saturated where a sum passes int64 (only
+    absurd input gets there: every amount is at most 2^50, kai.api.quantity)."""
+    bound = 2**63 - 1
+    return np.array([[min(max(v, -bound), bound) for v in row] for row in rows], dtype=np.int64).reshape(-1, 3)
+
+
 class QueueState:
     """Per-queue accounting in QRES base units (milli-GPU, millicores, bytes), propagated to ancestors.
 
@@ -312,15 +319,15 @@ class QueueState:
 
     @property
     def allocated(self) -> np.ndarray:
-        return np.array(self.alloc, dtype=np.int64).reshape(-1, 3)
+        return _int64_rows(self.alloc)
 
     @property
     def allocated_non_preemptible(self) -> np.ndarray:
-        return np.array(self.alloc_np, dtype=np.int64).reshape(-1, 3)
+        return _int64_rows(self.alloc_np)
 
     @property
     def requested(self) -> np.ndarray:
-        return np.array(self.req, dtype=np.int64).reshape(-1, 3)
+        return _int64_rows(self.req)
 
 
 class Session:
@@ -348,7 +355,7 @@ class Session:
         self.group_max_later = [-1] * nodes.n
         for row in np.flatnonzero((gpus.pods > 0).any(axis=1)).tolist() if gpus.pods.size else ():
             self.summarize_groups(row)
-        self.invalid = {t.index for t in snap.tasks if t.share_error}  # bad GPU-sharing annotations: never placed
+        self.invalid = {t.index for t in snap.tasks if t.spec_error}  # bad GPU-sharing annotations: never placed
         self._node_requests: dict[tuple[bytes, int], np.ndarray] = {}  # shared pods' node-column requests
         self.gpu_cap: list[int] = snap.gpus.cap.tolist()  # units per GPU, per node
         self._sharing_nodes: list[bool] = snap.gpus.sharing_nodes.tolist()
@@ -413,7 +420,7 @@ class Session:
             for ti in job.tasks:
                 t = tasks[ti]
                 status = t.status
-                if status in _ALIVE_UNGATED and not t.share_error:
+                if status in _ALIVE_UNGATED and not t.spec_error:
                     alive += 1
                 if status in ACTIVE_ALLOCATED:
                     g, c, m = t.qreq
@@ -421,7 +428,7 @@ class Session:
                     ac += c
                     am += m
                     count += 1
-                elif status == _PENDING and not t.share_error:
+                elif status == _PENDING and not t.spec_error:
                     g, c, m = t.qreq
                     pg += g
                     pc += c
@@ -447,7 +454,7 @@ class Session:
                     row[0] += ag
                     row[1] += ac
                     row[2] += am
-        fair = self._fair_share(np.array(req, dtype=np.int64).reshape(-1, 3))
+        fair = self._fair_share(np.array(req, dtype=np.float64).reshape(-1, 3))  # float: sums may pass int64
         return QueueState(alloc, alloc_np, req, fair, ancestors)
 
     def _fair_share(self, requested: np.ndarray) -> np.ndarray:

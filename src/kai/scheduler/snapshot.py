@@ -14,8 +14,9 @@ import numpy as np
 
 from kai.api import constants as C
 from kai.api.gpugroups import group_labels
-from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology
+from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology, parse_go_int
 from kai.api.pdb import PodDisruptionBudget
+from kai.api.quantity import MAX_AMOUNT
 from kai.scheduler.gpusharing import (
     UNITS_PER_MIB,
     GpuShare,
@@ -40,6 +41,9 @@ from kai.scheduler.model import (
 from kai.scheduler.subgroups import attach_gang
 
 MB = 1_000_000  # the Queue CRD's memory unit (KAI: "mebibytes" holding 10^6)
+INVALID_GPU_REQUEST = "InvalidGpuRequest"  # a pod's GPU-sharing annotations are bad
+INVALID_REQUEST = "InvalidRequest"  # a pod asks for more than kai can account for (Pod.oversize)
+_TO_PLACE = frozenset({TaskStatus.PENDING, TaskStatus.GATED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +101,21 @@ def _resource_columns(nodes: Iterable[Node], pods: Iterable[Pod]) -> tuple[str, 
 def _vector(res: dict[str, int], col: dict[str, int], n_res: int) -> np.ndarray:
     v = np.zeros(n_res, dtype=np.int64)
     for k, amount in res.items():
-        v[col[k]] = amount * MILLI if k == C.RESOURCE_GPU else amount
+        v[col[k]] = min(amount * MILLI, MAX_AMOUNT) if k == C.RESOURCE_GPU else amount
     return v
+
+
+# Sums of amounts (each at most MAX_AMOUNT = 2^50, kai.api.quantity) are saturated at SATURATED = 2^61 every
+# SATURATE_EVERY additions: between two saturations they grow by at most 2^11 * 2^50 = 2^61, so an int64 column
+# never wraps (NumPy's += would wrap silently). Only absurd input (thousands of saturated pods on one node)
+# ever reaches the bound; for it, "full" is the honest answer.
+SATURATED = 2**61
+SATURATE_EVERY = 2**11
+
+
+def _saturate(*arrays: np.ndarray) -> None:
+    for a in arrays:
+        np.minimum(a, SATURATED, out=a)
 
 
 def _node_taints(node: Node) -> tuple[tuple[str, str, str], ...]:
@@ -114,11 +131,11 @@ def _node_taints(node: Node) -> tuple[tuple[str, str, str], ...]:
 def _gpu_memory_mib(labels: dict[str, str]) -> int:
     """nvidia.com/gpu.memory (MiB per GPU); KAI's default 100 when missing or not a positive integer."""
     text = labels.get(C.LABEL_GPU_MEMORY, "")
-    try:
-        value = int(text)
-    except ValueError:
-        return C.DEFAULT_GPU_MEMORY_MIB
-    return value if value > 0 else C.DEFAULT_GPU_MEMORY_MIB
+    value = parse_go_int(text) if len(text) < 20 else None
+    return value if value is not None and 0 < value <= MAX_GPU_MEMORY_MIB else C.DEFAULT_GPU_MEMORY_MIB
+
+
+MAX_GPU_MEMORY_MIB = 2**30  # per GPU (1 PiB): a larger label value is as unusable as a malformed one
 
 
 def task_status(pod: Pod) -> TaskStatus:
@@ -153,7 +170,19 @@ _SHARE_KEYS = (
 )
 
 
-def _share_of(pod: Pod, max_gpu_memory_mib: int) -> tuple[GpuShare | None, str]:
+def max_gpu_memory_mib(nodes: Iterable[Node]) -> int:
+    """The largest per-GPU memory (MiB) of the nodes that can share GPUs: a gpu-memory request above it fits
+    nowhere (KAI's scheduler checks the same on use)."""
+    best = 0
+    for n in nodes:
+        labels = n.meta.labels
+        if n.allocatable.get(C.RESOURCE_GPU, 0) > 0 and labels.get(C.LABEL_MIG_STRATEGY, "none") in ("", "none"):
+            best = max(best, _gpu_memory_mib(labels))
+    return best or C.DEFAULT_GPU_MEMORY_MIB
+
+
+def share_of(pod: Pod, max_gpu_memory_mib: int) -> tuple[GpuShare | None, str]:
+    """The pod's GPU share and, if its GPU-sharing annotations are invalid, why ("" when they are fine)."""
     ann = pod.meta.annotations
     if not ann or not any(k in ann for k in _SHARE_KEYS):
         return None, ""
@@ -321,11 +350,18 @@ def build_snapshot(
     tasks: list[TaskInfo] = []
     placed: list[Placed] = []
     placed_task: list[int] = []  # per Placed, its task index (-1: another scheduler's pod)
-    for pod in pods:
+    for count, pod in enumerate(pods):
+        if count % SATURATE_EVERY == SATURATE_EVERY - 1:
+            _saturate(used, releasing, other_used)
         status = task_status(pod)
         node = node_row.get(pod.node_name, -1)
         req = _vector(pod.requests, col, n_res)
-        share, share_error = _share_of(pod, max_gpu_mem)
+        share, spec_error = share_of(pod, max_gpu_mem)
+        reason = INVALID_GPU_REQUEST if spec_error else ""
+        if status not in _TO_PLACE:  # bound (or done): it holds what it holds, whatever its annotations say now
+            spec_error = reason = ""
+        elif pod.oversize and not spec_error:
+            spec_error, reason = pod.oversize[0], INVALID_REQUEST
         if status in ACTIVE_USED and node >= 0:
             used[node] += req  # a shared pod's GPU column is 0 here: it holds slots of GPU groups instead
             if status == TaskStatus.RELEASING:
@@ -360,7 +396,8 @@ def build_snapshot(
                 qreq=tuple(int(x) for x in req[QRES_COLUMNS]),
                 nominated=node_row.get(pod.nominated_node_name, -1) if status == TaskStatus.PENDING else -1,
                 share=share,
-                share_error=share_error,
+                spec_error=spec_error,
+                spec_error_reason=reason,
             )
         )
         jobs[ji].tasks.append(len(tasks) - 1)
@@ -380,10 +417,12 @@ def build_snapshot(
         if ti >= 0:
             tasks[ti].gpu_slots = tuple(p.slots)
     # every GPU group takes one whole GPU from its node; one whose pods are all releasing is a releasing GPU
+    _saturate(used, releasing, other_used)
     used[:, GPU] += (gpus.pods > 0).sum(axis=1) * MILLI
     releasing[:, GPU] += ((gpus.pods > 0) & (gpus.pods == gpus.gone)).sum(axis=1) * MILLI
 
-    total = allocatable[ready].sum(axis=0) - other_used if len(nodes) else np.zeros(n_res, dtype=np.int64)
+    # in float64: 5,000 nodes of saturated allocatable would overflow an int64 sum (fair share is float anyway)
+    total = allocatable[ready].sum(axis=0, dtype=np.float64) - other_used if len(nodes) else np.zeros(n_res)
     total_q = np.maximum(total[QRES_COLUMNS], 0).astype(np.float64)
     table = NodeTable(
         names=tuple(n.meta.name for n in nodes),
