@@ -149,3 +149,18 @@ def test_an_action_that_raises_outside_any_job_is_undone_and_the_next_runs(monke
     result = run_cycle(c.snapshot(), SchedulerConf(actions=("consolidation", "allocate")))
     assert result.action_errors == [("consolidation", "RuntimeError: injected fault in the action")]
     assert bound(result) == {"bad-0", "bad-1", "good-0", "good-1"}
+
+
+def test_job_errors_are_counted_by_action_in_the_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kai_cycle_job_errors_total{action}`` counts what ``CycleResult.job_errors`` reports; its only label is
+    the action, so its series stay bounded however many jobs fail."""
+    from kai.k8s._metrics import Metrics
+
+    c = cluster(two_jobs())
+    monkeypatch.setattr(allocate_module, "_place", raising_for("bad", allocate_module._place))
+    result = run_cycle(c.snapshot(), SchedulerConf(actions=("allocate",)))
+    metrics = Metrics()
+    metrics.record_cycle(result, e2e_s=0.1, snapshot_s=0.01, apply_s=0.01)
+    metrics.record_cycle(result, e2e_s=0.1, snapshot_s=0.01, apply_s=0.01)
+    text = metrics.exposition().decode()
+    assert 'kai_cycle_job_errors_total{action="allocate"} 2.0' in text

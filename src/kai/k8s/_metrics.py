@@ -83,9 +83,20 @@ class Metrics:
         )
         self.relists = Counter("informer_relists", "Re-lists after 410 Gone.", ["kind"], namespace=PREFIX, registry=r)
         self.leader = Gauge("is_leader", "1 while this replica holds the lease.", namespace=PREFIX, registry=r)
+        self.job_errors = Counter(  # labelled by action only: bounded, whatever the number of jobs
+            "cycle_job_errors",
+            "Jobs left out of a cycle because scheduling them raised (each costs only itself).",
+            ["action"],
+            namespace=PREFIX,
+            registry=r,
+        )
 
     def record_cycle(self, result: CycleResult, *, e2e_s: float, snapshot_s: float, apply_s: float) -> None:
         self.cycles.inc()
+        for error in result.job_errors:
+            self.job_errors.labels(error.action).inc()
+        for action, _ in result.action_errors:
+            self.job_errors.labels(action).inc()
         self.e2e.set(e2e_s * 1000)
         self.open_session.set((snapshot_s + result.stats.get("open_session_s", 0.0)) * 1000)
         self.close_session.set(apply_s * 1000)

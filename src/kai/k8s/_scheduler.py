@@ -392,6 +392,13 @@ class KaiScheduler:
         t3 = time.perf_counter()
         self.last_result = result
         self.metrics.record_cycle(result, e2e_s=t3 - t0, snapshot_s=t1 - t0, apply_s=t3 - t2)
+        for error in result.job_errors:  # a bug one job's shape triggers: logged whole, the job was left out
+            log.error(
+                "job left out of the cycle",
+                extra={"podgroup": error.podgroup, "action": error.action, "error": error.message},
+            )
+        for action, message in result.action_errors:
+            log.error("action undone", extra={"action": action, "error": message})
         for kind, inf in self.informers.items():  # lists after the first one: re-lists after 410 Gone
             gone = inf.relists - 1 - self._relists_counted.get(kind, 0)
             if gone > 0:
