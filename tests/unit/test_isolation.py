@@ -19,11 +19,11 @@ import yaml
 from kai.api.manifests import load_manifests
 from kai.scheduler import cycle as cycle_module
 from kai.scheduler.actions import allocate as allocate_module
-from kai.scheduler.actions import evicting as evicting_module
 from kai.scheduler.actions import stalegang as stalegang_module
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import SCHEDULING_ERROR, UNSCHEDULABLE_CONDITION, run_cycle
 from kai.scheduler.decisions import CycleResult
+from kai.scheduler.plugins import proportion as proportion_module
 from kai.sim.cluster import EmbeddedCluster
 from tests.unit.test_statement import NOW, node, pod, podgroup, queue
 
@@ -111,7 +111,7 @@ def preempt_cluster() -> list[dict[str, Any]]:
 
 def test_a_job_whose_victim_search_raises_costs_only_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     c = cluster(preempt_cluster())
-    monkeypatch.setattr(evicting_module, "check_capacity", raising_for("bad", evicting_module.check_capacity))
+    monkeypatch.setattr(proportion_module, "check_capacity", raising_for("bad", proportion_module.check_capacity))
     result = run_cycle(c.snapshot(), SchedulerConf(actions=("preempt",)))
     assert {p.pod.name for p in result.pipelines} == {"good-0"}
     assert len(result.evictions) == 1

@@ -351,11 +351,12 @@ class KaiScheduler:
 
     def conf(self) -> SchedulerConf:
         from kai.scheduler.conf import ConfigError, SchedulerConf
+        from kai.scheduler.plugins import check_conf
 
         shards = {s.meta.name: s for s in self.store.list("SchedulingShard")}
         shard = shards.get(self.options.shard)
         try:
-            conf = SchedulerConf.from_shard(shard, actions=self.options.actions)
+            conf = check_conf(SchedulerConf.from_shard(shard, actions=self.options.actions))
             self._conf_error = ""
             return conf
         except ConfigError as e:
@@ -367,6 +368,7 @@ class KaiScheduler:
     async def cycle(self) -> CycleRecord:
         """One cycle: snapshot, engine, apply."""
         from kai.scheduler.cycle import run_cycle
+        from kai.scheduler.plugins import task_order_of
         from kai.scheduler.snapshot import build_snapshot
 
         assert self.applier is not None
@@ -374,6 +376,7 @@ class KaiScheduler:
         now = time.time()
         self.applier.assumed.expire(self.store, self.applier.assume_ttl_s, time.monotonic())
         pods = self.applier.assumed.pods(self.store, now)
+        conf = self.conf()
         snap = build_snapshot(
             nodes=self.store.list("Node"),
             pods=pods,
@@ -383,9 +386,10 @@ class KaiScheduler:
             now=now,
             pdbs=self.store.list("PodDisruptionBudget"),
             topologies=self.store.list("Topology"),
+            task_order=task_order_of(conf),
         )
         t1 = time.perf_counter()
-        result = await asyncio.to_thread(run_cycle, snap, self.conf())
+        result = await asyncio.to_thread(run_cycle, snap, conf)
         t2 = time.perf_counter()
         uids = {(p.meta.namespace or "", p.meta.name): p.meta.uid for p in pods}
         stats = await self.applier.apply(result, uids)

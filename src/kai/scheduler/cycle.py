@@ -26,6 +26,8 @@ from kai.scheduler.decisions import (
     QueueStatus,
 )
 from kai.scheduler.model import ACTIVE_ALLOCATED, MILLI, QRES, TaskStatus
+from kai.scheduler.placement import Placer
+from kai.scheduler.plugins import build_hooks
 from kai.scheduler.session import Session
 from kai.scheduler.snapshot import INVALID_GPU_REQUEST, Snapshot
 
@@ -41,7 +43,7 @@ def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        ssn = Session(snap, conf)
+        ssn = open_session(snap, conf)
         stats = {"open_session_s": perf_counter() - t0}
         action_errors = []
         for name in conf.actions:
@@ -61,6 +63,14 @@ def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
     stats["cycle_s"] = perf_counter() - t0
     result.stats = stats
     return result
+
+
+def open_session(snap: Snapshot, conf: SchedulerConf) -> Session:
+    """A Session on *snap* with *conf*'s plugins (made anew: they keep state for this Session only) and the
+    Placer that answers where each task goes."""
+    ssn = Session(snap, conf, build_hooks(conf))
+    ssn.placer = Placer(ssn)
+    return ssn
 
 
 def _api_units(v) -> dict[str, float]:

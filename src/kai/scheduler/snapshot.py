@@ -7,7 +7,7 @@ that "ties go to the lower row" means "ties go to the node name ascending"
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,8 +18,6 @@ from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology,
 from kai.api.pdb import PodDisruptionBudget
 from kai.api.quantity import MAX_AMOUNT
 from kai.scheduler.gpusharing import (
-    UNITS_PER_MIB,
-    GpuShare,
     GpuTable,
     Placed,
     build_gpu_table,
@@ -32,6 +30,8 @@ from kai.scheduler.model import (
     MILLI,
     QRES,
     QRES_COLUMNS,
+    UNITS_PER_MIB,
+    GpuShare,
     JobInfo,
     NodeTable,
     QueueInfo,
@@ -39,6 +39,7 @@ from kai.scheduler.model import (
     TaskStatus,
 )
 from kai.scheduler.subgroups import attach_gang
+from kai.scheduler.taskorder import default_task_order
 
 MB = 1_000_000  # the Queue CRD's memory unit (KAI: "mebibytes" holding 10^6)
 INVALID_GPU_REQUEST = "InvalidGpuRequest"  # a pod's GPU-sharing annotations are bad
@@ -118,6 +119,24 @@ def _saturate(*arrays: np.ndarray) -> None:
         np.minimum(a, SATURATED, out=a)
 
 
+def _clamp_whole_releasing(
+    allocatable: np.ndarray, used: np.ndarray, releasing: np.ndarray, groups: np.ndarray
+) -> None:
+    """One GPU model on over-committed input: a whole GPU that a releasing whole-GPU pod frees needs a device no
+    GPU group holds. Where the node's GPU groups and whole-GPU pods claim more devices than it has (a cluster
+    where two schedulers disagreed, say), only as many whole GPUs count as releasing as there are devices left
+    for them, so the node-level fit (``gpusharing.fit_rows_single``) and the per-device choice
+    (``gpusharing.choose``) agree. Called before the groups are added to *used*; consistent input is untouched."""
+    devices = allocatable[:, GPU] // MILLI
+    whole_used = used[:, GPU] // MILLI  # whole-GPU pods (groups not added yet), releasing ones included
+    whole_rel = np.maximum(releasing[:, GPU], 0) // MILLI
+    free_devices = np.maximum(devices - groups - (whole_used - whole_rel), 0)  # devices neither held nor grouped
+    excess = whole_rel - free_devices
+    over = excess > 0
+    if over.any():
+        releasing[over, GPU] -= np.minimum(excess[over], whole_rel[over]) * MILLI
+
+
 def _node_taints(node: Node) -> tuple[tuple[str, str, str], ...]:
     """The node's taints; a cordoned node carries node.kubernetes.io/unschedulable:NoSchedule, as the API
     server adds it, so pods that tolerate it (DaemonSet-style) may still land there (kube's and KAI's rule)."""
@@ -193,25 +212,6 @@ def share_of(pod: Pod, max_gpu_memory_mib: int) -> tuple[GpuShare | None, str]:
             f"any node's GPUs (the largest has {max_gpu_memory_mib} MiB, label {C.LABEL_GPU_MEMORY})"
         )
     return share, error
-
-
-def _task_order_key(pod: Pod) -> tuple:
-    """kubeflow master/launcher first, Ray head first, then kai.scheduler/task-priority (labelled and higher
-    first), then creation time and name (KAI's TaskOrderFn tiers)."""
-    role = pod.meta.labels.get(C.LABEL_KUBEFLOW_JOB_ROLE, "")
-    head = pod.meta.labels.get(C.LABEL_RAY_NODE_TYPE, "") == "head"
-    prio_text = pod.meta.labels.get(C.LABEL_TASK_PRIORITY)
-    try:
-        prio = (0, -int(prio_text)) if prio_text is not None else (1, 0)
-    except ValueError:
-        prio = (1, 0)
-    return (
-        0 if role in ("master", "launcher") else 1,
-        0 if head else 1,
-        prio,
-        pod.meta.creation_timestamp or 0.0,
-        pod.meta.name,
-    )
 
 
 def resolve_priority(pg: PodGroup, classes: dict[str, PriorityClass]) -> tuple[int, bool]:
@@ -293,9 +293,11 @@ def build_snapshot(
     pdbs: Iterable[PodDisruptionBudget] = (),
     queue_usage: dict[str, tuple[float, float, float]] | None = None,
     topologies: Iterable[Topology] = (),
+    task_order: Callable[[Pod], tuple] = default_task_order,
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
-    scheduler belong to the PodGroup named by their ``pod-group-name`` annotation."""
+    scheduler belong to the PodGroup named by their ``pod-group-name`` annotation. *task_order*: the pod
+    order inside a job (``kai.scheduler.plugins.task_order_of(conf)``; KAI's default tiers otherwise)."""
     nodes = sorted(nodes, key=lambda n: n.meta.name)
     resources = _resource_columns(nodes, pods)
     col = {r: i for i, r in enumerate(resources)}
@@ -392,7 +394,7 @@ def build_snapshot(
                 node=node,
                 request=_ro(req),
                 signature=sig,
-                order_key=_task_order_key(pod),
+                order_key=task_order(pod),
                 qreq=tuple(int(x) for x in req[QRES_COLUMNS]),
                 nominated=node_row.get(pod.nominated_node_name, -1) if status == TaskStatus.PENDING else -1,
                 share=share,
@@ -418,7 +420,9 @@ def build_snapshot(
             tasks[ti].gpu_slots = tuple(p.slots)
     # every GPU group takes one whole GPU from its node; one whose pods are all releasing is a releasing GPU
     _saturate(used, releasing, other_used)
-    used[:, GPU] += (gpus.pods > 0).sum(axis=1) * MILLI
+    groups = (gpus.pods > 0).sum(axis=1) if gpus.pods.size else np.zeros(len(nodes), dtype=np.int64)
+    _clamp_whole_releasing(allocatable, used, releasing, groups)
+    used[:, GPU] += groups * MILLI
     releasing[:, GPU] += ((gpus.pods > 0) & (gpus.pods == gpus.gone)).sum(axis=1) * MILLI
 
     # in float64: 5,000 nodes of saturated allocatable would overflow an int64 sum (fair share is float anyway)

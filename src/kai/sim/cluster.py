@@ -47,7 +47,9 @@ from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.gpusharing import default_group_name, parse_share
+from kai.scheduler.plugins import check_conf, task_order_of
 from kai.scheduler.snapshot import Snapshot, build_snapshot
+from kai.scheduler.taskorder import default_task_order
 from kai.scheduler.usage import UsageLedger, UsageParams
 from kai.sim import checks
 from kai.sim.controllers import ADMISSION, Created, controller_for
@@ -546,7 +548,8 @@ class EmbeddedCluster:
     def topologies(self) -> list[Topology]:
         return self.store.list("Topology")
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, conf: SchedulerConf | None = None) -> Snapshot:
+        """The Store as the engine sees it; *conf* orders each job's pods by its task-order plugins."""
         return build_snapshot(
             nodes=self.store.list("Node"),
             pods=self.store.list("Pod"),
@@ -557,6 +560,7 @@ class EmbeddedCluster:
             pdbs=self.store.list("PodDisruptionBudget"),
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
             topologies=self.topologies(),
+            task_order=task_order_of(conf) if conf is not None else default_task_order,
         )
 
     def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
@@ -575,7 +579,7 @@ class EmbeddedCluster:
             shard = self.shard()
             if shard is not None and shard.usage_window is not None:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
-        snap = self.snapshot()
+        snap = self.snapshot(conf)
         result = run_cycle(snap, conf)
         self._record_gpu_groups(snap)
         self._apply(result)
@@ -976,6 +980,6 @@ def shard_conf(cluster: EmbeddedCluster, actions: tuple[str, ...] | None) -> Sch
     shard's file (``SchedulerConf.from_shard`` names the object and the field)."""
     shard = cluster.shard()
     try:
-        return SchedulerConf.from_shard(shard, actions=actions)
+        return check_conf(SchedulerConf.from_shard(shard, actions=actions))
     except ConfigError as e:
         raise ManifestError(str(e), source=cluster._source(shard) if shard is not None else "") from None

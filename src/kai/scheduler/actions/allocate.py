@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.actions.gang import JobPlacement, is_simple, job_constraints, plan_for
-from kai.scheduler.capacity import check_capacity
 from kai.scheduler.explain import explain_no_node, gang_message
 from kai.scheduler.gpusharing import NOW
 from kai.scheduler.model import JobInfo, TaskInfo, TaskStatus
@@ -45,11 +44,12 @@ class Allocate:
             candidates.append(job)
         # nominations are rare (room an eviction made in an earlier cycle): one pass over the tasks rules them out
         # instead of a generator per candidate job
-        nominated = [job for job in candidates if _nominated(ssn, job)] if _any_nominated(ssn) else []
+        nominations = ssn.hooks.enabled("nominatednode") and _any_nominated(ssn)
+        nominated = [job for job in candidates if _nominated(ssn, job)] if nominations else []
         if nominated:
             _honor_nominations(ssn, nominated)
             candidates = [job for job in candidates if job.index not in ssn.job_errors and ssn.pending_tasks(job)]
-        queue = JobQueue(ssn, candidates)
+        queue = JobQueue(ssn, candidates, ssn.conf.queue_depth(self.name))
         impossible: dict[tuple[int, bytes], tuple[int, str]] = {}  # (sig, request) -> (min count that failed, why)
         while (job := queue.pop()) is not None:
             mark = len(ssn.journal)
@@ -69,7 +69,7 @@ def _allocate_job(ssn: Session, job: JobInfo, impossible: dict[tuple[int, bytes]
     tasks = ssn.tasks_to_allocate(job, pending)
     if not tasks:
         return False
-    failure = check_capacity(ssn, job, tasks)
+    failure = ssn.hooks.job_over_capacity(ssn, job, tasks)
     if failure is not None:
         ssn.failures[job.index] = failure
         return False
@@ -111,7 +111,7 @@ def _allocate_gang(ssn: Session, job: JobInfo) -> bool:
     tasks = plan.tasks(job.gang)
     if not tasks and not plan.leaf_tasks:
         return False
-    failure = check_capacity(ssn, job, tasks)
+    failure = ssn.hooks.job_over_capacity(ssn, job, tasks)
     if failure is not None:
         ssn.failures[job.index] = failure
         return False
@@ -146,7 +146,7 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
     nomination is honored only where the pod fits on idle resources now, whole
     gangs at a time; anything else goes through the normal order.
     """
-    queue = JobQueue(ssn, jobs)
+    queue = JobQueue(ssn, jobs, ssn.conf.queue_depth(Allocate.name))
     while (job := queue.pop()) is not None:
         mark = len(ssn.journal)
         try:
@@ -157,7 +157,7 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
 
 def _honor_nomination(ssn: Session, job: JobInfo) -> None:
     todo = ssn.tasks_to_allocate(job)
-    if not todo or any(t.nominated < 0 for t in todo) or check_capacity(ssn, job, todo) is not None:
+    if not todo or any(t.nominated < 0 for t in todo) or ssn.hooks.job_over_capacity(ssn, job, todo) is not None:
         return
     stmt = ssn.statement()
     for task in todo:
@@ -183,11 +183,11 @@ def _place(ssn: Session, stmt: Statement, tasks: list[TaskInfo]) -> tuple[int, s
     """Place *tasks* in order; returns (how many were placed, why the next one could not be)."""
     placer = ssn.placer
     for i, task in enumerate(tasks):
-        node, now = placer.best_node(task)
-        if node < 0:
+        choice = placer.best_node(task)
+        if choice is None:
             return i, explain_no_node(ssn, task)
-        if now:
-            stmt.allocate(task, node)
+        if choice.now:
+            stmt.allocate(task, choice.node, choice.gpus)
         else:
-            stmt.pipeline(task, node)
+            stmt.pipeline(task, choice.node, choice.gpus)
     return len(tasks), ""

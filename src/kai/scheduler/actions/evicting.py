@@ -15,7 +15,7 @@ from kai.api.objects import format_time
 from kai.scheduler.actions.allocate import uniform_shape
 from kai.scheduler.actions.gang import is_simple, job_constraints, tasks_to_allocate
 from kai.scheduler.actions.solver import Budget, Scenario, Solver, SolveResult
-from kai.scheduler.capacity import check_capacity, job_request
+from kai.scheduler.capacity import job_request
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session
@@ -40,10 +40,6 @@ class EvictingAction:
 
     def victims(self, ssn: Session, job: JobInfo, req: tuple[int, int, int]) -> list[JobInfo]:
         raise NotImplementedError
-
-    def core_allowed(self, ssn: Session, preemptor: JobInfo, victim: JobInfo) -> bool:
-        """May *victim* lose its minAvailable core (not only surplus pods)? Min runtime says no while it runs."""
-        return True
 
     def validate(self, ssn: Session, scenario: Scenario) -> str | None:
         return None
@@ -73,7 +69,8 @@ class EvictingAction:
             for job in candidates:
                 ssn.note(job, self.name, idle)
             return
-        queue = JobQueue(ssn, [job for job in candidates if self._outside_delay(ssn, job)])
+        eligible = [job for job in candidates if self._outside_delay(ssn, job)]
+        queue = JobQueue(ssn, eligible, ssn.conf.queue_depth(self.name))
         failed: dict[tuple, tuple[int, str]] = {}  # KAI's scheduling signatures: skip jobs no easier than a failure
         while (job := queue.pop()) is not None:
             mark = len(ssn.journal)
@@ -101,7 +98,7 @@ class EvictingAction:
         tasks = tasks_to_allocate(ssn, job)
         if not tasks:
             return None
-        over = check_capacity(ssn, job, tasks)  # limits and non-preemptible quota bind evictions too
+        over = ssn.hooks.job_over_capacity(ssn, job, tasks)  # limits, non-preemptible quota bind evictions too
         if over is not None:
             ssn.failures[job.index] = over
             return None
@@ -116,7 +113,8 @@ class EvictingAction:
             if not victims:
                 why = self.no_victims(ssn, job)
             else:
-                order = VictimOrder(ssn, victims, lambda v, job=job: self.core_allowed(ssn, job, v))
+                core_allowed = ssn.hooks.victim_core_allowed
+                order = VictimOrder(ssn, victims, lambda v, job=job: core_allowed(ssn, self.name, job, v))
                 solver = Solver(ssn, validator=self.validate, all_must_move=self.all_must_move, budget=budget)
                 result = solver.solve(job, tasks, order)
                 if result.scenario is not None:
