@@ -631,6 +631,9 @@ class PodGroup:
     sub_groups: tuple[SubGroup, ...] = ()
     topology_constraint: TopologyConstraint | None = None
     mark_unschedulable: bool = True
+    # spec.schedulingBackoff: -1 (default, no backoff) or 1; with 1, KAI prefixes the unschedulable messages with
+    # the node pool ("Node-Pool 'default': ..."), as kai does
+    scheduling_backoff: int = -1
     preemption_delay: float | None = None
     staleness_grace_period: float | None = None
     stale_since: float | None = None  # annotation kai.scheduler/stale-podgroup-timestamp (set by stale gang eviction)
@@ -684,6 +687,13 @@ def _validate_subgroups(groups: list[SubGroup], base: str) -> None:
             raise ManifestError("a leaf subgroup needs minMember", field=f"{base}[{i}].minMember")
 
 
+def _scheduling_backoff(value: Any) -> int:
+    backoff = _int(value, "spec.schedulingBackoff", -1)
+    if backoff not in (-1, 1):
+        raise ManifestError(f"{backoff} is not supported (KAI supports 1 and -1)", field="spec.schedulingBackoff")
+    return backoff if backoff is not None else -1
+
+
 def parse_podgroup(doc: dict[str, Any]) -> PodGroup:
     meta = parse_meta(doc, "PodGroup", namespaced=True)
     spec = _map(doc.get("spec"), "spec")
@@ -721,6 +731,7 @@ def parse_podgroup(doc: dict[str, Any]) -> PodGroup:
         sub_groups=tuple(subgroups),
         topology_constraint=_topology_constraint(spec.get("topologyConstraint"), "spec.topologyConstraint"),
         mark_unschedulable=_bool(spec.get("markUnschedulable"), "spec.markUnschedulable", True),
+        scheduling_backoff=_scheduling_backoff(spec.get("schedulingBackoff")),
         preemption_delay=delay,
         staleness_grace_period=_duration(spec.get("stalenessGracePeriod"), "spec.stalenessGracePeriod"),
         stale_since=parse_time(
@@ -864,6 +875,12 @@ def _usage_params(spec: dict[str, Any]) -> dict[str, float | None]:
         return {}
     db = _map(spec.get("usageDBConfig"), "spec.usageDBConfig")
     params = _map(db.get("usageParams"), "spec.usageDBConfig.usageParams")
+    window_type = _str(params.get("windowType"), "spec.usageDBConfig.usageParams.windowType", "sliding")
+    if window_type != "sliding":  # tumbling and cron windows reset usage on a schedule kai does not model
+        raise ManifestError(
+            f"{window_type!r}: kai computes usage over a sliding window only",
+            field="spec.usageDBConfig.usageParams.windowType",
+        )
     window = _duration(params.get("windowSize"), "spec.usageDBConfig.usageParams.windowSize")
     half_life = _duration(params.get("halfLifePeriod"), "spec.usageDBConfig.usageParams.halfLifePeriod")
     window = 7 * 24 * 3600.0 if window is None else window  # KAI's default window: one week

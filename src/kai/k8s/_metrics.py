@@ -104,7 +104,7 @@ class Metrics:
             if k.startswith("action_") and k.endswith("_s"):
                 self.action.labels(k[len("action_") : -2]).set(v * 1000)
         for q in result.queues:
-            labels = (q.name, q.name, q.name)
+            labels = (q.name, q.name, q.display_name or q.name)  # KAI's labels: name, metadata name, display name
             self.fair_share_gpu.labels(*labels).set(max(q.fair_share["gpu"], 0))
             self.fair_share_cpu.labels(*labels).set(q.fair_share["cpu"] / 1000)
             self.fair_share_mem.labels(*labels).set(q.fair_share["memory"] / 1e9)

@@ -14,6 +14,7 @@ from kai.api.duration import parse_duration
 from kai.api.objects import GPU_POLICIES, SchedulingShard
 
 KNOWN_ACTIONS = C.DEFAULT_ACTIONS
+DEFAULT_ACTION_PRIORITIES = (500, 400, 300, 200, 100)  # KAI's, for allocate .. stalegangeviction
 
 
 class ConfigError(ValueError):
@@ -140,9 +141,25 @@ class SchedulerConf:
             if name not in KNOWN_ACTIONS:
                 raise ConfigError(f"{where}: spec.actions: unknown action {name!r}")
         if actions is None:
+            priority = dict(zip(C.DEFAULT_ACTIONS, DEFAULT_ACTION_PRIORITIES, strict=True))
             for name, spec in shard.actions.items():
-                if spec.get("enabled") is False and name in chosen:
+                for key in spec:
+                    if key not in ("enabled", "priority"):
+                        raise ConfigError(
+                            f"{where}: spec.actions.{name}.{key}: unknown field (expected enabled, priority)"
+                        )
+                enabled = spec.get("enabled", True)
+                if not isinstance(enabled, bool):
+                    raise ConfigError(f"{where}: spec.actions.{name}.enabled: {enabled!r} is not true or false")
+                if not enabled and name in chosen:
                     chosen.remove(name)
+                if "priority" in spec:
+                    value = spec["priority"]
+                    if isinstance(value, bool) or not isinstance(value, int):
+                        raise ConfigError(f"{where}: spec.actions.{name}.priority: {value!r} is not an integer")
+                    priority[name] = value
+            # KAI runs the actions by priority, higher first (its defaults give allocate .. stalegangeviction)
+            chosen.sort(key=lambda a: -priority[a])
             # KAI disables consolidation when either placement strategy is spread.
             if "spread" in (shard.placement_gpu, shard.placement_cpu) and "consolidation" in chosen:
                 chosen.remove("consolidation")

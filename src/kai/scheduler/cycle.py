@@ -32,6 +32,7 @@ from kai.scheduler.session import Session
 from kai.scheduler.snapshot import INVALID_GPU_REQUEST, Snapshot
 
 UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
+NODE_POOL = "default"  # the node pool a scheduler serves, as KAI names it (one pool per SchedulingShard)
 SCHEDULING_ERROR = "SchedulingError"  # Warning event on a PodGroup left out of a cycle (Session.drop_job)
 
 
@@ -172,6 +173,10 @@ def close_session(ssn: Session) -> CycleResult:
                 conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", reason, message),)
             res.events.append(Event(f"PodGroup/{job.ref}", "Warning", "Unschedulable", message))
         pg = job.podgroup
+        if conditions and pg.scheduling_backoff == 1:  # KAI's node-pool prefix (one pool per scheduler here)
+            conditions = tuple(
+                Condition(c.type, c.status, c.reason, f"Node-Pool '{NODE_POOL}': {c.message}") for c in conditions
+            )
         if job.index in stale_since:
             stale, stale_changed = stale_since[job.index], True
         else:
@@ -202,6 +207,7 @@ def close_session(ssn: Session) -> CycleResult:
                 requested=_api_units(qs.req[q.index]),
                 deserved=_api_units(q.deserved),
                 limit=_api_units(q.limit),
+                display_name=q.display_name,
             )
         )
     assert tuple(QRES) == ("gpu", "cpu", "memory")

@@ -84,6 +84,7 @@ class QueueStatus:
     requested: dict[str, float]
     deserved: dict[str, float]
     limit: dict[str, float]
+    display_name: str = ""
 
 
 class JobError(NamedTuple):

@@ -212,6 +212,7 @@ class QueueInfo:
     over_quota_weight: np.ndarray  # (3,) float64
     preempt_min_runtime: float | None = None  # seconds; None = not set on this queue (look further up)
     reclaim_min_runtime: float | None = None
+    display_name: str = ""  # spec.displayName ("" = none): metrics and outputs show it beside the name
 
     @property
     def is_leaf(self) -> bool:

@@ -273,6 +273,7 @@ def _build_queues(queues: list[Queue]) -> tuple[tuple[QueueInfo, ...], dict[str,
                 over_quota_weight=_ro(w),
                 preempt_min_runtime=q.preempt_min_runtime,
                 reclaim_min_runtime=q.reclaim_min_runtime,
+                display_name=q.display_name,
             )
         )
     for info in infos:
