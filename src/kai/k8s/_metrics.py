@@ -1,4 +1,4 @@
-"""Prometheus metrics with KAI's names (prefix ``kai_``, reference section 8) and the HTTP endpoints
+"""Prometheus metrics with KAI's names (prefix ``kai_``, docs/reference/kai-behaviour.md §8) and the HTTP endpoints
 ``/metrics``, ``/healthz`` and ``/readyz``.
 
 Rules: one registry per process object (tests run several schedulers in one interpreter); the engine

@@ -1,4 +1,4 @@
-"""reclaim: a queue below its fair share takes resources back from queues above theirs (reference 4.2, 4.4.4).
+"""reclaim: a queue below its fair share takes resources back from queues above theirs (docs/reference/kai-behaviour.md §4.2, 4.4.4).
 
 Preemptors are pending jobs whose queue stays within its fair share with them
 (within quota for non-preemptible jobs). Victims are preemptible jobs of other

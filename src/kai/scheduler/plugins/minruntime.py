@@ -1,4 +1,4 @@
-"""minruntime: a job that started recently keeps its pods (KAI's minruntime plugin, reference 4.5).
+"""minruntime: a job that started recently keeps its pods (KAI's minruntime plugin, docs/reference/kai-behaviour.md §4.5).
 
 A protected job keeps its minAvailable core; an elastic one may still lose the pods above its minimum (the
 victim order offers surplus pods one by one; only the core is refused here). The protection window comes
