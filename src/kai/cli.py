@@ -25,7 +25,12 @@ class _LazyGroup(click.Group):
     """A group whose listed subcommands are imported only when run or listed (click's documented
     pattern): ``kai scheduler`` starts without importing the simulator."""
 
-    lazy: ClassVar[dict[str, str]] = {"sim": "kai.sim.command:sim"}
+    lazy: ClassVar[dict[str, str]] = {
+        "sim": "kai.sim.command:sim",
+        "explain": "kai.explain.command:explain",
+        "snapshot": "kai.explain.command:snapshot",
+        "dashboard": "kai.dashboard.command:dashboard",
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])

@@ -27,7 +27,7 @@ from kai.sim.timesim.cli import run_time_mode, time_mode, time_options
 EXIT_BAD_INPUT = 2
 
 
-def _read(files: tuple[str, ...]) -> list[tuple[str, str]]:
+def read_texts(files: tuple[str, ...]) -> list[tuple[str, str]]:
     texts = []
     for f in files:
         if f == "-":
@@ -85,12 +85,12 @@ def sim(
     err = Console(stderr=True)
     try:
         chosen = tuple(a.strip() for a in actions.split(",") if a.strip())
-        objects, _ignored, simulation = load_input(_read(files))
+        objects, _ignored, simulation = load_input(read_texts(files))
         if time_mode(simulation, timed):
             sys.exit(run_time_mode(ctx, objects, simulation, timed, chosen, now_text, fmt, err))
         now = parse_time(now_text, "--now") if now_text else _dt.datetime.now(_dt.UTC).timestamp()
         steps = parse_steps(at, cycles)
-        arrivals = {s.cycle: load_manifests(_read(s.files))[0] for s in steps}
+        arrivals = {s.cycle: load_manifests(read_texts(s.files))[0] for s in steps}
         for s in steps:
             check_arrivals(s, arrivals[s.cycle])
         cluster = EmbeddedCluster(now=now)  # type: ignore[arg-type]
