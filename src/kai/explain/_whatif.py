@@ -13,9 +13,13 @@ placed. The changes tried, each only where it applies:
   duration; the earliest-ending are taken away in turn (a bisection over at most ``MAX_ENDING`` jobs),
   and the first prefix after which the job runs names the job it waits for and when.
 
-Bounded: running pods are folded into one pod per node and queue (per node and job for the jobs that may
-end), so a counterfactual snapshot has about one pod per busy node; and at most ``MAX_RUNS`` runs are made.
-Folding keeps every node's usage and every queue's allocation exact, which is all allocate reads of them.
+Bounded: the after-cycle state is folded so that a counterfactual snapshot is about the size of the node
+list. What running pods hold is taken off their node's allocatable; their queues keep their allocation
+through one stand-in pod per queue (and preemptibility) bound to a node that does not exist (``ELSEWHERE``:
+the snapshot charges its queue, no node); releasing pods are folded into one pod per node; only the jobs
+that may end keep pods of their own (one per node). Folding keeps every node's free room and every
+queue's allocation exact, which is all allocate reads of them (its checks are limits and quotas, not fair
+share). At most ``MAX_RUNS`` runs are made.
 """
 
 from __future__ import annotations
@@ -27,15 +31,15 @@ from typing import Any
 from kai.api import constants as C
 from kai.api.duration import parse_duration
 from kai.api.gpugroups import gpu_group_labels
-from kai.api.objects import ObjectMeta, Pod, PodGroup, QueueResource
+from kai.api.objects import Node, ObjectMeta, Pod, PodGroup, QueueResource
 from kai.explain import _engine as E
 from kai.explain._state import ClusterState
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.model import ACTIVE_ALLOCATED, JobInfo, TaskStatus
 
-MAX_ENDING = 16  # running jobs with a known end considered, earliest first
-MAX_RUNS = 9  # engine runs per explanation: 1 baseline + 3 constraints + 5 bisection steps
+MAX_ENDING = 8  # running jobs with a known end considered, earliest first
+MAX_RUNS = 8  # engine runs per explanation: 1 baseline + up to 3 constraints + the ending search
 ALLOCATE = SchedulerConf(actions=("allocate",))
 _NS = "kai-explain"  # namespace of the folded pods' stand-in PodGroups (no user object is there)
 
@@ -65,6 +69,71 @@ class Ending:
     ends: float | None  # None: no kai.sim/duration, the end is unknown
 
 
+ROOM_SCHEDULER = "kai-explain-room"  # folded releasing pods: they hold room, kai does not schedule them
+ELSEWHERE = "kai-explain-elsewhere"  # no such node: pods "bound" here count for their queue and take no room
+
+
+def _fold(name: str, ns: str, group: list[Pod], node: str, scheduler: str, podgroup: str, deleted: float | None) -> Pod:
+    """One pod standing for *group*: the sum of their requests, on *node*."""
+    req: dict[str, int] = {}
+    for p in group:
+        _sum(req, p.requests)
+    meta = ObjectMeta(
+        name.replace("/", "-"),
+        ns,
+        f"kai-explain/{ns}/{name}",
+        annotations={C.ANNOTATION_POD_GROUP_NAME: podgroup} if podgroup else {},
+        creation_timestamp=min((p.meta.creation_timestamp or 0.0) for p in group),
+        deletion_timestamp=deleted,
+    )
+    starts = [p.start_time for p in group if p.start_time is not None]
+    return Pod(
+        meta=meta,
+        requests=req,
+        node_name=node,
+        scheduler_name=scheduler,
+        phase="Running",
+        start_time=max(starts) if starts else None,
+    )
+
+
+def _shrunk(node: Node, taken: dict[str, int] | None) -> Node:
+    """*node* with what its running pods hold taken off its allocatable (at least 0)."""
+    if not taken:
+        return node
+    alloc = dict(node.allocatable)
+    for k, v in taken.items():
+        alloc[k] = max(0, alloc.get(k, 0) - v)
+    return dataclasses.replace(node, allocatable=alloc)
+
+
+def _ending_jobs(dry: E.DryRun, target: JobInfo, pgs: dict[tuple[str, str], PodGroup]) -> list[Ending]:
+    """Running jobs that may end, earliest first: those with a known end (kai.sim/duration), then those
+    without, oldest first (kai can say which end would make room, not when); at most MAX_ENDING."""
+    snap, ssn = dry.snap, dry.ssn
+    known: list[Ending] = []
+    unknown: list[tuple[float, str]] = []
+    for job in snap.jobs:
+        if job.index == target.index:
+            continue
+        if not any(E.task_state(ssn, snap.tasks[t])[0] in ACTIVE_ALLOCATED for t in job.tasks):
+            continue
+        ends: list[float] = []
+        for ti in job.tasks:
+            t = snap.tasks[ti]
+            d = _duration(t.pod, pgs.get((job.namespace, job.name)))
+            if d is None:
+                ends = []
+                break
+            ends.append((t.pod.start_time if t.pod.start_time is not None else snap.now) + d)
+        if ends:
+            known.append(Ending(job.ref, max(ends)))
+        else:
+            unknown.append((job.last_start if job.last_start is not None else snap.now, job.ref))
+    known.sort(key=lambda e: (e.ends, e.job))
+    return (known + [Ending(ref, None) for _, ref in sorted(unknown)])[:MAX_ENDING]
+
+
 class AfterCycle:
     """The cluster as the dry run leaves it, folded (see the module docstring), for one waiting job."""
 
@@ -72,37 +141,14 @@ class AfterCycle:
         self.state, self.dry, self.target = state, dry, target
         snap, ssn = dry.snap, dry.ssn
         pgs = {(pg.meta.namespace or "", pg.meta.name): pg for pg in state.podgroups}
+        self.ending = _ending_jobs(dry, target, pgs)
+        apart = {e.job for e in self.ending}
         placed = {(d.pod.namespace, d.pod.name): d for d in (*dry.result.binds, *dry.result.pipelines)}
-        self.ending: list[Ending] = []
-        unknown: list[tuple[float, str]] = []  # (start, job) of running jobs without a duration
-        for job in snap.jobs:
-            if job.index == target.index or not any(
-                E.task_state(ssn, snap.tasks[t])[0] in ACTIVE_ALLOCATED for t in job.tasks
-            ):
-                continue
-            ends: list[float] = []
-            for ti in job.tasks:
-                t = snap.tasks[ti]
-                d = _duration(t.pod, pgs.get((job.namespace, job.name)))
-                start = t.pod.start_time if t.pod.start_time is not None else snap.now
-                if d is None:
-                    ends = []
-                    break
-                ends.append(start + d)
-            if ends:
-                self.ending.append(Ending(job.ref, max(ends)))
-            else:
-                unknown.append((job.last_start if job.last_start is not None else snap.now, job.ref))
-        self.ending.sort(key=lambda e: (e.ends, e.job))
-        # then the jobs with no known end, oldest first: kai can say *which* end would make room, not when
-        self.ending += [Ending(ref, None) for _, ref in sorted(unknown)]
-        self.ending = self.ending[:MAX_ENDING]
-        keep_apart = {e.job for e in self.ending}
-        jobs_ending = {j.index for j in snap.jobs if j.ref in keep_apart}
-
-        folded: dict[tuple, tuple[list[Pod], str, bool]] = {}
+        taken: dict[str, dict[str, int]] = {}  # node -> what running pods hold there (folded into the node)
+        releasing_room: dict[str, list[Pod]] = {}  # node -> releasing pods (their room frees later)
+        accounts: dict[tuple[str, bool], list[Pod]] = {}  # (queue, preemptible) -> pods, for queue accounting
+        apart_pods: dict[tuple[str, str, str], list[Pod]] = {}  # (node, ns, job) -> pods of jobs that may end
         pods: list[Pod] = []
-        stand_ins: dict[tuple[str, bool], PodGroup] = {}
         seen: set[int] = set()
         for t in snap.tasks:
             seen.add(id(t.pod))
@@ -122,58 +168,37 @@ class AfterCycle:
                 if d is not None and d.gpu_groups:
                     meta.labels = {**pod.meta.labels, **gpu_group_labels(d.gpu_groups)}
                 pods.append(dataclasses.replace(pod, meta=meta, node_name=node_name))
-                continue
-            if t.job in jobs_ending:
-                key: tuple = ("job", node_name, job.namespace, job.name, releasing)
+            elif job.ref in apart and not releasing:
+                apart_pods.setdefault((node_name, job.namespace, job.name), []).append(pod)
+            elif releasing:
+                releasing_room.setdefault(node_name, []).append(pod)
             else:
-                key = ("queue", node_name, job.queue_name, job.preemptible, releasing)
-                if (job.queue_name, job.preemptible) not in stand_ins:
-                    stand_ins[(job.queue_name, job.preemptible)] = PodGroup(
-                        ObjectMeta(f"rest-{job.queue_name}-{'p' if job.preemptible else 'np'}", _NS, ""),
-                        queue=job.queue_name,
-                        preemptibility=C.PREEMPTIBLE if job.preemptible else C.NON_PREEMPTIBLE,
-                    )
-            folded.setdefault(key, ([], node_name, releasing))[0].append(pod)
+                _sum(taken.setdefault(node_name, {}), pod.requests)
+                accounts.setdefault((job.queue_name, job.preemptible), []).append(pod)
         for p in state.pods:  # other schedulers' pods: they only take room
             if id(p) not in seen and p.node_name and p.phase not in ("Succeeded", "Failed"):
-                folded.setdefault(("other", p.node_name, p.scheduler_name), ([], p.node_name, False))[0].append(p)
-        for key, (group, node_name, releasing) in folded.items():
-            pods.append(self._fold(key, group, node_name, releasing, stand_ins))
+                if p.meta.deletion_timestamp is not None:
+                    releasing_room.setdefault(p.node_name, []).append(p)
+                else:
+                    _sum(taken.setdefault(p.node_name, {}), p.requests)
+        self.nodes = tuple(_shrunk(n, taken.get(n.meta.name)) for n in state.nodes)
+        keep_groups = {(target.namespace, target.name)}
+        for (node, ns, name), group in apart_pods.items():
+            pods.append(_fold(f"{name}-on-{node}", ns, group, node, C.SCHEDULER_NAME, name, None))
+            keep_groups.add((ns, name))
+        for node, group in releasing_room.items():
+            pods.append(_fold(f"releasing-on-{node}", _NS, group, node, ROOM_SCHEDULER, "", snap.now))
+        stand_ins = []
+        for (queue, preemptible), group in accounts.items():
+            pg = PodGroup(
+                ObjectMeta(f"held-{queue}-{'p' if preemptible else 'np'}", _NS, "", creation_timestamp=0.0),
+                queue=queue,
+                preemptibility=C.PREEMPTIBLE if preemptible else C.NON_PREEMPTIBLE,
+            )
+            stand_ins.append(pg)
+            pods.append(_fold(pg.meta.name, _NS, group, ELSEWHERE, C.SCHEDULER_NAME, pg.meta.name, None))
         self.pods = tuple(pods)
-        self.podgroups = (*state.podgroups, *stand_ins.values())
-
-    def _fold(
-        self, key: tuple, group: list[Pod], node: str, releasing: bool, stand_ins: dict[tuple[str, bool], PodGroup]
-    ) -> Pod:
-        first = group[0]
-        req: dict[str, int] = {}
-        for p in group:
-            _sum(req, p.requests)
-        name = "-".join(str(k) for k in key).replace("/", "-")
-        annotations = {}
-        ns = first.meta.namespace
-        if key[0] == "queue":
-            pg = stand_ins[(key[2], key[3])]
-            annotations[C.ANNOTATION_POD_GROUP_NAME] = pg.meta.name
-            ns = _NS
-        elif key[0] == "job":
-            annotations[C.ANNOTATION_POD_GROUP_NAME] = key[3]
-        meta = ObjectMeta(
-            name,
-            ns,
-            f"kai-explain/{name}",
-            annotations=annotations,
-            creation_timestamp=first.meta.creation_timestamp,
-            deletion_timestamp=self.dry.snap.now if releasing else None,
-        )
-        return Pod(
-            meta=meta,
-            requests=req,
-            node_name=node,
-            scheduler_name=first.scheduler_name,
-            phase="Running",
-            start_time=max((p.start_time for p in group if p.start_time is not None), default=None),
-        )
+        self.podgroups = (*(pg for key, pg in pgs.items() if key in keep_groups), *stand_ins)
 
     def state_with(
         self, *, without: set[str] = frozenset(), change: Callable[[ClusterState], ClusterState] | None = None
@@ -186,7 +211,7 @@ class AfterCycle:
                 for p in pods
                 if (p.meta.namespace or "", p.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")) not in drop
             )
-        s = self.state.replace(pods=pods, podgroups=self.podgroups)
+        s = self.state.replace(nodes=self.nodes, pods=pods, podgroups=self.podgroups)
         return change(s) if change is not None else s
 
     def runs(self, state: ClusterState) -> list[str] | None:
