@@ -17,7 +17,7 @@ from kai.explain._nodes import missing_per_class
 from kai.explain._order import QueueOrder
 from kai.explain._queue import queue_numbers
 from kai.scheduler.minruntime import preempt_min_runtime, reclaim_min_runtime
-from kai.scheduler.model import ACTIVE_ALLOCATED, JobInfo, TaskStatus
+from kai.scheduler.model import ACTIVE_ALLOCATED, MILLI, JobInfo, TaskStatus
 from kai.scheduler.reclaimable import ReclaimRules
 
 EVICTING_ACTIONS = ("consolidation", "reclaim", "preempt")
@@ -163,23 +163,25 @@ def evictable_by(dry: E.DryRun, job: JobInfo) -> dict[str, Any]:
         "protectedUntil": protected_until if protected_until is not None and protected_until > now else None,
     }
     rules = ReclaimRules(ssn)
+    # the probe: a one-GPU job (a job of the victim's pod size if it holds no GPU), the smallest reclaimer
     first = snap.tasks[job.tasks[0]] if job.tasks else None
-    req = first.qreq if first is not None else (0, 0, 0)
+    held = first.qreq if first is not None else (0, 0, 0)
+    probe = (MILLI, 0, 0) if held[0] > 0 else held
     reclaimers = []
     for q in snap.queues:
         if not q.is_leaf or q.index == job.queue:
             continue
         stand_in = dataclasses.replace(job, queue=q.index, tasks=[])
-        if not rules.victim_allowed(stand_in, req, job):
+        if not rules.victim_allowed(stand_in, probe, job):
             continue
         rmr = reclaim_min_runtime(ssn, stand_in, job)
         until = job.last_start + rmr if job.last_start is not None and rmr > 0 else None
-        gate = rules.cannot_reclaim(stand_in, req)
+        gate = rules.cannot_reclaim(stand_in, probe)
         reclaimers.append(
             {
                 "queue": q.name,
                 "now": gate is None,
-                "why": gate or f"queue {q.name} is within its fair share with a pod like this one",
+                "why": gate or f"queue {q.name} has room under its fair share for a job like that",
                 "protectedUntil": until if until is not None and until > now else None,
             }
         )

@@ -122,9 +122,14 @@ def render_job(doc: dict[str, Any]) -> str:
             if not ev["reclaim"]:
                 out.append("    reclaim: no other queue may reclaim it (its queue is within its quota)")
             for r in ev["reclaim"]:
-                prot = f"; protected until {_when(r['protectedUntil'])}" if r["protectedUntil"] else ""
-                now = "could reclaim it now" if r["now"] else "could reclaim it once below its fair share"
-                out.append(f"    reclaim: queue {r['queue']} {now} ({r['why']}){prot}")
+                prot = f"; protected by min runtime until {_when(r['protectedUntil'])}" if r["protectedUntil"] else ""
+                if r["now"]:
+                    out.append(f"    reclaim: a job of queue {r['queue']} may reclaim it now ({r['why']}){prot}")
+                else:
+                    out.append(
+                        f"    reclaim: a job of queue {r['queue']} may reclaim it once that queue is below its fair "
+                        f"share (now: {r['why']}){prot}"
+                    )
         if "consolidation" in ev:
             out.append(f"    consolidation: {ev['consolidation']}")
     return "\n".join(out)

@@ -34,6 +34,7 @@ from kai.api.gpugroups import gpu_group_labels
 from kai.api.objects import Node, ObjectMeta, Pod, PodGroup, QueueResource
 from kai.explain import _engine as E
 from kai.explain._state import ClusterState
+from kai.scheduler.capacity import job_request
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.model import ACTIVE_ALLOCATED, JobInfo, TaskStatus
@@ -291,10 +292,11 @@ def what_if(state: ClusterState, dry: E.DryRun, job: JobInfo) -> dict[str, Any]:
     if any(dry.snap.tasks[t].pod.node_selector or dry.snap.tasks[t].pod.affinity_terms for t in job.tasks):
         changes.append(("nodeSelector", "without the nodeSelector and node affinity", _without_selector(job)))
     limited = []
+    asked = job_request([dry.snap.tasks[t] for t in job.tasks])
     qi = job.queue
     while qi >= 0:
         q = dry.snap.queues[qi]
-        if any(x >= 0 for x in q.limit.tolist()):
+        if any(lim >= 0 and want > 0 for lim, want in zip(q.limit.tolist(), asked)):  # a limit on what it asks
             limited.append(q.name)
         qi = q.parent
     if limited:
