@@ -24,10 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_allocate import SCENARIOS  # noqa: E402
-from synth import generate, now_rfc3339, write_manifests  # noqa: E402
-
-from kai.explain import ClusterState, explain  # noqa: E402
+from bench_allocate import SCENARIOS
+from kai.explain import ClusterState, explain
+from synth import generate, now_rfc3339, write_manifests
 
 
 def _state(cluster) -> ClusterState:
@@ -71,7 +70,8 @@ def main() -> int:
     if args.load:
         with tempfile.TemporaryDirectory() as d:
             path = write_manifests(cluster, Path(d) / "cluster.yaml")
-            cmd = f"{sys.executable} -m kai.cli explain podgroup {ref} -f {path} --now {now_rfc3339(cluster)} > /dev/null"
+            now = now_rfc3339(cluster)
+            cmd = f"{sys.executable} -m kai.cli explain podgroup {ref} -f {path} --now {now} > /dev/null"
             t0 = time.perf_counter()
             rc = os.system(cmd)
             print(f"kai explain -f cluster.yaml (YAML load included): {time.perf_counter() - t0:.1f} s, exit {rc}")
