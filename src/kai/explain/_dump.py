@@ -14,8 +14,8 @@ decisions the live scheduler's next cycle would:
 
 ``anonymize`` replaces namespaces, names of pods, PodGroups, queues, nodes and PDBs, and label values that
 are not kai's, NVIDIA's or Kubernetes' well-known ones, by ordinal stand-ins (``node-0003``), the same
-value for the same name everywhere (selectors still select what they selected), and keeps only kai's
-annotations.
+value for the same name everywhere (selectors still select what they selected), keeps uids (opaque, and
+they break ties in the job and queue order, so decisions do not change) and only kai's annotations.
 """
 
 from __future__ import annotations
@@ -160,7 +160,8 @@ def _anon(doc: dict[str, Any], a: Anonymizer) -> dict[str, Any]:
     word = {"Node": "node", "Queue": "queue", "Pod": "pod", "PodGroup": "pg", "PodDisruptionBudget": "pdb"}.get(kind)
     if word:
         meta["name"] = a.name(word, meta["name"] if kind in ("Node", "Queue") else f"{ns}/{meta['name']}")
-    meta.pop("uid", None)
+    # uids are kept: they are opaque, and they break ties in the job and queue order (renaming must not
+    # change a decision)
     meta["labels"] = _labels(meta.get("labels"), a)
     ann = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(_KAI_ANNOTATIONS)}
     if C.ANNOTATION_POD_GROUP_NAME in ann:
