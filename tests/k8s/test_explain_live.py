@@ -49,8 +49,12 @@ def queue(name: str, gpus: float, parent: str = "", limit: float = -1) -> Queue:
     return Queue.from_dict({"metadata": {"name": name}, "spec": spec})
 
 
-def pod(name: str, ns: str, gpus: int, *, queue: str = "", group: str = "", prio: str = "train") -> Pod:
+def pod(
+    name: str, ns: str, gpus: int, *, queue: str = "", group: str = "", prio: str = "train", fraction: str = ""
+) -> Pod:
     meta: dict[str, Any] = {"name": name, "namespace": ns, "labels": {}, "annotations": {}}
+    if fraction:
+        meta["annotations"]["gpu-fraction"] = fraction
     if queue:
         meta["labels"]["kai.scheduler/queue"] = queue
     if group:
@@ -61,7 +65,9 @@ def pod(name: str, ns: str, gpus: int, *, queue: str = "", group: str = "", prio
             "spec": {
                 "schedulerName": "kai-scheduler",
                 "priorityClassName": prio,
-                "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+                "containers": [
+                    {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)} if gpus else {}}}
+                ],
             },
         }
     )

@@ -113,9 +113,9 @@
     options('fq', doc.queues.filter(function (q) { return q.leaf; }).map(function (q) { return q.queue; }));
     options('fn', Array.from(new Set(doc.pending.map(function (p) { return p.namespace; }))).sort());
     pending(); gpus(doc);
-    table('evictions', ['time', 'pod', 'PodGroup', 'action', 'reason'], doc.evictions.map(function (e) { return [e.time + (e.real ? '' : ' (planned)'), e.pod, e.podGroup, e.action, {text: e.reason, cls: 'reason'}]; }));
-    table('cycles', ['time', 'binds', 'pipelined', 'evictions', 'snapshot ms', 'engine ms', 'end to end ms', 'per action ms'], doc.cycles.map(function (c) {
-      return [c.time + (c.real ? '' : ' (dry run)'), c.binds, c.pipelined, c.evictions, c.snapshot === undefined ? '-' : c.snapshot, c.engine === undefined ? '-' : c.engine, c.e2e === undefined ? '-' : c.e2e,
+    table('evictions', ['time', 'pod', 'PodGroup', 'action', 'reason'], doc.evictions.slice(0, 50).map(function (e) { return [e.time + (e.real ? '' : ' (planned)'), e.pod, e.podGroup, e.action, {text: e.reason, cls: 'reason'}]; }));
+    table('cycles', ['time', 'binds', 'pipelined', 'evictions', 'engine ms', 'end to end ms', 'per action ms'], doc.cycles.slice(0, 20).map(function (c) {
+      return [c.time + (c.real ? '' : ' (dry run)'), c.binds, c.pipelined, c.evictions, c.engine === undefined ? '-' : c.engine, c.e2e === undefined ? '-' : c.e2e,
         {text: Object.keys(c.actionsMs).map(function (k) { return k + ' ' + c.actionsMs[k]; }).join(', '), cls: 'l'}];
     }));
     var root = document.documentElement;
