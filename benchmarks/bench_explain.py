@@ -71,7 +71,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as d:
             path = write_manifests(cluster, Path(d) / "cluster.yaml")
             now = now_rfc3339(cluster)
-            cmd = f"{sys.executable} -m kai.cli explain podgroup {ref} -f {path} --now {now} > /dev/null"
+            kai = Path(sys.executable).parent / "kai"
+            cmd = f"{kai} explain podgroup {ref} -f {path} --now {now} > /dev/null"
             t0 = time.perf_counter()
             rc = os.system(cmd)
             print(f"kai explain -f cluster.yaml (YAML load included): {time.perf_counter() - t0:.1f} s, exit {rc}")

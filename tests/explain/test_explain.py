@@ -72,7 +72,8 @@ def test_the_walkthroughs_raycluster_waits_for_the_inference_gang() -> None:
     assert doc["whatIf"]["ending"]["job"] == "default/pg-ray-kai-scheduler-serve-llm"
     code, text, _ = kai("explain", "podgroup", "default/pg-raycluster-sample", *WALKTHROUGH, "--cycle", "3")
     assert code == 0
-    assert f"  Why:    Unschedulable: {doc['reason']['message']}" in text
+    head = doc["reason"]["message"].split(". consolidation:")[0]
+    assert f"  Why:    Unschedulable: {head}\n" in text
     assert "when job default/pg-ray-kai-scheduler-serve-llm ends" in text
 
 
@@ -135,6 +136,8 @@ def test_without_the_topology_constraint_the_gang_would_run() -> None:
     assert "no rack of topology cluster-topology has 24 free GPUs" in doc["reason"]["message"]
     (topology,) = doc["whatIf"]["tried"]
     assert topology["change"] == "topology" and topology["runs"] and len(topology["nodes"]) == 3
+    # racks are two 8-GPU nodes: even with every running job gone, no rack has the 24 GPUs the gang needs
+    assert doc["whatIf"]["ending"]["text"].startswith("even when the 3 running jobs considered have ended")
 
 
 def test_a_queue_tree_with_its_waiting_jobs() -> None:

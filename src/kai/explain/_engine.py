@@ -79,6 +79,11 @@ def task_state(ssn: Session, task: TaskInfo) -> tuple[TaskStatus, int]:
     return ssn.status[task.index], ssn.node[task.index]
 
 
+def task_states(ssn: Session) -> tuple[list[TaskStatus], list[int]]:
+    """Every task's (status, node row) at the end of the cycle, by task index. Read only."""
+    return ssn.status, ssn.node
+
+
 def placed_count(ssn: Session, job: JobInfo) -> int:
     return sum(1 for t in job.tasks if ssn.status[t] in ACTIVE_ALLOCATED)
 

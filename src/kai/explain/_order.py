@@ -23,23 +23,28 @@ class QueueOrder:
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         snap = ssn.snap
-        self.jobs: dict[int, list[JobInfo]] = {}  # leaf queue -> its pending ready jobs, best first
+        self._pending: dict[int, list[JobInfo]] = {}  # leaf queue -> its pending ready jobs (unsorted)
         for job in snap.jobs:
             if job.queue >= 0 and E.ready(ssn, job) and E.pending_tasks(ssn, job):
-                self.jobs.setdefault(job.queue, []).append(job)
-        for jobs in self.jobs.values():
-            jobs.sort(key=lambda j: E.job_order_key(ssn, j))
-        self._jq = JobQueue(ssn, [j for jobs in self.jobs.values() for j in jobs])
+                self._pending.setdefault(job.queue, []).append(job)
+        self._sorted: dict[int, list[JobInfo]] = {}
+        self._jq = JobQueue(ssn, [])  # only its queue keys are used: they do not depend on the jobs it holds
         self._best: dict[int, JobInfo | None] = {}
         self._key: dict[int, tuple] = {}
+
+    def jobs(self, qi: int) -> list[JobInfo]:
+        """The leaf queue's pending jobs in KAI's job order (sorted on first use)."""
+        if qi not in self._sorted:
+            self._sorted[qi] = sorted(self._pending.get(qi, []), key=lambda j: E.job_order_key(self.ssn, j))
+        return self._sorted[qi]
 
     def best(self, qi: int) -> JobInfo | None:
         """The job the queue's subtree would offer first (None if it has no pending job)."""
         if qi not in self._best:
             q = self.ssn.snap.queues[qi]
             if q.is_leaf:
-                jobs = self.jobs.get(qi)
-                self._best[qi] = jobs[0] if jobs else None
+                jobs = self._pending.get(qi)
+                self._best[qi] = min(jobs, key=lambda j: E.job_order_key(self.ssn, j)) if jobs else None
             else:
                 ranked = self.rank(q.children)
                 self._best[qi] = self.best(ranked[0]) if ranked else None
@@ -62,7 +67,7 @@ class QueueOrder:
     def position(self, job: JobInfo) -> dict[str, Any] | None:
         """{inQueue: {rank, of, queue}, levels: [{queue, rank, of, parent, dominantShare, starved, ...}]}."""
         snap = self.ssn.snap
-        jobs = self.jobs.get(job.queue, [])
+        jobs = self.jobs(job.queue) if job.queue >= 0 else []
         if job not in jobs:
             return None
         levels = []

@@ -52,10 +52,10 @@ def queue_numbers(dry: E.DryRun, qi: int) -> dict[str, Any]:
     }
 
 
-def one_line(message: str) -> str:
-    """The first sentence of a reason (the part before the eviction actions' notes), for a list."""
+def one_line(message: str, limit: int = 240) -> str:
+    """A reason without the eviction actions' notes that follow it, cut at *limit* characters (0: not cut)."""
     head = message.split(". consolidation:")[0].split(". reclaim:")[0].split(". preempt:")[0]
-    return head if len(head) <= 240 else head[:237] + "..."
+    return head if not limit or len(head) <= limit else head[: limit - 3] + "..."
 
 
 def explain_queue(dry: E.DryRun, name: str) -> dict[str, Any]:

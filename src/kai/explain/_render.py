@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kai.explain._queue import one_line
 from kai.scheduler.explain import fmt_amount
 
 _RES = (("gpu", 0, 1000.0), ("cpu", 1, 1.0), ("memory", 2, 1.0))
@@ -66,8 +67,9 @@ def render_job(doc: dict[str, Any]) -> str:
     out.append(f"  State:  {words[state]}")
     for p in doc["pods"]:
         out.append(f"          {p['name']}: {p['status']}" + (f" on {p['node']}" if p.get("node") else ""))
-    if "reason" in doc:
-        out.append(f"  Why:    {doc['reason']['code']}: {doc['reason']['message']}")
+    if "reason" in doc:  # the eviction actions' notes are listed below, under "Evictions tried"
+        message = one_line(doc["reason"]["message"], 0) if doc.get("actions") else doc["reason"]["message"]
+        out.append(f"  Why:    {doc['reason']['code']}: {message}")
     pos = doc.get("position")
     if pos:
         q = pos["inQueue"]

@@ -28,6 +28,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from kai.api import constants as C
 from kai.api.duration import parse_duration
 from kai.api.gpugroups import gpu_group_labels
@@ -37,7 +39,7 @@ from kai.explain._state import ClusterState
 from kai.scheduler.capacity import job_request
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
-from kai.scheduler.model import ACTIVE_ALLOCATED, JobInfo, TaskStatus
+from kai.scheduler.model import ACTIVE_ALLOCATED, GPU, MILLI, JobInfo, TaskInfo, TaskStatus
 
 MAX_ENDING = 8  # running jobs with a known end considered, earliest first
 MAX_RUNS = 8  # engine runs per explanation: 1 baseline + up to 3 constraints + the ending search
@@ -108,21 +110,21 @@ def _shrunk(node: Node, taken: dict[str, int] | None) -> Node:
     return dataclasses.replace(node, allocatable=alloc)
 
 
-def _ending_jobs(dry: E.DryRun, target: JobInfo, pgs: dict[tuple[str, str], PodGroup]) -> list[Ending]:
+def _ending_jobs(dry: E.DryRun, target: JobInfo) -> list[Ending]:
     """Running jobs that may end, earliest first: those with a known end (kai.sim/duration), then those
     without, oldest first (kai can say which end would make room, not when); at most MAX_ENDING."""
-    snap, ssn = dry.snap, dry.ssn
+    snap = dry.snap
+    status_of, _ = E.task_states(dry.ssn)
+    held = frozenset(ACTIVE_ALLOCATED)
     known: list[Ending] = []
     unknown: list[tuple[float, str]] = []
     for job in snap.jobs:
-        if job.index == target.index:
-            continue
-        if not any(E.task_state(ssn, snap.tasks[t])[0] in ACTIVE_ALLOCATED for t in job.tasks):
+        if job.index == target.index or not any(status_of[t] in held for t in job.tasks):
             continue
         ends: list[float] = []
         for ti in job.tasks:
             t = snap.tasks[ti]
-            d = _duration(t.pod, pgs.get((job.namespace, job.name)))
+            d = _duration(t.pod, job.podgroup)
             if d is None:
                 ends = []
                 break
@@ -141,43 +143,46 @@ class AfterCycle:
     def __init__(self, state: ClusterState, dry: E.DryRun, target: JobInfo) -> None:
         self.state, self.dry, self.target = state, dry, target
         snap, ssn = dry.snap, dry.ssn
-        pgs = {(pg.meta.namespace or "", pg.meta.name): pg for pg in state.podgroups}
-        self.ending = _ending_jobs(dry, target, pgs)
+        self.ending = _ending_jobs(dry, target)
         apart = {e.job for e in self.ending}
         placed = {(d.pod.namespace, d.pod.name): d for d in (*dry.result.binds, *dry.result.pipelines)}
-        taken: dict[str, dict[str, int]] = {}  # node -> what running pods hold there (folded into the node)
+        status_of, node_of = E.task_states(ssn)
+        held = frozenset(ACTIVE_ALLOCATED)
+        folded: list[int] = []  # tasks whose room is taken off their node (one pass; summed with NumPy below)
+        accounts: dict[tuple[str, bool], list[int]] = {}  # (queue, preemptible) -> those tasks, for accounting
         releasing_room: dict[str, list[Pod]] = {}  # node -> releasing pods (their room frees later)
-        accounts: dict[tuple[str, bool], list[Pod]] = {}  # (queue, preemptible) -> pods, for queue accounting
         apart_pods: dict[tuple[str, str, str], list[Pod]] = {}  # (node, ns, job) -> pods of jobs that may end
         pods: list[Pod] = []
-        seen: set[int] = set()
+        names = snap.nodes.names
+        jobs = snap.jobs
+        apart_jobs = {j.index for j in jobs if j.ref in apart}
         for t in snap.tasks:
-            seen.add(id(t.pod))
-            job = snap.jobs[t.job]
-            if t.job == target.index:
+            ti, ji = t.index, t.job
+            if ji == target.index:
                 pods.append(t.pod)
                 continue
-            status, node = E.task_state(ssn, t)
-            if node < 0 or status not in (*ACTIVE_ALLOCATED, TaskStatus.RELEASING):
-                continue  # waiting (or done): it got nothing this cycle
-            releasing = status == TaskStatus.RELEASING
-            node_name = snap.nodes.names[node]
-            pod = t.pod
-            if t.share is not None:  # shared GPUs: kept whole, with the GPU groups the cycle gave it
-                d = placed.get((t.namespace, t.name))
-                meta = dataclasses.replace(pod.meta, deletion_timestamp=snap.now if releasing else None)
-                if d is not None and d.gpu_groups:
-                    meta.labels = {**pod.meta.labels, **gpu_group_labels(d.gpu_groups)}
-                pods.append(dataclasses.replace(pod, meta=meta, node_name=node_name))
-            elif job.ref in apart and not releasing:
-                apart_pods.setdefault((node_name, job.namespace, job.name), []).append(pod)
-            elif releasing:
-                releasing_room.setdefault(node_name, []).append(pod)
-            else:
-                _sum(taken.setdefault(node_name, {}), pod.requests)
-                accounts.setdefault((job.queue_name, job.preemptible), []).append(pod)
+            status, node = status_of[ti], node_of[ti]
+            if node < 0:
+                continue
+            if status in held:
+                if t.share is not None or ji in apart_jobs:
+                    self._keep(t, names[node], placed, apart_pods, pods, releasing=False)
+                else:
+                    folded.append(ti)
+            elif status == TaskStatus.RELEASING:
+                if t.share is not None:
+                    self._keep(t, names[node], placed, apart_pods, pods, releasing=True)
+                else:
+                    releasing_room.setdefault(names[node], []).append(t.pod)
+            # anything else waits (or is done): it got nothing this cycle
+        for ti in folded:
+            job = jobs[snap.tasks[ti].job]
+            accounts.setdefault((job.queue_name, job.preemptible), []).append(ti)
+        rows = self._rows(folded)  # (len(folded), n_res): each folded task's request, stacked once
+        taken = self._taken(folded, rows)
+        task_pods = {id(t.pod) for t in snap.tasks}
         for p in state.pods:  # other schedulers' pods: they only take room
-            if id(p) not in seen and p.node_name and p.phase not in ("Succeeded", "Failed"):
+            if id(p) not in task_pods and p.node_name and p.phase not in ("Succeeded", "Failed"):
                 if p.meta.deletion_timestamp is not None:
                     releasing_room.setdefault(p.node_name, []).append(p)
                 else:
@@ -190,16 +195,78 @@ class AfterCycle:
         for node, group in releasing_room.items():
             pods.append(_fold(f"releasing-on-{node}", _NS, group, node, ROOM_SCHEDULER, "", snap.now))
         stand_ins = []
-        for (queue, preemptible), group in accounts.items():
+        position = {ti: k for k, ti in enumerate(folded)}
+        for (queue, preemptible), tis in accounts.items():
             pg = PodGroup(
                 ObjectMeta(f"held-{queue}-{'p' if preemptible else 'np'}", _NS, "", creation_timestamp=0.0),
                 queue=queue,
                 preemptibility=C.PREEMPTIBLE if preemptible else C.NON_PREEMPTIBLE,
             )
             stand_ins.append(pg)
-            pods.append(_fold(pg.meta.name, _NS, group, ELSEWHERE, C.SCHEDULER_NAME, pg.meta.name, None))
+            pods.append(self._held(pg.meta.name, rows[[position[ti] for ti in tis]].sum(axis=0)))
         self.pods = tuple(pods)
-        self.podgroups = (*(pg for key, pg in pgs.items() if key in keep_groups), *stand_ins)
+        kept = [j.podgroup for j in jobs if (j.namespace, j.name) in keep_groups]
+        self.podgroups = (*kept, *stand_ins)
+
+    def _keep(
+        self,
+        t: TaskInfo,
+        node: str,
+        placed: dict[tuple[str, str], Any],
+        apart_pods: dict[tuple[str, str, str], list[Pod]],
+        pods: list[Pod],
+        *,
+        releasing: bool,
+    ) -> None:
+        """A pod that keeps a pod of its own: shared GPUs (with the GPU groups the cycle gave it), or a pod of
+        a job that may end (folded per node and job)."""
+        pod = t.pod
+        if t.share is None:
+            job = self.dry.snap.jobs[t.job]
+            apart_pods.setdefault((node, job.namespace, job.name), []).append(pod)
+            return
+        d = placed.get((t.namespace, t.name))
+        meta = dataclasses.replace(pod.meta, deletion_timestamp=self.dry.snap.now if releasing else None)
+        if d is not None and d.gpu_groups:
+            meta.labels = {**pod.meta.labels, **gpu_group_labels(d.gpu_groups)}
+        pods.append(dataclasses.replace(pod, meta=meta, node_name=node))
+
+    def _rows(self, tis: list[int]) -> np.ndarray:
+        tasks = self.dry.snap.tasks
+        width = len(self.dry.snap.resources)
+        if not tis:
+            return np.zeros((0, width), dtype=np.int64)
+        return np.stack([tasks[i].request for i in tis])
+
+    def _requests(self, total: np.ndarray) -> dict[str, int]:
+        """A resource-column vector (base units) as a pod's or node's resources (GPUs whole)."""
+        out = {}
+        for col, name in enumerate(self.dry.snap.resources):
+            v = int(total[col])
+            if v:
+                out[name] = v // MILLI if col == GPU else v
+        return out
+
+    def _taken(self, tis: list[int], rows: np.ndarray) -> dict[str, dict[str, int]]:
+        """Per node name, what the tasks *tis* (their requests: *rows*) hold there."""
+        snap = self.dry.snap
+        _, node_of = E.task_states(self.dry.ssn)
+        per_node = np.zeros((snap.nodes.n, len(snap.resources)), dtype=np.int64)
+        if tis:
+            np.add.at(per_node, np.array([node_of[i] for i in tis]), rows)
+        return {snap.nodes.names[r]: self._requests(per_node[r]) for r in np.flatnonzero(per_node.any(axis=1))}
+
+    def _held(self, name: str, total: np.ndarray) -> Pod:
+        """The stand-in of a queue's folded pods (*total*: their summed requests), bound to no node."""
+        req = self._requests(total)
+        meta = ObjectMeta(
+            name,
+            _NS,
+            f"kai-explain/{_NS}/{name}",
+            annotations={C.ANNOTATION_POD_GROUP_NAME: name},
+            creation_timestamp=0.0,
+        )
+        return Pod(meta=meta, requests=req, node_name=ELSEWHERE, scheduler_name=C.SCHEDULER_NAME, phase="Running")
 
     def state_with(
         self, *, without: set[str] = frozenset(), change: Callable[[ClusterState], ClusterState] | None = None
@@ -277,8 +344,14 @@ def what_if(state: ClusterState, dry: E.DryRun, job: JobInfo) -> dict[str, Any]:
     """{"baseline": ..., "tried": [{"change", "runs", "nodes", "text"}], "ending": {...}} for a job that
     got nothing this cycle."""
     after = AfterCycle(state, dry, job)
-    base = after.runs(after.state_with())
     out: dict[str, Any] = {"tried": []}
+    runs = 0
+    # The baseline ("does it fit on what the cycle leaves?") needs no run when allocate tried the job and the
+    # cycle evicted nobody: every later change only took room, so what did not fit then does not fit now.
+    base = None
+    if dry.result.evictions or E.failure(dry.ssn, job) is None:
+        base = after.runs(after.state_with())
+        runs += 1
     if base is not None:
         out["baseline"] = (
             f"on the room this cycle leaves it fits ({', '.join(base[:3])}): it is placed once the jobs "
@@ -301,7 +374,6 @@ def what_if(state: ClusterState, dry: E.DryRun, job: JobInfo) -> dict[str, Any]:
         qi = q.parent
     if limited:
         changes.append(("limit", f"with the limit of {', '.join(limited)} lifted", _lifted(set(limited))))
-    runs = 1
     for key, words, change in changes:
         nodes = after.runs(after.state_with(change=change))
         runs += 1
@@ -330,20 +402,20 @@ def _ending(after: AfterCycle, now: float, budget: int) -> dict[str, Any]:
     if budget < 1:
         return {"text": "not tried (run budget spent)"}
     gone = lambda k: {e.job for e in ending[:k]}  # noqa: E731
-    budget -= 1
-    if after.runs(after.state_with(without=gone(len(ending)))) is None:
+    lo, hi = 0, len(ending)  # it runs once the first hi have ended (checked below if never seen), not lo
+    seen_hi = False
+    while hi - lo > 1 and budget > 1:  # keep one run to check hi if the bisection never did
+        mid = (lo + hi) // 2
+        budget -= 1
+        if after.runs(after.state_with(without=gone(mid))) is not None:
+            hi, seen_hi = mid, True
+        else:
+            lo = mid
+    if not seen_hi and after.runs(after.state_with(without=gone(hi))) is None:  # hi is still all of them
         n = len(ending)
         return {
             "text": f"even when the {n} running job{'s' if n != 1 else ''} considered have ended it would still wait"
         }
-    lo, hi = 0, len(ending)  # runs after hi jobs end, not after lo
-    while hi - lo > 1 and budget > 0:
-        mid = (lo + hi) // 2
-        budget -= 1
-        if after.runs(after.state_with(without=gone(mid))) is not None:
-            hi = mid
-        else:
-            lo = mid
     e = ending[hi - 1]
     out: dict[str, Any] = {"job": e.job, "jobsBefore": hi - 1}
     if e.ends is None:
