@@ -30,14 +30,9 @@ from synth import generate, now_rfc3339, write_manifests
 
 
 def _state(cluster) -> ClusterState:
-    return ClusterState(
-        nodes=tuple(cluster.nodes),
-        pods=tuple(cluster.pods),
-        podgroups=tuple(cluster.podgroups),
-        queues=tuple(cluster.queues),
-        priority_classes=tuple(cluster.priority_classes),
-        now=cluster.now,
-    )
+    """The generated objects as a ClusterState (what a read of the cluster gives)."""
+    args = cluster.snapshot_args()
+    return ClusterState(**{k: tuple(v) if isinstance(v, list) else v for k, v in args.items()})
 
 
 def main() -> int:

@@ -26,8 +26,8 @@ from lightkube.resources.core_v1 import Pod
 
 from kai.k8s.envtest import ControlPlane
 from tests.browser import chromium, console_lines
-from tests.k8s.sched import InProcess, Kubelet, PodGroup, options, wait_for
-from tests.k8s.test_explain_live import pod, queue
+from tests.k8s.sched import InProcess, Kubelet, options, wait_for
+from tests.k8s.test_explain_live import pod, queue, waiting_condition
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
@@ -64,14 +64,7 @@ def test_the_dashboard_in_chromium(
         kubelet.run_bound(ns)
         # non-preemptible and above team-b's quota of 2: it waits (NonPreemptibleOverQuota), nobody is evicted
         admin.create(pod("b-waits", ns, 3, queue="db-team-b", prio="inference"))
-        group = wait_for(
-            lambda: (admin.get(Pod, "b-waits", namespace=ns).metadata.annotations or {}).get("pod-group-name"),
-            "b-waits' PodGroup",
-        )
-        written = wait_for(
-            lambda: (admin.get(PodGroup, group, namespace=ns).get("status") or {}).get("schedulingConditions"),
-            "the scheduler's condition on b-waits' PodGroup",
-        )[0]["message"]
+        group, written = waiting_condition(admin, ns, "b-waits")
         base = f"http://127.0.0.1:{port}"
         status, headers, body = get(base + "/")
         assert status == 200 and b"<script>" in body and b"src=" not in body  # inline only: nothing to fetch

@@ -82,6 +82,19 @@ def podgroup(name: str, ns: str, queue: str, min_member: int, prio: str = "train
     )
 
 
+def waiting_condition(admin: Client, ns: str, name: str) -> tuple[str, str]:
+    """(PodGroup name, message of the condition the scheduler wrote on it) for a waiting pod."""
+    group = wait_for(
+        lambda: (admin.get(Pod, name, namespace=ns).metadata.annotations or {}).get("pod-group-name"),
+        f"{name}'s PodGroup",
+    )
+    conditions = wait_for(
+        lambda: (admin.get(PodGroup, group, namespace=ns).get("status") or {}).get("schedulingConditions"),
+        f"the scheduler's condition on {name}'s PodGroup",
+    )
+    return group, conditions[0]["message"]
+
+
 def test_explain_says_what_the_scheduler_wrote_and_writes_nothing(
     scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes, tmp_path: Path
 ) -> None:
@@ -94,14 +107,7 @@ def test_explain_says_what_the_scheduler_wrote_and_writes_nothing(
         wait_for(lambda: admin.get(Pod, "runs", namespace=ns).spec.nodeName, "the first pod to bind")
         kubelet.run_bound(ns)
         admin.create(pod("waits", ns, 2, queue="ex-team"))
-        group = wait_for(
-            lambda: (admin.get(Pod, "waits", namespace=ns).metadata.annotations or {}).get("pod-group-name"),
-            "the waiting pod's PodGroup",
-        )
-        written = wait_for(
-            lambda: (admin.get(PodGroup, group, namespace=ns).get("status") or {}).get("schedulingConditions"),
-            "the scheduler's condition on the waiting PodGroup",
-        )[0]["message"]
+        group, written = waiting_condition(admin, ns, "waits")
     kubeconfig = str(scheduler_cluster.kubeconfig)
     before = revision(scheduler_cluster)
     code, out, err = run_kai("explain", "pod", f"{ns}/waits", "--kubeconfig", kubeconfig, "-o", "json")
@@ -130,7 +136,7 @@ def test_explain_says_what_the_scheduler_wrote_and_writes_nothing(
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert written.split('. consolidation:')[0] in proc.stdout
+    assert written.split(". consolidation:")[0] in proc.stdout
     assert revision(scheduler_cluster) == before  # nothing was written by any of the above
 
 

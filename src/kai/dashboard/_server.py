@@ -10,15 +10,14 @@ takes a while on a big cluster, and the event loop must keep serving watches), a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Callable
 from typing import Any
 
 from kai.dashboard._page import CSP, page
-
-MAX_HEAD = 8192
+from kai.k8s._httpd import Answer
+from kai.k8s._httpd import serve as http_serve
 
 
 class Overview:
@@ -58,40 +57,19 @@ def split_listen(text: str) -> tuple[str, int]:
 
 async def serve(host: str, port: int, overview: Overview) -> asyncio.Server:
     html = page().encode()
+    plain = "text/plain; charset=utf-8"
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
-            parts = head.split(b"\r\n", 1)[0].split(b" ")
-            method = parts[0].decode(errors="replace")
-            path = parts[1].decode(errors="replace").split("?", 1)[0] if len(parts) > 1 else "/"
-            headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
-            if method not in ("GET", "HEAD"):
-                status, ctype, body = 405, "text/plain; charset=utf-8", b"read-only: GET only"
-                headers["Allow"] = "GET, HEAD"
-            elif path in ("/", "/index.html"):
-                status, ctype, body = 200, "text/html; charset=utf-8", html
-                headers["Content-Security-Policy"] = CSP
-            elif path == "/api/overview":
-                try:
-                    status, ctype, body = 200, "application/json", await overview.get()
-                except Exception as e:  # a failed dry run is a 503 the page shows, not a dead server
-                    status, ctype, body = 503, "text/plain; charset=utf-8", f"overview failed: {e}".encode()
-            else:
-                status, ctype, body = 404, "text/plain; charset=utf-8", b"not found"
-            reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}[status]
-            extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-            writer.write(
-                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n{extra}"
-                "Connection: close\r\n\r\n".encode()
-                + (body if method != "HEAD" else b"")
-            )
-            await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+    async def route(method: str, path: str) -> Answer:
+        headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+        if method not in ("GET", "HEAD"):
+            return 405, plain, b"read-only: GET only", {**headers, "Allow": "GET, HEAD"}
+        if path in ("/", "/index.html"):
+            return 200, "text/html; charset=utf-8", html, {**headers, "Content-Security-Policy": CSP}
+        if path == "/api/overview":
+            try:
+                return 200, "application/json", await overview.get(), headers
+            except Exception as e:  # a failed dry run is a 503 the page shows, not a dead server
+                return 503, plain, f"overview failed: {e}".encode(), headers
+        return 404, plain, b"not found", headers
 
-    return await asyncio.start_server(handle, host, port, limit=MAX_HEAD)
+    return await http_serve(host, port, route, timeout=10)

@@ -6,52 +6,34 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import sys
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from kai.api.errors import ManifestError
+from kai.cli import EXIT_BAD_INPUT
+from kai.cli import _fail as fail
+from kai.cli import _kubeconfig_option as kubeconfig_option
 
-EXIT_BAD_INPUT = 2
 EXIT_UNREACHABLE = 1
-
-kubeconfig_option = click.option(
-    "--kubeconfig",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="Kubeconfig file. Default: in-cluster config, then $KUBECONFIG, then ~/.kube/config.",
-)
-
-
-def fail(message: str, code: int) -> NoReturn:
-    from rich.console import Console
-    from rich.markup import escape
-
-    Console(stderr=True).print("[red]error:[/] " + escape(message), highlight=False, soft_wrap=True)
-    sys.exit(code)
 
 
 def state_from_files(files: tuple[str, ...], at: tuple[str, ...], cycle: int | None, now_text: str | None) -> Any:
     """The cluster as ``kai sim FILES --at ...`` has it just before cycle *cycle* (default: the last
     ``--at`` cycle, else 1): earlier cycles are played, that cycle's files applied, nothing scheduled."""
-    from kai.api.manifests import load_manifests
     from kai.api.objects import parse_time
     from kai.explain import ClusterState
     from kai.scheduler.conf import SchedulerConf
     from kai.sim.cluster import ARRIVAL_SPACING_S, SCHEDULE_PERIOD_S, EmbeddedCluster
-    from kai.sim.command import read_texts
-    from kai.sim.timeline import check_arrivals, parse_steps, play
+    from kai.sim.command import load_arrivals, read_texts
+    from kai.sim.timeline import play
     from kai.sim.timesim import load_input
 
     objects, _ignored, _simulation = load_input(read_texts(files))
     now = parse_time(now_text, "--now") if now_text else _dt.datetime.now(_dt.UTC).timestamp()
     last_at = max((int(a.partition(":")[0]) for a in at if a.partition(":")[0].strip().isdigit()), default=1)
     target = cycle or last_at
-    steps = parse_steps(at, target)
-    arrivals = {s.cycle: load_manifests(read_texts(s.files))[0] for s in steps}
-    for s in steps:
-        check_arrivals(s, arrivals[s.cycle])
+    arrivals = load_arrivals(at, target)
     cluster = EmbeddedCluster(now=now)  # type: ignore[arg-type]
     cluster.apply(objects)
     conf = SchedulerConf.from_shard(cluster.shard())
