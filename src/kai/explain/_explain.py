@@ -16,6 +16,7 @@ from kai.explain._job import explain_job
 from kai.explain._queue import explain_queue
 from kai.explain._state import ClusterState
 from kai.explain._whatif import what_if
+from kai.scheduler.model import JobInfo
 
 KINDS = ("pod", "podgroup", "queue")
 
@@ -52,15 +53,15 @@ def explain(
         _check_podgroup(state, ref)
     dry = run(state, actions)
     t1 = perf_counter()
+    job: JobInfo | None = None
     if kind == "queue":
         doc = _queue(state, dry, ref)
     else:
-        doc = _pod(state, dry, ref) if kind == "pod" else _podgroup(dry, ref)
+        doc, job = _pod(state, dry, ref) if kind == "pod" else _podgroup(dry, ref)
     t2 = perf_counter()
-    job_doc = doc.get("job", doc) if kind == "pod" else doc
-    if whatif and job_doc.get("state") == "pending" and job_doc.get("placed", 0) == 0 and "_job" in doc:
-        job_doc["whatIf"] = what_if(state, dry, doc["_job"])
-    doc.pop("_job", None)
+    story = doc.get("job", doc)  # a pod's story is its PodGroup's
+    if whatif and job is not None and story.get("state") == "pending" and story.get("placed", 0) == 0:
+        story["whatIf"] = what_if(state, dry, job)
     doc["timing"] = {
         "dryRunS": round(t1 - t0, 3),
         "explainS": round(t2 - t1, 3),
@@ -98,22 +99,20 @@ def _queue(state: ClusterState, dry: E.DryRun, name: str) -> dict[str, Any]:
     return explain_queue(dry, name)
 
 
-def _podgroup(dry: E.DryRun, ref: str) -> dict[str, Any]:
+def _podgroup(dry: E.DryRun, ref: str) -> tuple[dict[str, Any], JobInfo]:
     ns, name = split_ref(ref)
     job = next(j for j in dry.snap.jobs if (j.namespace, j.name) == (ns, name))
-    doc = explain_job(dry, job)
-    doc["_job"] = job
-    return doc
+    return explain_job(dry, job), job
 
 
-def _pod(state: ClusterState, dry: E.DryRun, ref: str) -> dict[str, Any]:
+def _pod(state: ClusterState, dry: E.DryRun, ref: str) -> tuple[dict[str, Any], JobInfo | None]:
     ns, name = split_ref(ref)
     pod = next(p for p in state.pods if (p.meta.namespace or "", p.meta.name) == (ns, name))
     doc: dict[str, Any] = {"kind": "Pod", "namespace": ns, "name": name}
     task = next((t for t in dry.snap.tasks if t.pod is pod), None)
     if task is None:
         doc["notScheduled"] = _why_not_a_task(state, pod)
-        return doc
+        return doc, None
     job = dry.snap.jobs[task.job]
     _, node = E.task_state(dry.ssn, task)
     doc["podGroup"] = job.ref
@@ -121,8 +120,7 @@ def _pod(state: ClusterState, dry: E.DryRun, ref: str) -> dict[str, Any]:
     doc["job"] = explain_job(dry, job)
     mine = next(p for p in doc["job"]["pods"] if p["name"] == name)
     doc["status"] = mine["status"]
-    doc["_job"] = job
-    return doc
+    return doc, job
 
 
 def _why_not_a_task(state: ClusterState, pod: Any) -> str:
