@@ -176,3 +176,27 @@ def test_bad_input_names_the_object_and_exits_2() -> None:
     assert code == 2 and "--now" in err
     other = explain_json("pod", "ml/other", *args)
     assert other["notScheduled"].startswith("schedulerName is 'someone-else'")
+
+
+def test_an_unreachable_api_server_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    for args in (("explain", "queue", "q"), ("snapshot",)):
+        code, _, err = kai(*args, "--kubeconfig", str(config))
+        assert code == 1 and "cannot read the cluster" in err, err
