@@ -7,6 +7,9 @@ grouped yet, an orphan queue) is explained as such, not raised.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from time import perf_counter
 from typing import Any
 
@@ -33,9 +36,10 @@ def split_ref(ref: str) -> tuple[str, str]:
 
 def run(state: ClusterState, actions: tuple[str, ...] | None = None) -> E.DryRun:
     """The dry run of the cycle the scheduler would run on *state* now."""
-    t0 = perf_counter()
-    snap = state.snapshot()
-    return E.dry_run(snap, state.conf(actions), build_s=perf_counter() - t0)
+    with collector_paused():
+        t0 = perf_counter()
+        snap = state.snapshot()
+        return E.dry_run(snap, state.conf(actions), build_s=perf_counter() - t0)
 
 
 def explain(
@@ -44,6 +48,25 @@ def explain(
     """The explanation of one object (see docs/explain.md for the fields)."""
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: expected one of {', '.join(KINDS)}")
+    with collector_paused():
+        return _explain(state, kind, ref, actions, whatif)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """As run_cycle does: a snapshot, a cycle and an explanation make many short-lived objects and no cycles
+    worth collecting, and the cyclic collector would otherwise rescan every object of the cluster (50,000
+    pods) several times; on the 5,000-node cluster that was a third of kai explain's time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _explain(state: ClusterState, kind: str, ref: str, actions: tuple[str, ...] | None, whatif: bool) -> dict[str, Any]:
     t0 = perf_counter()
     if kind == "queue":
         _check_queue(state, ref)

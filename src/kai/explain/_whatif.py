@@ -145,7 +145,11 @@ class AfterCycle:
         snap, ssn = dry.snap, dry.ssn
         self.ending = _ending_jobs(dry, target)
         apart = {e.job for e in self.ending}
-        placed = {(d.pod.namespace, d.pod.name): d for d in (*dry.result.binds, *dry.result.pipelines)}
+        placed = (  # only shared pods need what the cycle decided for them (their GPU groups)
+            {(d.pod.namespace, d.pod.name): d for d in (*dry.result.binds, *dry.result.pipelines) if d.gpu_groups}
+            if any(t.share is not None for t in snap.tasks)
+            else {}
+        )
         status_of, node_of = E.task_states(ssn)
         held = frozenset(ACTIVE_ALLOCATED)
         folded: list[int] = []  # tasks whose room is taken off their node (one pass; summed with NumPy below)
