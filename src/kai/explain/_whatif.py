@@ -118,9 +118,9 @@ def _ending_jobs(dry: E.DryRun, target: JobInfo) -> list[Ending]:
     held = frozenset(ACTIVE_ALLOCATED)
     known: list[Ending] = []
     unknown: list[tuple[float, str]] = []
-    for job in snap.jobs:
-        if job.index == target.index or not any(status_of[t] in held for t in job.tasks):
-            continue
+    running = {t.job for t in snap.tasks if status_of[t.index] in held}  # one pass over the tasks
+    running.discard(target.index)
+    for job in (snap.jobs[j] for j in sorted(running)):
         ends: list[float] = []
         for ti in job.tasks:
             t = snap.tasks[ti]
