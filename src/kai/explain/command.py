@@ -116,6 +116,9 @@ def explain(
     """Why a pod or PodGroup waits (or runs) and what a queue looks like: KIND NAME, with NAME as
     NAMESPACE/NAME for pods and PodGroups. Reads files (-f) or a live cluster (read-only), runs the
     scheduler's cycle as a dry run, and never writes. Exit 2 if the object does not exist."""
+    import gc
+
+    gc.disable()  # a short-lived process: collecting the cluster's objects would only cost time (see explain)
     from kai.explain import NotFound, render
     from kai.explain import explain as explain_doc
     from kai.scheduler.conf import ConfigError
