@@ -123,6 +123,8 @@ def _ending_jobs(dry: E.DryRun, target: JobInfo) -> list[Ending]:
     for job in (snap.jobs[j] for j in sorted(running)):
         ends: list[float] = []
         for ti in job.tasks:
+            if status_of[ti] not in held:
+                continue  # its waiting pods do not hold anything that could free up
             t = snap.tasks[ti]
             d = _duration(t.pod, job.podgroup)
             if d is None:
