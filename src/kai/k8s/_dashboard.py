@@ -33,7 +33,8 @@ async def start_dashboard(scheduler: KaiScheduler, listen: str) -> asyncio.Serve
         return ClusterState.from_store(store, time.time(), shard=shard)
 
     def compute(state: Any) -> dict[str, Any]:
-        return overview(run(state), history, now=state.now, source=f"kai scheduler {scheduler.identity}")
+        dry = run(state, scheduler.options.actions)  # the actions this scheduler runs
+        return overview(dry, history, now=state.now, source=f"kai scheduler {scheduler.identity}")
 
     host, port = split_listen(listen)
     return await serve(host, port, Overview(compute, capture))
