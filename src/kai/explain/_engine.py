@@ -4,12 +4,16 @@ Rules: every read of a Session (or Snapshot) attribute that ``kai explain`` make
 here, so the engine's middle can change with one module to keep in step. Nothing here changes the
 Session; a dry run is ``kai.scheduler.cycle.run_session``, the very function ``run_cycle`` is.
 
-Session attributes read: ``snap``, ``conf``, ``queues.alloc``, ``queues.req``, ``queues.fair_share``,
-``failures`` (JobFailure.reason/.message), ``notes``, ``status``, ``node``, ``idle``, ``releasing``,
-``job_allocated``; methods ``job_ready``, ``static_fit`` (StaticFit.mask/.failures), ``free_gpu_milli``,
-``pending_tasks``, ``tasks_to_allocate``. From ``kai.scheduler.ordering``: ``job_order_key``,
-``JobQueue.queue_key``; from ``kai.scheduler.reclaimable``: ``ReclaimRules``; from
-``kai.scheduler.minruntime``: ``preempt_min_runtime``, ``reclaim_min_runtime``.
+Session attributes read: ``snap``, ``queues.alloc``, ``queues.req``, ``queues.fair_share``, ``failures``
+(JobFailure ``.reason``/``.message``), ``notes``, ``status``, ``node``, ``idle``, ``releasing``; methods
+``job_ready``, ``static_fit`` (StaticFit ``.mask``/``.failures``), ``free_gpu_milli``, ``pending_tasks``,
+``tasks_to_allocate``; ``Session(snap, conf)`` itself (the order at the start of a cycle). Engine functions
+called with a Session: ``kai.scheduler.cycle.run_session``, ``kai.scheduler.ordering.job_order_key`` and
+``JobQueue(ssn, []).queue_key``, ``kai.scheduler.reclaimable.ReclaimRules`` (``victim_allowed``,
+``cannot_reclaim``), ``kai.scheduler.minruntime.preempt_min_runtime`` / ``reclaim_min_runtime``,
+``kai.scheduler.capacity.job_request``. Snapshot fields read: ``nodes`` (names, labels, allocatable),
+``tasks`` (index, job, pod, status, node, request, signature, share, gpu_slots, qreq), ``jobs``,
+``queues``, ``queue_index``, ``resources``, ``now``.
 """
 
 from __future__ import annotations
