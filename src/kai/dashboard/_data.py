@@ -22,7 +22,8 @@ from kai.explain._nodes import gpu_map
 from kai.explain._queue import one_line, queue_numbers
 from kai.scheduler.decisions import CycleResult
 
-SAMPLES = 360  # points of queue history kept (an hour at one per 10 s)
+SAMPLES = 360  # points of queue history kept (half an hour at one per 5 s)
+SAMPLE_EVERY_S = 5.0  # at most one point of queue history per this many seconds (kai scheduler cycles every second)
 EVICTIONS = 200
 CYCLES = 120
 
@@ -34,7 +35,9 @@ class History:
     samples: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     evictions: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=EVICTIONS))
     cycles: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=CYCLES))
+    sample_every_s: float = SAMPLE_EVERY_S
     _lock: threading.Lock = field(default_factory=threading.Lock)  # fed on one thread, read on another
+    _last_sample: float = float("-inf")
 
     def document(self) -> dict[str, list[dict[str, Any]]]:
         with self._lock:
@@ -43,9 +46,9 @@ class History:
     def record(self, now: float, result: CycleResult, timings: dict[str, float], *, real: bool) -> None:
         """One cycle: *real* for a cycle that was applied (``kai scheduler``), else a dry run's plan."""
         with self._lock:
-            self._record(format_time(now), result, timings, real)
+            self._record(now, result, timings, real)
 
-    def _record(self, when: str, result: CycleResult, timings: dict[str, float], real: bool) -> None:
+    def _sample(self, when: str, result: CycleResult) -> None:
         self.samples.append(
             {
                 "time": when,
@@ -55,6 +58,12 @@ class History:
                 },
             }
         )
+
+    def _record(self, now: float, result: CycleResult, timings: dict[str, float], real: bool) -> None:
+        when = format_time(now)
+        if now - self._last_sample >= self.sample_every_s:
+            self._last_sample = now
+            self._sample(when, result)
         for e in result.evictions:
             self.evictions.appendleft(
                 {
