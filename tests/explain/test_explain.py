@@ -200,3 +200,8 @@ def test_an_unreachable_api_server_is_an_error_not_a_traceback(tmp_path: Path) -
     for args in (("explain", "queue", "q"), ("snapshot",)):
         code, _, err = kai(*args, "--kubeconfig", str(config))
         assert code == 1 and "cannot read the cluster" in err, err
+
+
+def test_a_simulation_document_is_refused_not_ignored() -> None:
+    code, _, err = kai("explain", "queue", "team-a", "-f", str(REPO / "examples/two-teams-over-time/simulation.yaml"))
+    assert code == 2 and "Simulation/" in err and "kai explain reads the cluster at one moment" in err

@@ -29,7 +29,14 @@ def state_from_files(files: tuple[str, ...], at: tuple[str, ...], cycle: int | N
     from kai.sim.timeline import play
     from kai.sim.timesim import load_input
 
-    objects, _ignored, _simulation = load_input(read_texts(files))
+    objects, _ignored, simulation = load_input(read_texts(files))
+    if simulation is not None:  # nothing accepted and ignored: time mode is kai sim's, not explain's
+        raise ManifestError(
+            "kai explain reads the cluster at one moment (use --at and --cycle); run time-based simulations "
+            "with kai sim",
+            source=simulation.source,
+            obj=simulation.ref,
+        )
     now = parse_time(now_text, "--now") if now_text else _dt.datetime.now(_dt.UTC).timestamp()
     last_at = max((int(a.partition(":")[0]) for a in at if a.partition(":")[0].strip().isdigit()), default=1)
     target = cycle or last_at
