@@ -205,3 +205,13 @@ def test_an_unreachable_api_server_is_an_error_not_a_traceback(tmp_path: Path) -
 def test_a_simulation_document_is_refused_not_ignored() -> None:
     code, _, err = kai("explain", "queue", "team-a", "-f", str(REPO / "examples/two-teams-over-time/simulation.yaml"))
     assert code == 2 and "Simulation/" in err and "kai explain reads the cluster at one moment" in err
+
+
+def test_a_gang_short_of_pods_is_not_ready_and_nothing_is_tried() -> None:
+    doc = explain_json("podgroup", "ml/gang", "-f", str(DATA / "notready.yaml"))
+    assert doc["reason"] == {
+        "code": "NotReady",
+        "message": "Job is not ready for scheduling. Waiting for 3 pods, currently 1 exist, 0 are gated",
+    }
+    assert doc["whatIf"]["tried"] == []
+    assert doc["whatIf"]["blocked"].startswith("nothing to try: fewer than minMember 3 of its pods exist")

@@ -104,8 +104,9 @@ def render_job(doc: dict[str, Any]) -> str:
     w = doc.get("whatIf")
     if w:
         out.append("  What would make it run:")
-        if "baseline" in w:
-            out.append(f"    {w['baseline']}")
+        for key in ("blocked", "baseline"):
+            if key in w:
+                out.append(f"    {w[key]}")
         for t in w["tried"]:
             out.append(f"    {t['text']}")
         if "ending" in w:

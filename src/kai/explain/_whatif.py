@@ -349,8 +349,12 @@ def _lifted(queues: set[str]) -> Callable[[ClusterState], ClusterState]:
 def what_if(state: ClusterState, dry: E.DryRun, job: JobInfo) -> dict[str, Any]:
     """{"baseline": ..., "tried": [{"change", "runs", "nodes", "text"}], "ending": {...}} for a job that
     got nothing this cycle."""
-    after = AfterCycle(state, dry, job)
     out: dict[str, Any] = {"tried": []}
+    if job.unschedulable_reason or not E.ready(dry.ssn, job):  # no room or rule change helps these
+        why = job.unschedulable_reason or f"fewer than minMember {job.min_available} of its pods exist"
+        out["blocked"] = f"nothing to try: {why}; kai considers the job once that is mended"
+        return out
+    after = AfterCycle(state, dry, job)
     runs = 0
     # The baseline ("does it fit on what the cycle leaves?") needs no run when allocate tried the job and the
     # cycle evicted nobody: every later change only took room, so what did not fit then does not fit now.
