@@ -186,5 +186,13 @@ def evictable_by(dry: E.DryRun, job: JobInfo) -> dict[str, Any]:
             }
         )
     out["reclaim"] = reclaimers
+    if not reclaimers:
+        others = any(q.is_leaf and q.index != job.queue for q in snap.queues)
+        out["reclaimNote"] = (
+            "no other queue may reclaim it: KAI's reclaim rules protect it (its side of the queue tree is "
+            "within its quota, or within its fair share for a reclaimer over quota)"
+            if others
+            else "no other queue may reclaim it: there is no other queue"
+        )
     out["consolidation"] = "consolidation may move its pods to other nodes (they restart there); it never evicts them"
     return out

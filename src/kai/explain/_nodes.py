@@ -93,9 +93,7 @@ def missing_per_class(dry: E.DryRun, tasks: list[TaskInfo]) -> list[dict[str, An
             )
             per_class.append(entry)
         need = _need(task)
-        gpu_text = (
-            f"{task.share.describe()} of a GPU" if task.share is not None else fmt_amount(0, float(task.request[GPU]))
-        )
+        gpu_text = task.share.describe() if task.share is not None else fmt_amount(0, float(task.request[GPU]))
         out.append(
             {
                 "pod": f"{task.namespace}/{task.name}",

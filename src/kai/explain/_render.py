@@ -123,7 +123,7 @@ def render_job(doc: dict[str, Any]) -> str:
             out.append(f"    preempt: {p['by']}{waiting}{prot}")
         if "reclaim" in ev:
             if not ev["reclaim"]:
-                out.append("    reclaim: no other queue may reclaim it (its queue is within its quota)")
+                out.append(f"    reclaim: {ev.get('reclaimNote', 'no other queue may reclaim it')}")
             for r in ev["reclaim"]:
                 prot = f"; protected by min runtime until {_when(r['protectedUntil'])}" if r["protectedUntil"] else ""
                 if r["now"]:
