@@ -36,9 +36,16 @@ def node_classes(snap: Snapshot) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def _need(task: TaskInfo) -> dict[str, float]:
-    gpu = task.share.describe() if task.share is not None else float(task.request[GPU]) / MILLI
-    return {"gpu": gpu, "cpu": float(task.request[CPU]), "memory": float(task.request[MEMORY])}
+def _need(task: TaskInfo) -> dict[str, Any]:
+    """One pod's need in API units (a shared pod's GPUs as its queue is charged, and its share in words)."""
+    need: dict[str, Any] = {
+        "gpu": float(task.request[GPU]) / MILLI,
+        "cpu": float(task.request[CPU]),
+        "memory": float(task.request[MEMORY]),
+    }
+    if task.share is not None:
+        need["gpuShare"] = task.share.describe()
+    return need
 
 
 def missing_per_class(dry: E.DryRun, tasks: list[TaskInfo]) -> list[dict[str, Any]]:
