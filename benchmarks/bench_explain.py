@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_allocate import SCENARIOS
-from kai.explain import ClusterState, explain
+from kai.explain import ClusterState, explain, run
 from synth import generate, now_rfc3339, write_manifests
 
 
@@ -62,6 +62,13 @@ def main() -> int:
             f"what-if: {[w['text'] for w in doc.get('whatIf', {}).get('tried', [])]} "
             f"{doc.get('whatIf', {}).get('ending', {}).get('text', '')}"
         )
+    cycle_cpu = []
+    for _ in range(args.runs):  # the dry run alone: what kai scheduler's own snapshot + cycle costs
+        c0 = time.process_time()
+        run(state)
+        cycle_cpu.append(time.process_time() - c0)
+    each = " ".join(f"{c:.3f}" for c in cycle_cpu)
+    print(f"dry run alone, CPU s: {each}, median {statistics.median(cycle_cpu):.3f}")
     med = [statistics.median(r[k] for r in rows) for k in range(5)]
     print(
         f"median: dry run {med[0]:.3f} s, explain {med[1]:.3f} s, what if {med[2]:.3f} s, total {med[3]:.3f} s, "
