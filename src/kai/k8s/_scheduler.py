@@ -417,8 +417,11 @@ class KaiScheduler:
             engine_s=t2 - t1,
         )
         self.cycles.append(rec)
-        for listener in self.cycle_listeners:
-            listener(result, rec)
+        for listener in self.cycle_listeners:  # the dashboard's history; a failing listener costs only itself
+            try:
+                listener(result, rec)
+            except Exception:
+                log.exception("cycle listener failed")
         if result.binds or result.evictions or stats.bind_failed:
             log.info(
                 "cycle",
