@@ -25,7 +25,12 @@ class _LazyGroup(click.Group):
     """A group whose listed subcommands are imported only when run or listed (click's documented
     pattern): ``kai scheduler`` starts without importing the simulator."""
 
-    lazy: ClassVar[dict[str, str]] = {"sim": "kai.sim.command:sim"}
+    lazy: ClassVar[dict[str, str]] = {
+        "sim": "kai.sim.command:sim",
+        "explain": "kai.explain.command:explain",
+        "snapshot": "kai.explain.command:snapshot",
+        "dashboard": "kai.dashboard.command:dashboard",
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -164,6 +169,11 @@ def install(kubeconfig: str | None, timeout: float) -> None:
     help="host:port of /metrics, /healthz, /readyz; port 0 turns them off.",
 )
 @click.option(
+    "--dashboard-listen",
+    default="",
+    help="host:port of the read-only web dashboard (e.g. 127.0.0.1:8090); off by default.",
+)
+@click.option(
     "--bind-concurrency",
     default=64,
     show_default=True,
@@ -193,6 +203,7 @@ def scheduler(
     retry_period: float,
     identity: str,
     metrics_bind_address: str,
+    dashboard_listen: str,
     bind_concurrency: int,
     event_loop: str,
     log_level: str,
@@ -213,6 +224,13 @@ def scheduler(
     host, _, port_text = metrics_bind_address.rpartition(":")
     if not port_text.isdigit():
         _fail(f"--metrics-bind-address: {metrics_bind_address!r} is not host:port", EXIT_BAD_INPUT)
+    if dashboard_listen:
+        from kai.dashboard import split_listen
+
+        try:
+            split_listen(dashboard_listen)
+        except ValueError as e:
+            _fail(f"--dashboard-listen: {e}", EXIT_BAD_INPUT)
     setup_logging(log_level)
     options = SchedulerOptions(
         kubeconfig=kubeconfig,
@@ -225,6 +243,7 @@ def scheduler(
         metrics_address=host or "0.0.0.0",
         metrics_port=int(port_text) or None,
         bind_concurrency=bind_concurrency,
+        dashboard_listen=dashboard_listen,
     )
     from lightkube import ConfigError as KubeConfigError
 

@@ -30,6 +30,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,7 @@ class SchedulerOptions:
     # collector is enabled again once the initial objects are frozen (end of _start_informers), by a
     # leader and a standby alike.
     gc_paused_until_synced: bool = False
+    dashboard_listen: str = ""  # host:port of the read-only dashboard (kai.k8s._dashboard); "" = off
 
 
 @dataclass
@@ -106,11 +108,13 @@ class KaiScheduler:
         self.grouper: PodGrouper | None = None
         self.events: EventRecorder | None = None
         self.http_port = 0
+        self.dashboard_port = 0
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._started_sync = False
         self._conf_error = ""
         self._relists_counted: dict[str, int] = {}
+        self.cycle_listeners: list[Callable[[CycleResult, CycleRecord], None]] = []  # after each applied cycle
 
     # ---- probes ----------------------------------------------------------------------------
 
@@ -137,7 +141,7 @@ class KaiScheduler:
     async def run(self) -> int:
         """Run until stop() (exit 0) or until the Lease is lost (exit 1)."""
         self.api = Api(load_config(self.options.kubeconfig), max_connections=self.options.max_connections)
-        server = None
+        server = dashboard = None
         tasks: list[asyncio.Task[Any]] = []
         try:
             if self.options.metrics_port is not None:
@@ -149,6 +153,11 @@ class KaiScheduler:
                     readyz=self._readyz,
                 )
                 self.http_port = server.sockets[0].getsockname()[1]
+            if self.options.dashboard_listen:
+                from kai.k8s._dashboard import start_dashboard
+
+                dashboard = await start_dashboard(self, self.options.dashboard_listen)
+                self.dashboard_port = dashboard.sockets[0].getsockname()[1]
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
             # kube-scheduler's do); nothing is written (PodGroups, events, binds) before the Lease is held.
             syncing = asyncio.ensure_future(self._start_informers(tasks))
@@ -207,8 +216,9 @@ class KaiScheduler:
                 await self.events.close()
             if self.leader is not None:
                 await self.leader.release()
-            if server is not None:
-                server.close()
+            for srv in (server, dashboard):
+                if srv is not None:
+                    srv.close()
             await self.api.close()
 
     async def _start_informers(self, tasks: list[asyncio.Task[Any]]) -> float:
@@ -418,6 +428,11 @@ class KaiScheduler:
             engine_s=t2 - t1,
         )
         self.cycles.append(rec)
+        for listener in self.cycle_listeners:  # the dashboard's history; a failing listener costs only itself
+            try:
+                listener(result, rec)
+            except Exception:
+                log.exception("cycle listener failed")
         if result.binds or result.evictions or stats.bind_failed:
             log.info(
                 "cycle",
