@@ -326,8 +326,9 @@ def test_saturation_multiplier(key: str | None, m: float | None, reclaims: bool)
     assert len(result.evictions) == (1 if reclaims else 0)
     if not reclaims:
         message = next(c.message for pg in result.podgroups if pg.name == "a-new" for c in pg.conditions)
-        assert "queue dept-1 would use 1.25x its fair share of GPU" in message
-        assert "dept-2 (1.75x)" in message
+        assert m is not None
+        times = f"{1.25 * m:.2f}x with the saturation multiplier {m:g}"
+        assert f"queue dept-1 would use 1.25x its fair share of GPU ({times}), not less than dept-2 (1.75x)" in message
 
 
 def test_saturation_is_not_checked_for_a_reclaimer_within_its_fair_share() -> None:
