@@ -192,7 +192,9 @@ def job_docs(
 ) -> list[dict[str, Any]]:
     """A PodGroup and its *pods* pods ``<name>-<k>``; *on*: the node (or one node per pod) they run on, None
     for pending pods; *min_member*: default all of them."""
-    docs = [podgroup(name, queue_name, min_member=pods if min_member is None else min_member, priority_class=priority_class)]
+    docs = [
+        podgroup(name, queue_name, min_member=pods if min_member is None else min_member, priority_class=priority_class)
+    ]
     for k in range(pods):
         where = on[k] if isinstance(on, list) else on
         docs.append(pod(f"{name}-{k}", name, node_name=where, **pod_fields))

@@ -39,7 +39,8 @@ def np_over_quota(requested: str, queue_name: str, quota: str, allocated: str) -
     return JobFailure(
         "NonPreemptibleOverQuota",
         f"Non-preemptible workload is over quota. Workload requested {requested}, but {queue_name} quota is {quota}, "
-        f"while {allocated} are already allocated for non-preemptible pods. Use a preemptible workload to go over quota.",
+        f"while {allocated} are already allocated for non-preemptible pods. "
+        "Use a preemptible workload to go over quota.",
     )
 
 

@@ -18,7 +18,7 @@ from kai.scheduler.cycle import run_cycle
 from kai.scheduler.model import MILLI
 from kai.scheduler.reclaimable import ReclaimRules, leveled_queues
 from kai.scheduler.session import Session
-from tests.unit.builders import job, job_docs, node, podgroup, pod, qi, queue, session_of, snapshot_of
+from tests.unit.builders import job, job_docs, node, pod, podgroup, qi, queue, session_of, snapshot_of
 
 G = MILLI  # one GPU in queue base units
 
@@ -75,8 +75,16 @@ def test_leveled_queues(reclaimer: str, victim: str, want: tuple[str, str]) -> N
     [
         (1, 1, None),  # 1 + 1 <= fair share 2: may reclaim
         (0, 2, None),  # exactly the fair share
-        (1, 2, "queue team-a would exceed its fair share of GPU: 1 GPU allocated + 2 GPUs requested > fair share 2 GPUs"),
-        (2, 1, "queue team-a would exceed its fair share of GPU: 2 GPUs allocated + 1 GPU requested > fair share 2 GPUs"),
+        (
+            1,
+            2,
+            "queue team-a would exceed its fair share of GPU: 1 GPU allocated + 2 GPUs requested > fair share 2 GPUs",
+        ),
+        (
+            2,
+            1,
+            "queue team-a would exceed its fair share of GPU: 2 GPUs allocated + 1 GPU requested > fair share 2 GPUs",
+        ),
     ],
 )
 def test_reclaimer_stays_within_its_fair_share(running: int, pending: int, message: str | None) -> None:
@@ -189,7 +197,9 @@ def _reject(ssn: Session, reclaimer: str, victims: list[str], m: float = 1.0) ->
         stmt.rollback()
 
 
-def _two_teams(a: tuple[int, int], b: tuple[int, int], b_running: int, gpus: int, a_jobs: int = 1) -> list[dict[str, Any]]:
+def _two_teams(
+    a: tuple[int, int], b: tuple[int, int], b_running: int, gpus: int, a_jobs: int = 1
+) -> list[dict[str, Any]]:
     """team-a (quota, weight) reclaims from team-b (quota, weight), which runs *b_running* one-GPU pods on a
     node of *gpus* GPUs; team-a has *a_jobs* pending jobs a-1, a-2, ... of that many one-GPU pods each."""
     docs = [
