@@ -140,7 +140,7 @@ def pod(
     created: str | None = None,
 ) -> dict[str, Any]:
     """A pod of PodGroup *group*. Bound (``node_name``) pods are Running unless *phase* says otherwise;
-    *releasing* gives them a deletionTimestamp. *fraction* / *gpu_memory* / *devices* are KAI's GPU-sharing
+    *releasing* gives the pod a deletionTimestamp. *fraction* / *gpu_memory* / *devices* are KAI's GPU-sharing
     annotations (the pod then requests no whole GPU); *gpu_groups* the ``runai-gpu-group`` labels of a bound
     shared pod (one label for one group, one per GPU for several)."""
     annotations: dict[str, str] = {C.ANNOTATION_POD_GROUP_NAME: group}
@@ -173,10 +173,10 @@ def pod(
         if started is not None:
             status["startTime"] = started
         doc["status"] = status
-        if releasing:
-            meta["deletionTimestamp"] = STARTED
     elif phase is not None:
         doc["status"] = {"phase": phase}
+    if releasing:
+        meta["deletionTimestamp"] = STARTED
     return doc
 
 
