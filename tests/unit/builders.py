@@ -201,9 +201,15 @@ def job_docs(
     return docs
 
 
-def snapshot_of(docs: list[dict[str, Any]], *, now: float = NOW, conf: SchedulerConf | None = None) -> Snapshot:
+def snapshot_of(
+    docs: list[dict[str, Any]],
+    *,
+    now: float = NOW,
+    conf: SchedulerConf | None = None,
+    queue_usage: dict[str, tuple[float, float, float]] | None = None,
+) -> Snapshot:
     """The Snapshot of *docs* (parsed as ``kai sim`` and the informers parse them), with Helm's PriorityClasses
-    unless *docs* bring their own."""
+    unless *docs* bring their own; *queue_usage*: time-based fair share's normalized usage per queue."""
     objects, ignored = load_manifests([("cluster.yaml", yaml.safe_dump_all(docs, sort_keys=False))])
     assert not ignored, ignored
     by_kind: dict[type, list[Any]] = {}
@@ -219,13 +225,20 @@ def snapshot_of(docs: list[dict[str, Any]], *, now: float = NOW, conf: Scheduler
         pdbs=by_kind.get(PodDisruptionBudget, []),
         topologies=by_kind.get(Topology, []),
         task_order=task_order_of(conf or SchedulerConf()),
+        queue_usage=queue_usage,
     )
 
 
-def session_of(docs: list[dict[str, Any]], conf: SchedulerConf | None = None, *, now: float = NOW) -> Session:
+def session_of(
+    docs: list[dict[str, Any]],
+    conf: SchedulerConf | None = None,
+    *,
+    now: float = NOW,
+    queue_usage: dict[str, tuple[float, float, float]] | None = None,
+) -> Session:
     """A Session on the Snapshot of *docs*, opened as the cycle opens it (plugins, fair share, Placer)."""
     conf = conf or SchedulerConf()
-    return open_session(snapshot_of(docs, now=now, conf=conf), conf)
+    return open_session(snapshot_of(docs, now=now, conf=conf, queue_usage=queue_usage), conf)
 
 
 # --- finding things by name -------------------------------------------------------------------------------
