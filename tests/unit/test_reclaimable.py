@@ -231,10 +231,11 @@ def test_each_victim_is_judged_on_what_its_queue_has_left() -> None:
     )
 
 
-def test_guarantee_deserved_quota_victim_at_its_share_but_above_quota() -> None:
+@pytest.mark.parametrize("a_quota", [2, 1])  # within its quota after the reclaim, or exactly at it
+def test_guarantee_deserved_quota_victim_at_its_share_but_above_quota(a_quota: int) -> None:
     """team-b uses exactly its fair share 3 (MaintainFairShare fails) but more than its quota 1, and team-a stays
-    within its quota 2: GuaranteeDeservedQuota holds."""
-    ssn = session_of(_two_teams(a=(2, 0), b=(1, 1), b_running=3, gpus=4))
+    within its quota: GuaranteeDeservedQuota holds."""
+    ssn = session_of(_two_teams(a=(a_quota, 0), b=(1, 1), b_running=3, gpus=4))
     assert (fair(ssn, "team-a"), fair(ssn, "team-b")) == (1, 3)
     assert _reject(ssn, "a-1", ["b-run-2"]) is None
 
