@@ -177,8 +177,10 @@ def gpu_pod(
     cpu: str | None = None,
     node: str | None = None,
     groups: tuple[str, ...] = (),
+    releasing: bool = False,
 ) -> dict[str, Any]:
-    """A kai pod asking for *req*; with *node*, running there (a shared one on *groups*, as its labels say)."""
+    """A kai pod asking for *req*; with *node*, running there (a shared one on *groups*, as its labels say), and
+    *releasing*: being deleted (what it holds is free later: pods can be pipelined onto it)."""
     all_labels = dict(labels or {})
     if len(groups) == 1:
         all_labels[C.LABEL_GPU_GROUP] = groups[0]
@@ -196,6 +198,8 @@ def gpu_pod(
     if node is not None:
         doc["spec"]["nodeName"] = node
         doc["status"] = {"phase": "Running", "startTime": STARTED}
+        if releasing:
+            doc["metadata"]["deletionTimestamp"] = NOW
     return doc
 
 

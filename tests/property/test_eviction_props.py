@@ -1,10 +1,10 @@
 """Evictions on random clusters: no ping-pong, no eviction without a beneficiary, same input same output.
 
 Clusters are random mixes of nodes (random GPU counts and GPU memory), two or three team queues under a
-department (with random quotas and weights), running jobs of random priorities and sizes, and pending jobs;
-a job's pods ask for whole GPUs, a GPU fraction, GPU memory or a fraction on several GPUs, running shared pods
-sit on consistent GPU groups (tests.property.manifests). They run on the real embedded cluster with all five
-actions, and after every cycle no GPU is over-committed.
+department (with random quotas and weights), running jobs of random priorities and sizes (some being
+deleted), and pending jobs; a job's pods ask for whole GPUs, a GPU fraction, GPU memory or a fraction on
+several GPUs, running shared pods sit on consistent GPU groups (tests.property.manifests). They run on the
+real embedded cluster with all five actions, and after every cycle no GPU is over-committed.
 """
 
 from __future__ import annotations
@@ -66,10 +66,14 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
                 },
             }
         )
+        leaving = running and draw(st.integers(0, 3)) == 0  # a running job being deleted: its GPUs free up later
         for k in range(size):
             spot = book.place(draw, req) if running else None
             node, groups = spot if spot is not None else (None, ())
-            docs.append(gpu_pod(f"{name}-{k}", req, annotations={"pod-group-name": name}, node=node, groups=groups))
+            annotations = {"pod-group-name": name}
+            docs.append(
+                gpu_pod(f"{name}-{k}", req, annotations=annotations, node=node, groups=groups, releasing=leaving)
+            )
     return docs
 
 

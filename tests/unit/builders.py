@@ -12,6 +12,7 @@ objects are created in the order they are built (``created``), so job and pod or
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
@@ -33,12 +34,13 @@ STARTED = "2025-12-31T23:00:00Z"  # one hour before NOW
 UNLIMITED = (-1, -1, 1)  # (quota, limit, overQuotaWeight) of a resource with no bounds
 
 _clock = itertools.count()
+_EPOCH = datetime(2025, 12, 1, tzinfo=UTC)  # before every fixed time the tests write (December 31)
 
 
 def _created() -> str:
-    """A fresh creation time, one second after the last one (objects sort in the order the test builds them)."""
-    k = next(_clock) % 3600
-    return f"2025-12-31T22:{k // 60:02d}:{k % 60:02d}Z"
+    """A fresh creation time, one second after the last one: objects sort in the order the test builds them
+    (the clock never wraps, whatever ran before in the process)."""
+    return (_EPOCH + timedelta(seconds=next(_clock))).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def node(

@@ -371,17 +371,19 @@ def test_total_counts_ready_nodes_minus_other_schedulers_pods() -> None:
 
 
 def _ordered_job() -> list[dict[str, Any]]:
-    same_time = "2025-12-31T21:00:00Z"
+    def at(minute: int) -> str:
+        return f"2025-12-31T21:{minute:02d}:00Z"
+
     return [
         node("n0"),
         *QUEUES,
         podgroup("j", "team", min_member=1),
-        pod("worker-b", "j", created=same_time),
-        pod("worker-a", "j", created=same_time),  # same creation time: by name
-        pod("low", "j", labels={C.LABEL_TASK_PRIORITY: "5"}),
-        pod("high", "j", labels={C.LABEL_TASK_PRIORITY: "10"}),
-        pod("head", "j", labels={C.LABEL_RAY_NODE_TYPE: "head"}),
-        pod("master", "j", labels={C.LABEL_KUBEFLOW_JOB_ROLE: "master"}),
+        pod("worker-b", "j", created=at(0)),
+        pod("worker-a", "j", created=at(0)),  # same creation time: by name
+        pod("low", "j", labels={C.LABEL_TASK_PRIORITY: "5"}, created=at(1)),
+        pod("high", "j", labels={C.LABEL_TASK_PRIORITY: "10"}, created=at(2)),
+        pod("head", "j", labels={C.LABEL_RAY_NODE_TYPE: "head"}, created=at(3)),
+        pod("master", "j", labels={C.LABEL_KUBEFLOW_JOB_ROLE: "master"}, created=at(4)),
     ]
 
 
