@@ -117,6 +117,40 @@ def install(kubeconfig: str | None, timeout: float) -> None:
         click.echo(f"{a.kind.lower()}/{a.name} {a.result}")
 
 
+@main.command("resource-reservation")
+@_kubeconfig_option
+@click.option("--pod-name", envvar="POD_NAME", default="", help="This pod's name (the downward API sets POD_NAME).")
+@click.option(
+    "--pod-namespace", envvar="POD_NAMESPACE", default="", help="This pod's namespace (POD_NAMESPACE)."
+)
+@click.option("--print-only", is_flag=True, help="Print the GPU's UUID and exit; touch no pod (a check on a node).")
+@click.option("--exit-after-patch", is_flag=True, help="Exit once the pod is annotated instead of holding on.")
+def resource_reservation(
+    kubeconfig: str | None, pod_name: str, pod_namespace: str, print_only: bool, exit_after_patch: bool
+) -> None:
+    """Run inside a GPU reservation pod: find the pod's one GPU with NVML and write its UUID to the pod's
+    annotation run.ai/reserve_for_gpu_index, then hold the GPU until terminated (KAI's resourcereservation)."""
+    from kai.k8s.discovery import DiscoveryError, gpu_uuid, hold_until_terminated, reserve
+
+    try:
+        if print_only:
+            click.echo(gpu_uuid())
+            return
+        if not pod_name or not pod_namespace:
+            raise DiscoveryError("POD_NAME and POD_NAMESPACE must name this pod (the downward API sets them)")
+        from lightkube import Client, KubeConfig
+
+        config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+        client = Client(config, field_manager="kai-resource-reservation")
+        uuid = reserve(client, pod_namespace, pod_name)
+        client.close()
+    except DiscoveryError as e:
+        _fail(str(e), EXIT_INSTALL_FAILED)
+    click.echo(f"pod {pod_namespace}/{pod_name} reserves GPU {uuid}")
+    if not exit_after_patch:
+        hold_until_terminated()
+
+
 @main.command()
 @_kubeconfig_option
 @click.option(
