@@ -1,0 +1,193 @@
+"""The admission webhooks' HTTPS server, on the scheduler's event loop.
+
+Rules: the server only frames HTTP/1.1 (keep-alive, Content-Length bodies, as the API server sends them)
+and JSON; the answers come from ``_admission.Admission``, pure functions of the request and the Store,
+which run in well under a millisecond on the loop, so the server never waits on the scheduling cycle (the
+engine runs in a worker thread) and the cycle never waits on it. The serving certificate comes from the
+Secret kept by ``_webhookcert.CertStore``: checked every ``refresh_s``, reloaded into the TLS context when it
+changed (new connections get the new certificate), renewed by the leader when due, and the configurations'
+``caBundle`` kept current.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import ssl
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from kai.k8s._admission import Admission
+from kai.k8s._api import Api, ApiError
+from kai.k8s._metrics import Metrics
+from kai.k8s._webhookcert import CertBundle, CertStore, service_hosts
+
+log = logging.getLogger("kai.k8s.webhook")
+
+IDLE_TIMEOUT_S = 120.0  # a kept-alive connection with no request for this long is closed
+MAX_BODY = 8 * 1024 * 1024
+REFRESH_S = 60.0
+_decode = msgspec.json.Decoder()
+_encode = msgspec.json.Encoder()
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large"}
+
+
+def _load_chain(ctx: ssl.SSLContext, bundle: CertBundle) -> None:
+    """Load the certificate and key from memory: ssl reads only files, so they go through a memfd (no file
+    on disk; the scheduler's root filesystem is read-only) or, where there is none, a private temp file."""
+    data = bundle.cert + bundle.key
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("kai-webhook-cert")
+        try:
+            os.write(fd, data)
+            ctx.load_cert_chain(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+        return
+    with tempfile.NamedTemporaryFile(suffix=".pem") as f:  # pragma: no cover - non-Linux
+        f.write(data)
+        f.flush()
+        ctx.load_cert_chain(f.name)
+
+
+class AdmissionServer:
+    """HTTPS for the admission webhooks; ``start`` makes sure a certificate exists and serves."""
+
+    def __init__(
+        self,
+        api: Api,
+        admission: Admission,
+        metrics: Metrics,
+        *,
+        host: str,
+        port: int,
+        certs: CertStore,
+        may_write: Callable[[], bool] = lambda: True,
+        refresh_s: float = REFRESH_S,
+    ) -> None:
+        self.api = api
+        self.admission = admission
+        self.metrics = metrics
+        self.host = host
+        self.port = port
+        self.certs = certs
+        self.may_write = may_write
+        self.refresh_s = refresh_s
+        self.hosts = service_hosts(namespace=certs.namespace) + (
+            (host,) if host not in ("", "0.0.0.0", "::", "localhost", "127.0.0.1") else ()
+        )
+        self.bundle: CertBundle | None = None
+        self.latencies_ms: collections.deque[float] = collections.deque(maxlen=100_000)  # per request, for benchmarks
+        self._ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        self._server: asyncio.Server | None = None
+        self._refresh: asyncio.Task[None] | None = None
+
+    async def start(self) -> int:
+        """Make or read the certificate, keep the caBundle current, listen; the port (useful with port 0)."""
+        self.bundle = await self.certs.ensure(self.hosts, may_write=True)
+        _load_chain(self._ctx, self.bundle)
+        with contextlib.suppress(ApiError):  # RBAC or a missing configuration: logged by refresh later
+            await self.certs.sync_ca_bundle(self.bundle)
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, ssl=self._ctx)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._refresh = asyncio.ensure_future(self._refresh_loop())
+        log.info("admission webhooks serving", extra={"address": f"{self.host}:{self.port}"})
+        return self.port
+
+    async def close(self) -> None:
+        if self._refresh is not None:
+            self._refresh.cancel()
+            await asyncio.gather(self._refresh, return_exceptions=True)
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), timeout=2)
+
+    async def refresh(self) -> None:
+        """One check of the Secret: renew what is due (when this replica may write), reload a changed
+        certificate, keep the caBundle current."""
+        writer = self.may_write()
+        bundle = await self.certs.ensure(self.hosts, may_write=writer)
+        if self.bundle is None or bundle.cert != self.bundle.cert or bundle.key != self.bundle.key:
+            _load_chain(self._ctx, bundle)
+            log.info("webhook certificate reloaded")
+        self.bundle = bundle
+        if writer:
+            await self.certs.sync_ca_bundle(bundle)
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_s)
+            try:
+                await self.refresh()
+            except (ApiError, ValueError, ssl.SSLError) as e:
+                self.metrics.api_errors.labels("webhook-cert").inc()
+                log.warning("webhook certificate check failed", extra={"error": str(e)})
+
+    # ---- HTTP ------------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=IDLE_TIMEOUT_S)
+                except (TimeoutError, asyncio.IncompleteReadError):
+                    return
+                t0 = time.perf_counter()
+                lines = head.decode("latin-1").split("\r\n")
+                parts = lines[0].split(" ")
+                method, target = (parts[0], parts[1]) if len(parts) >= 2 else ("", "/")
+                headers = {}
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    if name:
+                        headers[name.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", "0") or 0)
+                if length > MAX_BODY:
+                    await self._reply(writer, 413, b"")
+                    return
+                body = await reader.readexactly(length) if length else b""
+                status, payload, hook, allowed = self._answer(method, target.split("?", 1)[0], body)
+                await self._reply(writer, status, payload, close=headers.get("connection", "").lower() == "close")
+                ms = (time.perf_counter() - t0) * 1000
+                self.latencies_ms.append(ms)
+                self.metrics.admission_latency.observe(ms)
+                self.metrics.admission_requests.labels(hook, allowed).inc()
+                if headers.get("connection", "").lower() == "close":
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ssl.SSLError, ValueError):
+            return
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError, ssl.SSLError, OSError):
+                await writer.wait_closed()
+
+    def _answer(self, method: str, path: str, body: bytes) -> tuple[int, bytes, str, str]:
+        """(HTTP status, body, webhook path for the metrics, allowed "true"/"false"/"error")."""
+        if method != "POST":
+            return 405, b"", path, "error"
+        try:
+            doc: Any = _decode.decode(body)
+            request = doc["request"]
+        except (msgspec.DecodeError, KeyError, TypeError):
+            return 400, b"not an AdmissionReview", path, "error"
+        response = self.admission.review(path, request)
+        version = doc.get("apiVersion", "admission.k8s.io/v1")
+        out = {"apiVersion": version, "kind": "AdmissionReview", "response": response}
+        return 200, _encode.encode(out), path, "true" if response.get("allowed") else "false"
+
+    async def _reply(self, writer: asyncio.StreamWriter, status: int, body: bytes, *, close: bool = False) -> None:
+        head = (
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'OK')}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n{'Connection: close' + chr(13) + chr(10) if close else ''}\r\n"
+        )
+        writer.write(head.encode() + body)
+        await writer.drain()
