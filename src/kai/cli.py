@@ -93,7 +93,19 @@ _kubeconfig_option = click.option(
     type=click.FloatRange(min=1),
     help="Seconds to wait for each CRD to be Established and served.",
 )
-def install(kubeconfig: str | None, timeout: float) -> None:
+@click.option(
+    "--webhook-url",
+    default=None,
+    help="Register the admission webhooks at this https URL (a `kai scheduler --webhook-listen` out of the cluster).",
+)
+@click.option(
+    "--webhook-failure-policy",
+    type=click.Choice(["Fail", "Ignore"]),
+    default="Fail",
+    show_default=True,
+    help="What the API server does with a pod when the webhook does not answer (with --webhook-url).",
+)
+def install(kubeconfig: str | None, timeout: float, webhook_url: str | None, webhook_failure_policy: str) -> None:
     """Apply kai's CRDs, PriorityClasses and default Queues to a cluster (server-side apply; safe to re-run).
 
     The objects are deploy/'s YAML, the same that `kubectl apply -k deploy/` installs with RBAC
@@ -105,10 +117,15 @@ def install(kubeconfig: str | None, timeout: float) -> None:
     import httpx2
     from lightkube import ConfigError as KubeConfigError
 
-    from kai.k8s.install import InstallError, install_with
+    from kai.k8s.install import InstallError, WebhookOptions, install_with
 
+    webhooks = None
+    if webhook_url is not None:
+        if not webhook_url.startswith("https://"):
+            _fail(f"--webhook-url: {webhook_url!r} must be an https:// URL", EXIT_BAD_INPUT)
+        webhooks = WebhookOptions(webhook_url, webhook_failure_policy)
     try:
-        applied = asyncio.run(install_with(kubeconfig, timeout=timeout))
+        applied = asyncio.run(install_with(kubeconfig, timeout=timeout, webhooks=webhooks))
     except (InstallError, KubeConfigError) as e:
         _fail(str(e), EXIT_INSTALL_FAILED)
     except httpx2.TransportError as e:
@@ -212,6 +229,36 @@ def resource_reservation(
     help="uvloop (about 10% less CPU per bind and watch event) or Python's own asyncio loop.",
 )
 @click.option(
+    "--webhook-listen",
+    default=None,
+    help="host:port of the admission webhooks (HTTPS; deploy/admission.yaml, `kai install --webhook-url`).",
+)
+@click.option(
+    "--webhook-cert-namespace",
+    default="kai-scheduler",
+    show_default=True,
+    help="Namespace of the webhooks' certificate Secret kai-admission-webhook-tls-secret.",
+)
+@click.option(
+    "--gpu-fraction-runtime-class-name",
+    default="nvidia",
+    show_default=True,
+    help="runtimeClassName the webhook gives GPU-fraction pods that name none ('' for none).",
+)
+@click.option(
+    "--reservation-image", default="", help="Image of GPU reservation pods. [default: this pod's own image]"
+)
+@click.option(
+    "--reservation-runtime-class-name", default="", help="runtimeClassName of GPU reservation pods. [default: none]"
+)
+@click.option(
+    "--reservation-timeout",
+    default=40.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Seconds to wait for a new reservation pod to report its GPU before the bind is given up.",
+)
+@click.option(
     "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
 )
 def scheduler(
@@ -229,6 +276,12 @@ def scheduler(
     metrics_bind_address: str,
     bind_concurrency: int,
     event_loop: str,
+    webhook_listen: str | None,
+    webhook_cert_namespace: str,
+    gpu_fraction_runtime_class_name: str,
+    reservation_image: str,
+    reservation_runtime_class_name: str,
+    reservation_timeout: float,
     log_level: str,
 ) -> None:
     """Schedule a Kubernetes cluster: watches, the engine, binds, evictions, events, statuses and the
@@ -247,6 +300,14 @@ def scheduler(
     host, _, port_text = metrics_bind_address.rpartition(":")
     if not port_text.isdigit():
         _fail(f"--metrics-bind-address: {metrics_bind_address!r} is not host:port", EXIT_BAD_INPUT)
+    webhook = None
+    if webhook_listen is not None:
+        w_host, _, w_port = webhook_listen.rpartition(":")
+        if not w_port.isdigit() or not w_host:
+            _fail(f"--webhook-listen: {webhook_listen!r} is not host:port", EXIT_BAD_INPUT)
+        webhook = (w_host.strip("[]"), int(w_port))
+    from kai.k8s._gpushare import ReservationOptions
+
     setup_logging(log_level)
     options = SchedulerOptions(
         kubeconfig=kubeconfig,
@@ -259,6 +320,12 @@ def scheduler(
         metrics_address=host or "0.0.0.0",
         metrics_port=int(port_text) or None,
         bind_concurrency=bind_concurrency,
+        webhook_listen=webhook,
+        webhook_cert_namespace=webhook_cert_namespace,
+        gpu_fraction_runtime_class=gpu_fraction_runtime_class_name,
+        reservation=ReservationOptions(
+            image=reservation_image, runtime_class=reservation_runtime_class_name, timeout_s=reservation_timeout
+        ),
     )
     from lightkube import ConfigError as KubeConfigError
 
