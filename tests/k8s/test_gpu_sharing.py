@@ -10,6 +10,7 @@ resource-reservation`` command run against a fake NVML library that shows it its
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,14 +23,12 @@ from kai.k8s.envtest import ControlPlane
 from tests.k8s.gpushare import (
     GpuNode,
     configmap_value,
-    fake_nvml,  # noqa: F401
     gpu_uuids,
     install_webhooks,
     nvidia_runtime_class,
     remove_webhooks,
     reservation_pods,
     visible_devices,
-    webhook_port,  # noqa: F401
 )
 from tests.k8s.sched import DATA, InProcess, Kubelet, Queue, options, wait_for
 
@@ -45,6 +44,18 @@ def gpu_cluster(scheduler_cluster: ControlPlane) -> ControlPlane:
 
 def sharing_options(cp: ControlPlane, port: int, **kw: Any) -> Any:
     return options(cp, webhook_listen=("127.0.0.1", port), reservation=ReservationOptions(timeout_s=20), **kw)
+
+
+class Kai(InProcess):
+    """``kai scheduler`` in-process with its admission webhooks, once they serve."""
+
+    def __init__(self, cp: ControlPlane, port: int, **kw: Any) -> None:
+        super().__init__(sharing_options(cp, port, **kw))
+
+    def __enter__(self) -> Kai:
+        super().__enter__()
+        wait_for(lambda: self.call(self.scheduler.webhook_serving), "the admission webhooks to serve")
+        return self
 
 
 def fraction_pod(name: str, ns: str, fraction: str = "0.5", queue: str = "team-a", **annotations: str) -> Pod:
@@ -85,7 +96,7 @@ def test_the_walkthrough_gpu_memory_pods_share_one_gpu_and_see_its_uuid(
     cp = gpu_cluster
     node = _a10_node(nodes)
     (gpu,) = gpu_uuids(node, 1)
-    with InProcess(sharing_options(cp, webhook_port)), GpuNode(admin, cp, node, [gpu], fake_nvml):
+    with Kai(cp, webhook_port), GpuNode(admin, cp, node, [gpu], fake_nvml):
         cp.kubectl("apply", "-n", ns, "-f", str(DATA / "gpu-memory-pods.yaml"))
         pods = wait_for(lambda: _bound(admin, ns, ["gpu-memory-a", "gpu-memory-b"]), "both pods to be bound", 60)
         assert {p.spec.nodeName for p in pods} == {node}
@@ -103,3 +114,174 @@ def test_the_walkthrough_gpu_memory_pods_share_one_gpu_and_see_its_uuid(
             assert configmap_value(admin, p, "RUNAI_NUM_OF_GPUS") == "0.01"
             assert p.spec.runtimeClassName == "nvidia"
             assert p.metadata.annotations["received-resource-type"] == "Fraction"
+
+
+def _gpu_node(nodes: Any, name: str, gpus: int, memory_mib: int = 40000) -> str:
+    return nodes(name, gpus=gpus, labels={"nvidia.com/gpu.memory": str(memory_mib), "nvidia.com/gpu.count": str(gpus)})
+
+
+def _by_group(client: Client, node: str) -> dict[str, str]:
+    """GPU group -> UUID, from the node's reservation pods."""
+    return {
+        p.metadata.labels["runai-gpu-group"]: (p.metadata.annotations or {}).get("run.ai/reserve_for_gpu_index", "")
+        for p in reservation_pods(client, node)
+    }
+
+
+def test_three_halves_on_a_two_gpu_node_use_two_reservations_and_leave_with_their_group(
+    gpu_cluster: ControlPlane, admin: Client, ns: str, nodes: Any, webhook_port: int, fake_nvml: Any
+) -> None:
+    cp = gpu_cluster
+    node = _gpu_node(nodes, "halves-0", gpus=2)
+    uuids = gpu_uuids(node, 2)
+    names = ["half-0", "half-1", "half-2"]
+    kubelet = Kubelet(admin)
+    with Kai(cp, webhook_port), GpuNode(admin, cp, node, uuids, fake_nvml) as gpus:
+        for n in names:
+            admin.create(fraction_pod(n, ns))
+        pods = wait_for(lambda: _bound(admin, ns, names), "the three halves to be bound", 60)
+        by_group = _by_group(admin, node)
+        assert len(by_group) == 2 and set(by_group.values()) == set(uuids)  # two reservations, two GPUs
+        groups = {p.metadata.name: p.metadata.labels["runai-gpu-group"] for p in pods}
+        assert sorted(groups.values()).count(sorted(set(groups.values()))[0]) in (1, 2)
+        for p in pods:
+            # each pod sees the GPU of its own group, and half of it
+            assert visible_devices(admin, p) == by_group[groups[p.metadata.name]]
+            assert configmap_value(admin, p, "GPU_PORTION") == "0.50"
+        assert gpus.runs == 2
+        kubelet.run_bound(ns)
+
+        # The group holding one pod empties: its reservation pod goes, the other group's stays.
+        alone = next(g for g in set(groups.values()) if list(groups.values()).count(g) == 1)
+        pod = next(n for n, g in groups.items() if g == alone)
+        admin.delete(Pod, pod, namespace=ns)
+        kubelet.finish_terminating(ns)
+        wait_for(lambda: alone not in _by_group(admin, node), "the emptied group's reservation pod to go", 30)
+        remaining = _by_group(admin, node)
+        assert list(remaining) == [g for g in set(groups.values()) if g != alone]
+
+
+def test_a_bad_fraction_is_refused_at_create_naming_the_annotation(
+    gpu_cluster: ControlPlane, admin: Client, ns: str, webhook_port: int, tmp_path: Path
+) -> None:
+    cp = gpu_cluster
+    with Kai(cp, webhook_port):
+        with pytest.raises(ApiError) as e:
+            admin.create(fraction_pod("too-big", ns, fraction="1.5"))
+        assert e.value.status.code == 403
+        assert "metadata.annotations.gpu-fraction: '1.5' must be a number between 0 and 1" in e.value.status.message
+        with pytest.raises(ApiError) as e:
+            admin.create(fraction_pod("both", ns, fraction="0.5", **{"gpu-memory": "100"}))
+        assert "cannot request both GPU and GPU memory" in e.value.status.message
+        # kubectl shows the webhook's words to the user
+        manifest = tmp_path / "bad.yaml"
+        manifest.write_text(yaml.safe_dump(fraction_pod("via-kubectl", ns, fraction="1.5").to_dict()))
+        res = cp.kubectl("apply", "-f", str(manifest), check=False)
+        assert res.returncode != 0
+        assert 'admission webhook "admission.kai-scheduler.svc" denied the request' in res.stderr
+        assert "metadata.annotations.gpu-fraction: '1.5'" in res.stderr
+        with pytest.raises(ApiError):
+            admin.get(Pod, "too-big", namespace=ns)  # never created
+        good = admin.create(fraction_pod("fine", ns))
+        assert good.metadata.annotations["runai/shared-gpu-configmap"].endswith("-shared-gpu")
+
+
+def test_the_queue_access_rule_refuses_a_pod_from_a_foreign_namespace(
+    gpu_cluster: ControlPlane, admin: Client, ns: str, webhook_port: int
+) -> None:
+    cp = gpu_cluster
+    queue = {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": f"locked-{ns}", "annotations": {"kai.scheduler/allowed-namespaces": "team-owner, ml-*"}},
+        "spec": {
+            "parentQueue": "department-1",
+            "resources": {r: {"quota": -1, "limit": -1, "overQuotaWeight": 1} for r in ("gpu", "cpu", "memory")},
+        },
+    }
+    admin.create(Queue(queue))
+    try:
+        with Kai(cp, webhook_port) as run:
+            wait_for(lambda: run.call(lambda: run.scheduler.store.get("Queue", ("", f"locked-{ns}"))), "the queue")
+            pod = Pod.from_dict(
+                {
+                    "metadata": {"name": "sneaky", "namespace": ns, "labels": {"kai.scheduler/queue": f"locked-{ns}"}},
+                    "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]},
+                }
+            )
+            with pytest.raises(ApiError) as e:
+                admin.create(pod)
+            assert e.value.status.code == 403
+            text = e.value.status.message
+            assert f"metadata.labels.kai.scheduler/queue: namespace '{ns}' may not use queue 'locked-{ns}'" in text
+            # a PodGroup naming the queue from the same namespace is refused too
+            from tests.k8s.sched import PodGroup
+
+            pg = {"metadata": {"name": "pg-sneaky", "namespace": ns}, "spec": {"minMember": 1, "queue": f"locked-{ns}"}}
+            with pytest.raises(ApiError) as e:
+                admin.create(PodGroup(pg), namespace=ns)
+            assert "spec.queue: namespace" in e.value.status.message
+            # the rule does not touch other queues
+            admin.create(Pod.from_dict({**pod.to_dict(), "metadata": {"name": "fine", "namespace": ns}}))
+    finally:
+        admin.delete(Queue, f"locked-{ns}")
+
+
+def test_kai_restarted_mid_way_neither_loses_nor_duplicates_reservations(
+    gpu_cluster: ControlPlane, admin: Client, ns: str, nodes: Any, webhook_port: int, fake_nvml: Any
+) -> None:
+    cp = gpu_cluster
+    node = _gpu_node(nodes, "restart-0", gpus=2)
+    uuids = gpu_uuids(node, 2)
+    with GpuNode(admin, cp, node, uuids, fake_nvml) as gpus:
+        gpus.paused.set()  # the reservation pod's container has not started yet when kai stops
+        with Kai(cp, webhook_port):
+            admin.create(fraction_pod("first", ns))
+            wait_for(lambda: reservation_pods(admin, node), "the reservation pod to be made")
+        assert not admin.get(Pod, "first", namespace=ns).spec.nodeName  # kai stopped before the bind
+        (before,) = reservation_pods(admin, node)
+        gpus.paused.clear()
+        with Kai(cp, webhook_port):
+            admin.create(fraction_pod("second", ns))
+            pods = wait_for(lambda: _bound(admin, ns, ["first", "second"]), "both pods to be bound", 60)
+            time.sleep(1.0)  # a few more cycles: nothing more is made
+            (after,) = reservation_pods(admin, node)
+        assert after.metadata.uid == before.metadata.uid  # the same reservation pod, reused
+        assert gpus.runs == 1
+        gpu = after.metadata.annotations["run.ai/reserve_for_gpu_index"]
+        assert {visible_devices(admin, p) for p in pods} == {gpu}
+        assert {p.metadata.labels["runai-gpu-group"] for p in pods} == {after.metadata.labels["runai-gpu-group"]}
+
+
+def test_with_the_webhook_down_and_failure_policy_ignore_pods_are_created_but_not_bound_without_their_env(
+    gpu_cluster: ControlPlane, admin: Client, ns: str, nodes: Any, fake_nvml: Any
+) -> None:
+    from kai.k8s.envtest import free_port
+
+    cp = gpu_cluster
+    port = free_port()
+    install_webhooks(cp, port, failure_policy="Ignore")
+    try:
+        node = _gpu_node(nodes, "ignore-0", gpus=1)
+        admin.create(fraction_pod("unmutated", ns))  # nobody serves the webhook: created as written
+        pod = admin.get(Pod, "unmutated", namespace=ns)
+        assert "runai/shared-gpu-configmap" not in (pod.metadata.annotations or {})
+        with Kai(cp, port), GpuNode(admin, cp, node, gpu_uuids(node, 1), fake_nvml):
+            admin.create(fraction_pod("mutated", ns))  # the webhook is up now
+            wait_for(lambda: _bound(admin, ns, ["mutated"]), "the mutated pod to be bound")
+
+            def refusal() -> list[Event]:
+                return [
+                    e
+                    for e in admin.list(Event, namespace=ns)
+                    if e.involvedObject.name == "unmutated" and e.reason == "FailedBinding"
+                ]
+
+            (event,) = wait_for(refusal, "a FailedBinding event on the unmutated pod")
+            assert "has no GPU-sharing env (NVIDIA_VISIBLE_DEVICES" in event.message
+            assert "was the webhook down, with failurePolicy Ignore?" in event.message
+            time.sleep(1.0)
+            assert not admin.get(Pod, "unmutated", namespace=ns).spec.nodeName
+            assert len(reservation_pods(admin, node)) == 1  # the mutated pod's only
+    finally:
+        remove_webhooks(cp)

@@ -136,7 +136,12 @@ class KaiScheduler:
             return False, "standby: waiting for the leader lease"
         if not self.synced():
             return False, "syncing informers"
+        if self.options.webhook_listen is not None and not self.webhook_serving():
+            return False, "admission webhooks not serving yet"
         return True, "ok"
+
+    def webhook_serving(self) -> bool:
+        return self.webhook is not None and self.webhook.serving
 
     def stop(self) -> None:
         self._stop.set()

@@ -89,6 +89,7 @@ class AdmissionServer:
         self._ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         self._server: asyncio.Server | None = None
         self._refresh: asyncio.Task[None] | None = None
+        self._connections: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> int:
         """Make or read the certificate, keep the caBundle current, listen; the port (useful with port 0)."""
@@ -102,12 +103,18 @@ class AdmissionServer:
         log.info("admission webhooks serving", extra={"address": f"{self.host}:{self.port}"})
         return self.port
 
+    @property
+    def serving(self) -> bool:
+        return self._server is not None and self._server.is_serving()
+
     async def close(self) -> None:
         if self._refresh is not None:
             self._refresh.cancel()
             await asyncio.gather(self._refresh, return_exceptions=True)
         if self._server is not None:
             self._server.close()
+            for w in list(self._connections):  # kept-alive connections: the API server must not reuse them
+                w.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), timeout=2)
 
@@ -135,6 +142,7 @@ class AdmissionServer:
     # ---- HTTP ------------------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._connections.add(writer)
         try:
             while True:
                 try:
@@ -166,6 +174,7 @@ class AdmissionServer:
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ssl.SSLError, ValueError):
             return
         finally:
+            self._connections.discard(writer)
             writer.close()
             with contextlib.suppress(ConnectionError, ssl.SSLError, OSError):
                 await writer.wait_closed()
