@@ -150,6 +150,11 @@ def test_three_halves_on_a_two_gpu_node_use_two_reservations_and_leave_with_thei
             assert configmap_value(admin, p, "GPU_PORTION") == "0.50"
         assert gpus.runs == 2
         kubelet.run_bound(ns)
+        admin.create(fraction_pod("too-wide", ns, fraction="0.6"))  # 0.5 free on each GPU: it waits
+        time.sleep(1.5)
+        assert not admin.get(Pod, "too-wide", namespace=ns).spec.nodeName
+        assert len(reservation_pods(admin, node)) == 2
+        admin.delete(Pod, "too-wide", namespace=ns)  # (it would take the GPU the next step frees)
 
         # The group holding one pod empties: its reservation pod goes, the other group's stays.
         alone = next(g for g in set(groups.values()) if list(groups.values()).count(g) == 1)
