@@ -290,3 +290,26 @@ def test_with_the_webhook_down_and_failure_policy_ignore_pods_are_created_but_no
             assert len(reservation_pods(admin, node)) == 1  # the mutated pod's only
     finally:
         remove_webhooks(cp)
+
+
+def test_a_running_fraction_pod_whose_gpu_group_has_no_reservation_pod_is_deleted_as_kai_does(
+    gpu_cluster: ControlPlane, admin: Client, ns: str, nodes: Any, webhook_port: int
+) -> None:
+    """A fraction pod bound and Running on GPU group g, with no reservation pod for g (say it was deleted
+    by hand): nothing holds its GPU towards the device plugin any more, so KAI's binder deletes the pod
+    (SyncForPodsList); kai does the same, with a Warning event saying why."""
+    node = _gpu_node(nodes, "orphan-0", gpus=1)
+    orphan = fraction_pod("orphan", ns)
+    orphan.metadata.labels["runai-gpu-group"] = f"{node}-gpu0"
+    orphan.spec.nodeName = node
+    with Kai(cp=gpu_cluster, port=webhook_port):
+        admin.create(orphan)
+        Kubelet(admin).run_bound(ns)
+
+        def gone_with_event() -> list[Event]:
+            pod = admin.get(Pod, "orphan", namespace=ns)
+            events = [e for e in admin.list(Event, namespace=ns) if e.reason == "GpuReservationMissing"]
+            return events if pod.metadata.deletionTimestamp is not None else []
+
+        (event,) = wait_for(gone_with_event, "the orphan fraction pod to be deleted")
+        assert f"runs on GPU group {node}-gpu0 of node {node}, which has no GPU reservation pod" in event.message
