@@ -25,7 +25,7 @@ def test_json_output_files_and_report(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, [*args, "--csv", str(folder)])
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)  # stdout is the document and nothing else
-    assert set(doc) == {"cycles", "pods", "podGroups", "queues", "events", "time", "summary"}
+    assert set(doc) == {"cycles", "pods", "podGroups", "queues", "reservations", "events", "time", "summary"}
     assert doc["time"] == 3 * 3600
     assert doc["summary"]["jobs"]["submitted"] > 0
     assert all(e["cycle"] == doc["cycles"] for e in doc["events"])  # the last cycle's events only
