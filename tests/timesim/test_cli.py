@@ -60,7 +60,7 @@ def test_static_mode_is_unchanged_without_time_flags() -> None:
     two_teams = str(Path(__file__).parent.parent.parent / "examples" / "two-teams" / "cluster.yaml")
     result = CliRunner().invoke(main, ["sim", two_teams, "-o", "json", "--now", "2026-01-01T00:00:00Z"])
     assert result.exit_code == 0
-    assert set(json.loads(result.stdout)) == {"cycles", "pods", "podGroups", "queues", "events"}
+    assert set(json.loads(result.stdout)) == {"cycles", "pods", "podGroups", "queues", "reservations", "events"}
 
 
 def test_progress_shows_only_after_a_second_and_only_on_its_console() -> None:
