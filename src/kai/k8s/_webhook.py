@@ -1,23 +1,27 @@
-"""The admission webhooks' HTTPS server, on the scheduler's event loop.
+"""The admission webhooks' HTTPS server: asyncio, on an event loop of its own in a thread of the scheduler.
 
 Rules: the server only frames HTTP/1.1 (keep-alive, Content-Length bodies, as the API server sends them)
-and JSON; the answers come from ``_admission.Admission``, pure functions of the request and the Store,
-which run in well under a millisecond on the loop, so the server never waits on the scheduling cycle (the
-engine runs in a worker thread) and the cycle never waits on it. The serving certificate comes from the
-Secret kept by ``_webhookcert.CertStore``: checked every ``refresh_s``, reloaded into the TLS context when it
-changed (new connections get the new certificate), renewed by the leader when due, and the configurations'
-``caBundle`` kept current.
+and JSON; the answers come from ``_admission.Admission``, pure functions of the request and the Store that
+run in well under a millisecond. The server has its own loop, so an answer never waits behind the
+scheduler loop's own work (a snapshot of thousands of pods, a burst of watch events) and the cycle never
+waits on an answer; the two threads share only the Store, which the webhooks only read (single dict reads
+and copies, atomic under the GIL). The serving certificate comes from the Secret kept by
+``_webhookcert.CertStore``, on the scheduler's loop (it owns the API connections): checked every
+``refresh_s``, reloaded into the TLS context on the server's own thread when it changed (new connections get
+the new certificate), renewed by the leader when due, and the configurations' ``caBundle`` kept current.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import logging
 import os
 import ssl
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -90,6 +94,8 @@ class AdmissionServer:
         self._server: asyncio.Server | None = None
         self._refresh: asyncio.Task[None] | None = None
         self._connections: set[asyncio.StreamWriter] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the server's own, in self._thread
+        self._thread: threading.Thread | None = None
 
     async def start(self) -> int:
         """Make or read the certificate, keep the caBundle current, listen; the port (useful with port 0)."""
@@ -97,11 +103,43 @@ class AdmissionServer:
         _load_chain(self._ctx, self.bundle)
         with contextlib.suppress(ApiError):  # RBAC or a missing configuration: logged by refresh later
             await self.certs.sync_ca_bundle(self.bundle)
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, ssl=self._ctx)
-        self.port = self._server.sockets[0].getsockname()[1]
+        started: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._run, args=(started,), name="kai-webhook", daemon=True)
+        self._thread.start()
+        self.port = await asyncio.wrap_future(started)  # OSError (port taken) is raised here
         self._refresh = asyncio.ensure_future(self._refresh_loop())
         log.info("admission webhooks serving", extra={"address": f"{self.host}:{self.port}"})
         return self.port
+
+    def _run(self, started: concurrent.futures.Future[int]) -> None:
+        """The server thread: its own loop until close()."""
+        loop = self._loop = asyncio.new_event_loop()
+        try:
+            self._server = loop.run_until_complete(
+                asyncio.start_server(self._serve, self.host, self.port, ssl=self._ctx)
+            )
+        except OSError as e:
+            started.set_exception(e)
+            loop.close()
+            return
+        started.set_result(self._server.sockets[0].getsockname()[1])
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(self._shutdown())
+            loop.close()
+
+    async def _shutdown(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for w in list(self._connections):  # kept-alive connections: the API server must not reuse them
+            w.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._server.wait_closed(), timeout=2)
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     @property
     def serving(self) -> bool:
@@ -111,12 +149,9 @@ class AdmissionServer:
         if self._refresh is not None:
             self._refresh.cancel()
             await asyncio.gather(self._refresh, return_exceptions=True)
-        if self._server is not None:
-            self._server.close()
-            for w in list(self._connections):  # kept-alive connections: the API server must not reuse them
-                w.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), timeout=2)
+        if self._loop is not None and self._thread is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            await asyncio.to_thread(self._thread.join, 5)
 
     async def refresh(self) -> None:
         """One check of the Secret: renew what is due (when this replica may write), reload a changed
@@ -124,11 +159,27 @@ class AdmissionServer:
         writer = self.may_write()
         bundle = await self.certs.ensure(self.hosts, may_write=writer)
         if self.bundle is None or bundle.cert != self.bundle.cert or bundle.key != self.bundle.key:
-            _load_chain(self._ctx, bundle)
+            await self._on_server_thread(lambda: _load_chain(self._ctx, bundle))  # where the handshakes run
             log.info("webhook certificate reloaded")
         self.bundle = bundle
         if writer:
             await self.certs.sync_ca_bundle(bundle)
+
+    async def _on_server_thread(self, fn: Callable[[], None]) -> None:
+        if self._loop is None or not self._loop.is_running():
+            fn()
+            return
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                fn()
+                done.set_result(None)
+            except BaseException as e:
+                done.set_exception(e)
+
+        self._loop.call_soon_threadsafe(run)
+        await asyncio.wrap_future(done)
 
     async def _refresh_loop(self) -> None:
         while True:
