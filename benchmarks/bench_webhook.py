@@ -52,7 +52,7 @@ def _kai(*args: str, **kw: Any) -> subprocess.Popen[bytes]:
     return subprocess.Popen([str(exe), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
 
 
-def _pod(ns: str, i: int) -> dict[str, Any]:
+def _pod(ns: str, i: int, scheduler: str = "kai-scheduler") -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -62,8 +62,11 @@ def _pod(ns: str, i: int) -> dict[str, Any]:
             "labels": {"kai.scheduler/queue": "default-queue"},
             "annotations": {"gpu-fraction": "0.5"},
         },
-        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]},
+        "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "x"}]},
     }
+
+
+SCHEDULER = "kai-scheduler"
 
 
 def _histogram(text: str, metric: str, match: dict[str, str]) -> dict[float, float]:
@@ -112,7 +115,7 @@ async def _creates(api: Api, ns: str, n: int, concurrency: int) -> list[float]:
     async def worker() -> None:
         for i in it:
             t0 = time.perf_counter()
-            await api.request("POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, i))
+            await api.request("POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, i, SCHEDULER))
             lat.append((time.perf_counter() - t0) * 1000)
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -241,7 +244,12 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--scheduler-name", default="kai-scheduler", help="schedulerName of the pods (another: kai has no work)"
+    )
     a = p.parse_args()
+    global SCHEDULER
+    SCHEDULER = a.scheduler_name
     doc = asyncio.run(bench(a.pods, a.runs, a.concurrency))
     hooked = [r for r in doc["runs"] if r["webhook"]]
     base = [r for r in doc["runs"] if not r["webhook"]]

@@ -234,6 +234,12 @@ def resource_reservation(
     help="host:port of the admission webhooks (HTTPS; deploy/admission.yaml, `kai install --webhook-url`).",
 )
 @click.option(
+    "--webhook-metrics-port",
+    type=int,
+    default=None,
+    help="Port of the webhook process's own /metrics (kai_admission_*), on the --webhook-listen host. [default: none]",
+)
+@click.option(
     "--webhook-cert-namespace",
     default="kai-scheduler",
     show_default=True,
@@ -277,6 +283,7 @@ def scheduler(
     bind_concurrency: int,
     event_loop: str,
     webhook_listen: str | None,
+    webhook_metrics_port: int | None,
     webhook_cert_namespace: str,
     gpu_fraction_runtime_class_name: str,
     reservation_image: str,
@@ -321,6 +328,7 @@ def scheduler(
         metrics_port=int(port_text) or None,
         bind_concurrency=bind_concurrency,
         webhook_listen=webhook,
+        webhook_metrics_port=webhook_metrics_port,
         webhook_cert_namespace=webhook_cert_namespace,
         gpu_fraction_runtime_class=gpu_fraction_runtime_class_name,
         reservation=ReservationOptions(

@@ -5,7 +5,6 @@ no cert-manager here: the test plays it (and its CA injector) by writing the Sec
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime as dt
 import socket
@@ -64,16 +63,15 @@ def _der(pem: bytes) -> bytes:
 class Kai(InProcess):
     def __init__(self, cp: ControlPlane, port: int) -> None:
         # no RuntimeClass "nvidia" on this cluster: fraction pods get none
-        super().__init__(options(cp, webhook_listen=("127.0.0.1", port), gpu_fraction_runtime_class=""))
+        # the webhook process checks its certificate every half second here (every minute by default)
+        opts = options(cp, webhook_listen=("127.0.0.1", port), gpu_fraction_runtime_class="", webhook_refresh_s=0.5)
+        super().__init__(opts)
 
     def __enter__(self) -> Kai:
         super().__enter__()
         wait_for(lambda: self.call(self.scheduler.webhook_serving), "the admission webhooks to serve")
         return self
 
-    def refresh(self) -> None:
-        """One certificate check of the running server, now (it runs every minute on its own)."""
-        asyncio.run_coroutine_threadsafe(self.scheduler.webhook.refresh(), self.loop).result(timeout=30)
 
 
 def _put_secret(client: Client, bundle: CertBundle, annotations: dict[str, str] | None = None) -> None:
@@ -94,7 +92,7 @@ def test_the_certificate_is_made_trusted_renewed_and_its_ca_rotated(
     ca = base64.b64decode(secret.data["ca.crt"])
     assert secret.type == "kubernetes.io/tls" and set(secret.data) >= {"tls.crt", "tls.key", "ca.crt", "ca.key"}
     assert _ca_bundles(admin) == {secret.data["ca.crt"]}
-    with Kai(scheduler_cluster, webhook_port) as run:
+    with Kai(scheduler_cluster, webhook_port):
         assert _served_cert(webhook_port) == _der(base64.b64decode(secret.data["tls.crt"]))
         assert admin.create(_fraction_pod("first", ns)).metadata.annotations["runai/shared-gpu-configmap"]
 
@@ -103,13 +101,13 @@ def test_the_certificate_is_made_trusted_renewed_and_its_ca_rotated(
         old = renew(None, hosts, now=dt.datetime.now(dt.UTC) - dt.timedelta(days=3650 - 180))
         old = CertBundle(*issue_serving(old.ca, old.ca_key, hosts, days=10), old.ca, old.ca_key)
         _put_secret(admin, old)
-        run.refresh()
+        wait_for(lambda: "ca-previous.crt" in (_secret(admin).data or {}), "the CA to be rotated", 30)
         new = _secret(admin)
         new_ca = base64.b64decode(new.data["ca.crt"])
         assert new_ca not in (ca, old.ca)
         assert base64.b64decode(new.data["ca-previous.crt"]) == old.ca  # still trusted during the rotation
         assert _ca_bundles(admin) == {base64.b64encode(new_ca + old.ca).decode()}
-        assert _served_cert(webhook_port) == _der(base64.b64decode(new.data["tls.crt"]))
+        wait_for(lambda: _served_cert(webhook_port) == _der(base64.b64decode(new.data["tls.crt"])), "the new cert")
         # the API server trusts the new certificate: pods are still mutated
         assert admin.create(_fraction_pod("second", ns)).metadata.annotations["runai/shared-gpu-configmap"]
 
@@ -131,7 +129,7 @@ def test_a_secret_cert_manager_manages_is_only_read(
         patch = {"webhooks": [{"name": w.name, "clientConfig": {"caBundle": bundle}} for w in conf.webhooks]}
         admin.patch(kind, name, patch, patch_type=PatchType.STRATEGIC)
     version = _secret(admin).metadata.resourceVersion
-    with Kai(scheduler_cluster, webhook_port) as run:
+    with Kai(scheduler_cluster, webhook_port):
         assert _served_cert(webhook_port) == _der(cert)
         assert admin.create(_fraction_pod("via-cert-manager", ns)).metadata.annotations["runai/shared-gpu-configmap"]
         # cert-manager renews the certificate (same CA): kai serves the new one, writes nothing
@@ -144,8 +142,7 @@ def test_a_secret_cert_manager_manages_is_only_read(
             patch_type=PatchType.MERGE,
         )
         version = _secret(admin).metadata.resourceVersion
-        run.refresh()
-        assert _served_cert(webhook_port) == _der(cert2)
+        wait_for(lambda: _served_cert(webhook_port) == _der(cert2), "the renewed certificate to be served", 30)
     assert _secret(admin).metadata.resourceVersion == version
     assert "ca.key" not in _secret(admin).data
     assert _ca_bundles(admin) == {bundle}

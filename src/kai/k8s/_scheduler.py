@@ -48,7 +48,7 @@ from kai.scheduler.decisions import CycleResult, Event
 from kai.store import Key, Store
 
 if TYPE_CHECKING:
-    from kai.k8s._webhook import AdmissionServer
+    from kai.k8s._webhookproc import WebhookProcess
     from kai.scheduler.conf import SchedulerConf
 
 log = logging.getLogger("kai.k8s.scheduler")
@@ -81,6 +81,8 @@ class SchedulerOptions:
     # namespace of their certificate Secret, the runtime class given to fraction pods, the reservation pods
     webhook_listen: tuple[str, int] | None = None
     webhook_cert_namespace: str = "kai-scheduler"
+    webhook_metrics_port: int | None = None  # the webhook process's own /metrics (kai_admission_*)
+    webhook_refresh_s: float = 60.0  # how often the webhook process checks its certificate
     gpu_fraction_runtime_class: str = C.DEFAULT_GPU_FRACTION_RUNTIME_CLASS
     reservation: ReservationOptions = field(default_factory=ReservationOptions)
 
@@ -115,7 +117,7 @@ class KaiScheduler:
         self.grouper: PodGrouper | None = None
         self.events: EventRecorder | None = None
         self.http_port = 0
-        self.webhook: AdmissionServer | None = None
+        self.webhook: WebhookProcess | None = None
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._started_sync = False
@@ -167,8 +169,8 @@ class KaiScheduler:
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
             # kube-scheduler's do); nothing is written (PodGroups, events, binds) before the Lease is held.
             syncing = asyncio.ensure_future(self._start_informers(tasks))
-            if self.options.webhook_listen is not None:  # served by a standby too, from its warm Store
-                tasks.append(asyncio.ensure_future(self._start_webhook(syncing)))
+            if self.options.webhook_listen is not None:  # served by a standby too
+                tasks.append(asyncio.ensure_future(self._start_webhook()))
             _preload_engine()
             if self.options.leader_elect:
                 self.leader = LeaderElector(self.api, self.identity, self.options.lease)
@@ -219,7 +221,7 @@ class KaiScheduler:
             if self.grouper is not None:
                 await self.grouper.close()
             if self.webhook is not None:
-                await self.webhook.close()
+                await self.webhook.stop()
             if self.applier is not None and self.applier.gpu_sharing is not None:
                 await self.applier.gpu_sharing.close()
             if self.events is not None:
@@ -310,31 +312,26 @@ class KaiScheduler:
             log.warning("own pod not read; reservation pods use the default image", extra={"error": str(e)})
         binder.options = dataclasses.replace(binder.options, image=image)
 
-    async def _start_webhook(self, syncing: asyncio.Future[float]) -> None:
-        """Serve the admission webhooks once the Store is synced (their rules read it)."""
-        from kai.k8s._admission import Admission, AdmissionConfig
-        from kai.k8s._webhook import AdmissionServer
-        from kai.k8s._webhookcert import CertStore
+    async def _start_webhook(self) -> None:
+        """Serve the admission webhooks from a process of their own (kai.k8s._webhookproc), restarted if it
+        exits, for as long as this one runs."""
+        from kai.k8s._webhookproc import WebhookConfig, WebhookProcess
 
-        assert self.api is not None and self.options.webhook_listen is not None
-        await asyncio.shield(syncing)
+        assert self.options.webhook_listen is not None
         host, port = self.options.webhook_listen
-        config = AdmissionConfig(gpu_fraction_runtime_class=self.options.gpu_fraction_runtime_class)
-        admission = Admission(self.store, config)
-        self.webhook = AdmissionServer(
-            self.api,
-            admission,
-            self.metrics,
-            host=host,
-            port=port,
-            certs=CertStore(self.api, namespace=self.options.webhook_cert_namespace),
-            may_write=lambda: self.leader is None or self.leader.is_leader,
+        self.webhook = WebhookProcess(
+            WebhookConfig(
+                kubeconfig=self.options.kubeconfig,
+                host=host,
+                port=port,
+                cert_namespace=self.options.webhook_cert_namespace,
+                gpu_fraction_runtime_class=self.options.gpu_fraction_runtime_class,
+                metrics_port=self.options.webhook_metrics_port,
+                refresh_s=self.options.webhook_refresh_s,
+                log_level=logging.getLevelName(logging.getLogger("kai").getEffectiveLevel()).lower(),
+            )
         )
-        try:
-            await self.webhook.start()
-        except (ApiError, OSError) as e:  # no certificate (RBAC, no namespace) or the port is taken: say so
-            log.error("admission webhooks not served", extra={"error": str(e)})
-            self.webhook = None
+        await self.webhook.supervise()
 
     async def _pdb_spec(self) -> KindSpec:
         """policy/v1 where served (1.21+), else policy/v1beta1 (Kubernetes 1.20)."""

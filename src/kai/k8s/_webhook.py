@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import ssl
+import sys
 import tempfile
 import threading
 import time
@@ -38,6 +39,7 @@ log = logging.getLogger("kai.k8s.webhook")
 IDLE_TIMEOUT_S = 120.0  # a kept-alive connection with no request for this long is closed
 MAX_BODY = 8 * 1024 * 1024
 REFRESH_S = 60.0
+SWITCH_INTERVAL_S = 0.001
 _decode = msgspec.json.Decoder()
 _encode = msgspec.json.Encoder()
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large"}
@@ -103,6 +105,10 @@ class AdmissionServer:
         _load_chain(self._ctx, self.bundle)
         with contextlib.suppress(ApiError):  # RBAC or a missing configuration: logged by refresh later
             await self.certs.sync_ca_bundle(self.bundle)
+        # The webhook thread shares the GIL with the scheduler loop and the engine's worker thread; a thread
+        # that wants it waits up to the switch interval (5 ms by default) each time, and an answer needs it a
+        # few times. 1 ms keeps an answer's waits short at a small cost in switches for the busy threads.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         started: concurrent.futures.Future[int] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._run, args=(started,), name="kai-webhook", daemon=True)
         self._thread.start()
