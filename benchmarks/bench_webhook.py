@@ -47,9 +47,14 @@ from kai.k8s.envtest import Binaries, ControlPlane, free_port  # noqa: E402
 POD_HOOK = "admission.kai-scheduler.svc"
 
 
+LOG = Path(tempfile.gettempdir()) / "kai-bench-webhook.log"
+
+
 def _kai(*args: str, **kw: Any) -> subprocess.Popen[bytes]:
+    """``kai ARGS`` as a process; its log (JSON lines) goes to LOG, never to a pipe nobody reads."""
     exe = Path(sys.executable).parent / "kai"
-    return subprocess.Popen([str(exe), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+    with open(LOG, "ab") as log:
+        return subprocess.Popen([str(exe), *args], stdout=subprocess.DEVNULL, stderr=log, **kw)
 
 
 def _pod(ns: str, i: int, scheduler: str = "kai-scheduler") -> dict[str, Any]:
@@ -140,10 +145,10 @@ def _pct(xs: list[float], q: float) -> float:
 
 async def bench(pods: int, runs: int, concurrency: int) -> dict[str, Any]:
     with ControlPlane(Binaries.find()) as cp:
-        port, metrics_port = free_port(), free_port()
+        port, metrics_port, hook_metrics = free_port(), free_port(), free_port()
         kubectl = [str(cp.binaries.kubectl), f"--kubeconfig={cp.kubeconfig}"]
         install = _kai("install", "--kubeconfig", str(cp.kubeconfig), "--webhook-url", f"https://127.0.0.1:{port}")
-        assert install.wait(120) == 0, install.stderr.read().decode() if install.stderr else ""
+        assert install.wait(120) == 0, f"kai install failed: see {LOG}"
         subprocess.run([*kubectl, "apply", "-f", str(REPO / "deploy" / "rbac.yaml")], check=True, capture_output=True)
         saved = subprocess.run(
             [
@@ -168,6 +173,8 @@ async def bench(pods: int, runs: int, concurrency: int) -> dict[str, Any]:
             f"127.0.0.1:{metrics_port}",
             "--gpu-fraction-runtime-class-name",
             "",
+            "--webhook-metrics-port",
+            str(hook_metrics),
         )
         try:
             deadline = time.monotonic() + 60
@@ -202,10 +209,10 @@ async def bench(pods: int, runs: int, concurrency: int) -> dict[str, Any]:
                         )
                     time.sleep(1.0)  # the API server picks the configuration change up
                     api_before = _scrape(f"{cp.url}/metrics", token, cp.ca_file)
-                    kai_before = _scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+                    kai_before = _scrape(f"http://127.0.0.1:{hook_metrics}/metrics")
                     lat = await _creates(api, f"bench-{uuid.uuid4().hex[:6]}", pods, concurrency)
                     api_after = _scrape(f"{cp.url}/metrics", token, cp.ca_file)
-                    kai_after = _scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+                    kai_after = _scrape(f"http://127.0.0.1:{hook_metrics}/metrics")
                     row: dict[str, Any] = {
                         "run": r + 1,
                         "webhook": with_webhook,
