@@ -313,3 +313,43 @@ def test_a_running_fraction_pod_whose_gpu_group_has_no_reservation_pod_is_delete
 
         (event,) = wait_for(gone_with_event, "the orphan fraction pod to be deleted")
         assert f"runs on GPU group {node}-gpu0 of node {node}, which has no GPU reservation pod" in event.message
+
+
+def test_out_of_the_cluster_exactly_as_documented(
+    gpu_cluster: ControlPlane, admin: Client, ns: str, webhook_port: int, tmp_path: Path
+) -> None:
+    """``kai install --kubeconfig K --webhook-url https://127.0.0.1:PORT`` (the fixture ran it) and ``kai scheduler
+    --kubeconfig K --webhook-listen 127.0.0.1:PORT`` as a real process: the webhooks serve from the process it
+    starts, and it ends with the scheduler."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    from kai.k8s.envtest import free_port
+
+    metrics = free_port()
+    kai = Path(sys.executable).parent / "kai"
+    log = tmp_path / "kai.log"
+    args = [str(kai), "scheduler", "--kubeconfig", str(gpu_cluster.scheduler_kubeconfig)]
+    args += ["--webhook-listen", f"127.0.0.1:{webhook_port}", f"--metrics-bind-address=127.0.0.1:{metrics}"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    try:
+
+        def ready() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/readyz", timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+
+        wait_for(ready, "kai scheduler to be ready, webhooks serving", 60)
+        pod = admin.create(fraction_pod("documented", ns))
+        assert pod.metadata.annotations["runai/shared-gpu-configmap"].endswith("-shared-gpu")
+        assert pod.spec.runtimeClassName == "nvidia"
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0, log.read_text()[-2000:]
+    time.sleep(0.5)
+    with pytest.raises(ApiError):  # nobody serves the webhook any more (its process ended too): Fail refuses
+        admin.create(fraction_pod("after", ns))
