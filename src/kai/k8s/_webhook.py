@@ -1,14 +1,14 @@
-"""The admission webhooks' HTTPS server: asyncio, on an event loop of its own in a thread of the scheduler.
+"""The admission webhooks' HTTPS server: asyncio, on an event loop of its own in a thread.
 
 Rules: the server only frames HTTP/1.1 (keep-alive, Content-Length bodies, as the API server sends them)
-and JSON; the answers come from ``_admission.Admission``, pure functions of the request and the Store that
-run in well under a millisecond. The server has its own loop, so an answer never waits behind the
-scheduler loop's own work (a snapshot of thousands of pods, a burst of watch events) and the cycle never
-waits on an answer; the two threads share only the Store, which the webhooks only read (single dict reads
-and copies, atomic under the GIL). The serving certificate comes from the Secret kept by
-``_webhookcert.CertStore``, on the scheduler's loop (it owns the API connections): checked every
-``refresh_s``, reloaded into the TLS context on the server's own thread when it changed (new connections get
-the new certificate), renewed by the leader when due, and the configurations' ``caBundle`` kept current.
+and JSON; the answers come from ``_admission.Admission``, pure functions of the request and a Store that
+run in well under a millisecond. ``kai scheduler`` runs it in a process of its own (``_webhookproc``), whose
+main loop keeps that Store's Queues current and the certificate; the server's own loop and thread keep an
+answer from waiting behind that loop's work. The threads share only the Store, which the webhooks only read
+(single dict reads and copies, atomic under the GIL). The serving certificate comes from the Secret kept by
+``_webhookcert.CertStore``, on the main loop (it owns the API connection): checked every ``refresh_s``,
+reloaded into the TLS context on the server's thread when it changed (new connections get the new
+certificate), renewed when due, and the configurations' ``caBundle`` kept current.
 """
 
 from __future__ import annotations
@@ -105,9 +105,9 @@ class AdmissionServer:
         _load_chain(self._ctx, self.bundle)
         with contextlib.suppress(ApiError):  # RBAC or a missing configuration: logged by refresh later
             await self.certs.sync_ca_bundle(self.bundle)
-        # The webhook thread shares the GIL with the scheduler loop and the engine's worker thread; a thread
-        # that wants it waits up to the switch interval (5 ms by default) each time, and an answer needs it a
-        # few times. 1 ms keeps an answer's waits short at a small cost in switches for the busy threads.
+        # The server thread shares the GIL with its process's main loop; a thread that wants it waits up to the
+        # switch interval (5 ms by default) each time, and an answer needs it a few times. 1 ms keeps an
+        # answer's waits short.
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         started: concurrent.futures.Future[int] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._run, args=(started,), name="kai-webhook", daemon=True)
