@@ -24,6 +24,7 @@ from kai.api.gpugroups import group_labels
 from kai.api.manifests import load_manifests
 from kai.api.objects import parse_time
 from kai.scheduler.conf import SchedulerConf
+from kai.scheduler.cycle import open_session
 from kai.scheduler.gpusharing import parse_share
 from kai.sim.cluster import EmbeddedCluster
 from tests.property.manifests import NOW, PRIORITIES, queue_doc
@@ -156,7 +157,6 @@ def test_rollback_restores_every_gpu_slot(scenario: tuple, data: st.DataObject) 
     import numpy as np
 
     from kai.scheduler.model import ACTIVE_ALLOCATED, TaskStatus
-    from kai.scheduler.session import Session
 
     docs, arrivals, _ = scenario
     now = parse_time(NOW, "now")
@@ -167,7 +167,7 @@ def test_rollback_restores_every_gpu_slot(scenario: tuple, data: st.DataObject) 
     if arrivals and arrivals[0]:
         cluster.apply(_load(arrivals[0]))
     snap = cluster.snapshot()
-    ssn = Session(snap, SchedulerConf())
+    ssn = open_session(snap, SchedulerConf())
 
     def state() -> list:
         return [ssn.idle.copy(), ssn.releasing.copy(), *ssn.gpu_arrays(), list(ssn.gpus), list(ssn.status)]
@@ -181,9 +181,9 @@ def test_rollback_restores_every_gpu_slot(scenario: tuple, data: st.DataObject) 
         if ssn.status[t.index] in ACTIVE_ALLOCATED and t.status == ssn.status[t.index]:
             stmt.evict(t)
         elif ssn.status[t.index] == TaskStatus.PENDING and t.index not in ssn.invalid:
-            node, now_fit = ssn.placer.best_node(t)
-            if node >= 0:
-                (stmt.allocate if now_fit else stmt.pipeline)(t, node)
+            choice = ssn.placer.best_node(t)
+            if choice is not None:
+                (stmt.allocate if choice.now else stmt.pipeline)(t, choice.node, choice.gpus)
     stmt.rollback()
     after = state()
     for a, b in zip(after, before):

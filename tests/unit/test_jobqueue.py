@@ -19,7 +19,7 @@ from kai.scheduler.model import JobInfo
 from kai.scheduler.ordering import (
     INF,
     JobQueue,
-    job_order_key,
+    ProportionQueueOrder,
     plain_queue_order_key,
     queue_order_key,
     share_divisors,
@@ -40,7 +40,7 @@ def _session(priorities: list[int], ages: list[int]) -> Session:
 
 
 def _entry(ssn: Session, job: JobInfo) -> tuple:
-    return (job_order_key(ssn, job), job.index)
+    return (ssn.hooks.job_order(ssn, job), job.index)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -118,6 +118,7 @@ def _expected_pop(ssn: Session, jq: JobQueue, queued: dict[int, tuple]) -> int:
     """The job a walk from the roots picks, every key computed afresh: at each level the child whose best job
     gives the smallest queue order key (rules 1-6), ties to the smaller allocatable share, then the older queue."""
     queues = ssn.snap.queues
+    order = ProportionQueueOrder(ssn)
 
     def best_job(qi: int) -> int:
         if queues[qi].is_leaf:
@@ -134,7 +135,7 @@ def _expected_pop(ssn: Session, jq: JobQueue, queued: dict[int, tuple]) -> int:
         tied = sorted((c for c in live if keys[c] == low), key=lambda c: (queues[c].creation, queues[c].uid))
         best = tied[0]
         for c in tied[1:]:
-            a, b = jq._allocatable(c), jq._allocatable(best)
+            a, b = order._allocatable_share[c], order._allocatable_share[best]
             if all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b)):
                 best = c
         return best

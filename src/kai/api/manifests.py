@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
 from kai.api import constants as C
 from kai.api.errors import ManifestError
+from kai.api.limits import check_shape
 from kai.api.objects import (
     ApiObject,
     parse_node,
@@ -32,9 +33,19 @@ from kai.api.pdb import parse_pdb
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload
 
 try:  # the C loader is ~10x faster on large manifests
-    _Loader: type = yaml.CSafeLoader
+    _Base: type = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML without libyaml
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
+
+
+class _Loader(_Base):  # type: ignore[misc,valid-type]
+    """YAML 1.1 without implicit timestamps: Kubernetes reads ``2026-01-01T00:00:00Z`` as a string, and so does
+    kai, so that a bad date is an error naming its field (``parse_time``) rather than a YAML error."""
+
+    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, Any]]]] = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in _Base.yaml_implicit_resolvers.items()
+    }
 
 PARSERS: dict[tuple[str, str], Callable[[dict[str, Any]], ApiObject]] = {
     ("v1", "Node"): parse_node,
@@ -88,6 +99,9 @@ def parse_document(doc: Any, source: str) -> ManifestObject | Ignored:
         raise ManifestError("is required", source=source, obj=ref, field="kind")
     if not api_version:
         raise ManifestError("is required", source=source, obj=ref, field="apiVersion")
+    for value, name in ((kind, "kind"), (api_version, "apiVersion")):
+        if not isinstance(value, str):
+            raise ManifestError(f"expected a string, got {type(value).__name__}", source=source, obj=ref, field=name)
     parser: Callable[[dict[str, Any]], ManifestObject] | None = PARSERS.get((str(api_version), str(kind)))
     if parser is None and (str(api_version), str(kind)) in WORKLOAD_KINDS:
         parser = parse_workload
@@ -112,9 +126,15 @@ def iter_documents(text: str, source: str) -> Iterator[Any]:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         raise ManifestError(f"{where}malformed YAML: {getattr(e, 'problem', e)}", source=source) from None
-    for doc in docs:
+    except (ValueError, TypeError, OverflowError) as e:  # a scalar PyYAML's constructors refuse (a 5,000-digit int)
+        raise ManifestError(f"malformed YAML: {str(e)[:200]}", source=source) from None
+    for i, doc in enumerate(docs):
         if doc is None:
             continue
+        try:
+            check_shape(doc)
+        except ManifestError as e:
+            raise e.located(source=source, obj=object_ref(doc) or f"document {i + 1}") from None
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
             yield from (d for d in doc["items"] if d is not None)
         else:

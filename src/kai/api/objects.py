@@ -9,6 +9,7 @@ caller adds the file and object. Amounts are integers in base units
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from kai.api import constants as C
 from kai.api.duration import parse_duration
 from kai.api.errors import ManifestError
-from kai.api.quantity import QuantityError, to_milli, to_units
+from kai.api.quantity import MAX_AMOUNT, QuantityError, parse_quantity, to_milli, to_units
 from kai.api.queueaccess import parse_allowed_namespaces
 
 Resources = dict[str, int]  # resource name -> amount in base units (cpu: millicores)
@@ -55,26 +56,38 @@ def _str_map(obj: Any, path: str) -> dict[str, str]:
     return {str(k): _str(v, f"{path}.{k}") for k, v in _map(obj, path).items()}
 
 
+MAX_NUMBER = 1e15  # the largest magnitude of a plain number kai reads (quotas, limits, weights, kValue)
+INT32 = (-(2**31), 2**31 - 1)  # Kubernetes' int32 fields (minMember, priority, replicas)
+
+
 def _number(obj: Any, path: str, default: float) -> float:
+    """A finite number of magnitude at most MAX_NUMBER: NaN and infinity would poison every fair share."""
     if obj is None:
         return default
     if isinstance(obj, bool) or not isinstance(obj, (int, float, str)):
         raise ManifestError(f"{obj!r} is not a number", field=path)
     try:
-        return float(obj)
-    except ValueError:
-        raise ManifestError(f"{obj!r} is not a number", field=path) from None
+        value = float(obj)
+    except (ValueError, OverflowError):
+        raise ManifestError(f"{str(obj)[:40]!r} is not a number", field=path) from None
+    if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        raise ManifestError(f"{str(obj)[:40]!r} is not a finite number of magnitude up to {MAX_NUMBER:g}", field=path)
+    return value
 
 
-def _int(obj: Any, path: str, default: int | None) -> int | None:
+def _int(obj: Any, path: str, default: int | None, bounds: tuple[int, int] = INT32) -> int | None:
+    """An integer within *bounds* (Kubernetes' int32 by default)."""
     if obj is None:
         return default
-    if isinstance(obj, bool) or not isinstance(obj, (int, str)):
-        raise ManifestError(f"{obj!r} is not an integer", field=path)
+    if isinstance(obj, bool) or not isinstance(obj, (int, str)) or (isinstance(obj, str) and len(obj) > 40):
+        raise ManifestError(f"{str(obj)[:40]!r} is not an integer", field=path)
     try:
-        return int(obj)
+        value = int(obj)
     except ValueError:
         raise ManifestError(f"{obj!r} is not an integer", field=path) from None
+    if not bounds[0] <= value <= bounds[1]:
+        raise ManifestError(f"{value} is out of range ({bounds[0]} to {bounds[1]})", field=path)
+    return value
 
 
 def _bool(obj: Any, path: str, default: bool) -> bool:
@@ -118,18 +131,45 @@ def format_time(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_resources(obj: Any, path: str) -> Resources:
-    """A ResourceList (``{cpu: 500m, memory: 1Gi, nvidia.com/gpu: 1}``) in base units."""
+def is_extended_resource(name: str) -> bool:
+    """A resource outside Kubernetes' own (``nvidia.com/gpu``, ``example.com/foo``): the API server takes only
+    whole numbers of these (apimachinery's IsExtendedResourceName)."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def parse_resources(obj: Any, path: str, oversize: list[str] | None = None) -> Resources:
+    """A ResourceList (``{cpu: 500m, memory: 1Gi, nvidia.com/gpu: 1}``) in base units.
+
+    An amount above ``MAX_AMOUNT`` (which the API server accepts: ``cpu: 1e16``) is saturated at it and its
+    field appended to *oversize*, so the caller can report it while the object keeps counting as what it is
+    (a bound pod that asks for everything fills its node). Without *oversize* such an amount is an error."""
     out: Resources = {}
     for name, value in _map(obj, path).items():
         name = str(name)
+        field_path = f"{path}.{name}"
         try:
-            out[name] = to_milli(value) if name == C.RESOURCE_CPU else to_units(value)
+            if is_extended_resource(name) and parse_quantity(value).denominator != 1:
+                raise ManifestError(
+                    f"{value!r} is not a whole number: extended resources are counted in whole units"
+                    + (" (ask for part of a GPU with the gpu-fraction annotation)" if name == C.RESOURCE_GPU else ""),
+                    field=field_path,
+                )
+            amount = to_milli(value) if name == C.RESOURCE_CPU else to_units(value)
         except QuantityError as e:
-            raise ManifestError(str(e), field=f"{path}.{name}") from None
-        if out[name] < 0:
-            raise ManifestError(f"{value!r} is negative", field=f"{path}.{name}")
+            raise ManifestError(str(e), field=field_path) from None
+        if amount < 0:
+            raise ManifestError(f"{value!r} is negative", field=field_path)
+        if amount > MAX_AMOUNT:
+            if oversize is None:
+                raise ManifestError(oversize_message(value), field=field_path)
+            oversize.append(f"{field_path}: {oversize_message(value)}")
+            amount = MAX_AMOUNT
+        out[name] = amount
     return out
+
+
+def oversize_message(value: Any) -> str:
+    return f"{str(value)[:40]!r} is more than kai can account for (at most 2^50 base units: bytes, millicores, counts)"
 
 
 def _add(into: Resources, other: Resources) -> None:
@@ -169,11 +209,16 @@ class ObjectMeta:
     resource_version: int = 0
 
 
+MAX_NAME = 253  # a DNS subdomain, the longest name the API server accepts for any kind
+
+
 def parse_meta(doc: dict[str, Any], kind: str, *, namespaced: bool) -> ObjectMeta:
     m = _map(doc.get("metadata"), "metadata")
     name = _str(m.get("name"), "metadata.name")
     if not name:
         raise ManifestError("is required", field="metadata.name")
+    if len(name) > MAX_NAME:
+        raise ManifestError(f"{name[:40]!r}... is longer than {MAX_NAME} characters", field="metadata.name")
     ns = _str(m.get("namespace"), "metadata.namespace", "default") if namespaced else None
     owners = []
     for i, o in enumerate(_list(m.get("ownerReferences"), "metadata.ownerReferences")):
@@ -222,6 +267,7 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    oversize: tuple[str, ...] = ()  # "field: message" of amounts saturated at MAX_AMOUNT (parse_resources)
 
     kind = "Node"
 
@@ -234,7 +280,8 @@ def parse_node(doc: dict[str, Any]) -> Node:
     alloc_path = "status.allocatable"
     if alloc_src is None:  # kubelet copies capacity when allocatable is absent
         alloc_src, alloc_path = status.get("capacity"), "status.capacity"
-    allocatable = parse_resources(alloc_src, alloc_path)
+    oversize: list[str] = []
+    allocatable = parse_resources(alloc_src, alloc_path, oversize)
     allocatable.setdefault(C.RESOURCE_PODS, 110)
     taints = []
     for i, t in enumerate(_list(spec.get("taints"), "spec.taints")):
@@ -255,6 +302,7 @@ def parse_node(doc: dict[str, Any]) -> Node:
         taints=tuple(taints),
         unschedulable=_bool(spec.get("unschedulable"), "spec.unschedulable", False),
         ready=ready,
+        oversize=tuple(oversize),
     )
 
 
@@ -308,6 +356,9 @@ class Pod:
     start_time: float | None = None  # status.startTime: when the pod last started (min runtime counts from it)
     # status.conditions' Ready: None when the pod has no such condition (a manifest for kai sim)
     ready_condition: bool | None = None
+    # "field: message" of requests saturated at MAX_AMOUNT (parse_resources): such a pod is never placed by kai,
+    # and a bound one counts as asking for everything
+    oversize: tuple[str, ...] = ()
 
     kind = "Pod"
 
@@ -352,20 +403,23 @@ def _parse_requirement(r: Any, p: str) -> SelectorRequirement:
     return SelectorRequirement(_str(r.get("key"), f"{p}.key"), op, values)
 
 
-def _container_requests(c: dict[str, Any], p: str) -> Resources:
+def _container_requests(c: dict[str, Any], p: str, oversize: list[str] | None) -> Resources:
     """requests, with limits standing in for a missing request (as the API server defaults)."""
     res = _map(c.get("resources"), f"{p}.resources")
-    req = parse_resources(res.get("requests"), f"{p}.resources.requests")
-    for k, v in parse_resources(res.get("limits"), f"{p}.resources.limits").items():
+    req = parse_resources(res.get("requests"), f"{p}.resources.requests", oversize)
+    for k, v in parse_resources(res.get("limits"), f"{p}.resources.limits", oversize).items():
         req.setdefault(k, v)
     return req
 
 
-def effective_requests(spec: dict[str, Any], prefix: str = "spec") -> tuple[Resources, tuple[str, ...]]:
+def effective_requests(
+    spec: dict[str, Any], prefix: str = "spec", oversize: list[str] | None = None
+) -> tuple[Resources, tuple[str, ...]]:
     """The pod's request as kube-scheduler computes it.
 
     max(sum of app containers + sidecars, each init container + the sidecars started before it),
-    plus the pod overhead, plus one ``pods`` slot.
+    plus the pod overhead, plus one ``pods`` slot. A total above MAX_AMOUNT is saturated and reported in
+    *oversize* like a single amount (``parse_resources``).
     """
     total: Resources = {}
     names = []
@@ -373,13 +427,13 @@ def effective_requests(spec: dict[str, Any], prefix: str = "spec") -> tuple[Reso
         p = f"{prefix}.containers[{i}]"
         c = _map(c, p)
         names.append(_str(c.get("name"), f"{p}.name"))
-        _add(total, _container_requests(c, p))
+        _add(total, _container_requests(c, p, oversize))
     sidecars: Resources = {}
     init_peak: Resources = {}
     for i, c in enumerate(_list(spec.get("initContainers"), f"{prefix}.initContainers")):
         p = f"{prefix}.initContainers[{i}]"
         c = _map(c, p)
-        req = _container_requests(c, p)
+        req = _container_requests(c, p, oversize)
         if c.get("restartPolicy") == "Always":  # a sidecar runs for the pod's whole life
             _add(sidecars, req)
             _max_into(init_peak, sidecars)
@@ -389,8 +443,15 @@ def effective_requests(spec: dict[str, Any], prefix: str = "spec") -> tuple[Reso
             _max_into(init_peak, step)
     _add(total, sidecars)
     _max_into(total, init_peak)
-    _add(total, parse_resources(spec.get("overhead"), f"{prefix}.overhead"))
+    _add(total, parse_resources(spec.get("overhead"), f"{prefix}.overhead", oversize))
     total[C.RESOURCE_PODS] = total.get(C.RESOURCE_PODS, 0) + 1
+    for name, amount in total.items():
+        if amount > MAX_AMOUNT:
+            if oversize is None:
+                raise ManifestError(oversize_message(amount), field=f"{prefix}.containers[*].resources ({name})")
+            if not oversize:  # each amount was in range; their sum is not
+                oversize.append(f"{prefix}.containers[*].resources ({name}): {oversize_message(amount)}")
+            total[name] = MAX_AMOUNT
     return total, tuple(names)
 
 
@@ -398,7 +459,8 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
     meta = parse_meta(doc, "Pod", namespaced=True)
     spec = _map(doc.get("spec"), "spec")
     status = _map(doc.get("status"), "status")
-    requests, names = effective_requests(spec)
+    oversize: list[str] = []
+    requests, names = effective_requests(spec, oversize=oversize)
     terms: list[SelectorTerm] = []
     affinity = _map(spec.get("affinity"), "spec.affinity")
     na = _map(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
@@ -453,6 +515,7 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
         nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
         start_time=parse_time(status.get("startTime"), "status.startTime"),
         ready_condition=ready,
+        oversize=tuple(oversize),
         container_names=names,
         init_container_names=tuple(
             _str(_map(c, f"spec.initContainers[{i}]").get("name"), f"spec.initContainers[{i}].name")
@@ -511,6 +574,12 @@ def parse_queue(doc: dict[str, Any]) -> Queue:
             raise ManifestError(f"{q.limit:g} is negative (use -1 for no limit)", field=f"{p}.limit")
         if q.over_quota_weight < 0:
             raise ManifestError(f"{q.over_quota_weight:g} is negative", field=f"{p}.overQuotaWeight")
+        if rd.get("limit") is not None and q.quota >= 0 and q.limit >= 0 and q.limit < q.quota:  # explicit only:
+            raise ManifestError(
+                # an unset limit keeps KAI's meaning (a hard cap of 0) for manifests written for KAI
+                f"{q.limit:g} is below the quota {q.quota:g} (a limit caps what the queue may hold; use -1 for none)",
+                field=f"{p}.limit",
+            )
         for extra in set(rd) - {"quota", "limit", "overQuotaWeight"}:
             raise ManifestError("unknown field (expected quota, limit, overQuotaWeight)", field=f"{p}.{extra}")
         resources[r] = q
@@ -566,6 +635,9 @@ class PodGroup:
     sub_groups: tuple[SubGroup, ...] = ()
     topology_constraint: TopologyConstraint | None = None
     mark_unschedulable: bool = True
+    # spec.schedulingBackoff: -1 (default, no backoff) or 1; with 1, KAI prefixes the unschedulable messages with
+    # the node pool ("Node-Pool 'default': ..."), as kai does
+    scheduling_backoff: int = -1
     preemption_delay: float | None = None
     staleness_grace_period: float | None = None
     stale_since: float | None = None  # annotation kai.scheduler/stale-podgroup-timestamp (set by stale gang eviction)
@@ -619,6 +691,13 @@ def _validate_subgroups(groups: list[SubGroup], base: str) -> None:
             raise ManifestError("a leaf subgroup needs minMember", field=f"{base}[{i}].minMember")
 
 
+def _scheduling_backoff(value: Any) -> int:
+    backoff = _int(value, "spec.schedulingBackoff", -1)
+    if backoff not in (-1, 1):
+        raise ManifestError(f"{backoff} is not supported (KAI supports 1 and -1)", field="spec.schedulingBackoff")
+    return backoff if backoff is not None else -1
+
+
 def parse_podgroup(doc: dict[str, Any]) -> PodGroup:
     meta = parse_meta(doc, "PodGroup", namespaced=True)
     spec = _map(doc.get("spec"), "spec")
@@ -656,6 +735,7 @@ def parse_podgroup(doc: dict[str, Any]) -> PodGroup:
         sub_groups=tuple(subgroups),
         topology_constraint=_topology_constraint(spec.get("topologyConstraint"), "spec.topologyConstraint"),
         mark_unschedulable=_bool(spec.get("markUnschedulable"), "spec.markUnschedulable", True),
+        scheduling_backoff=_scheduling_backoff(spec.get("schedulingBackoff")),
         preemption_delay=delay,
         staleness_grace_period=_duration(spec.get("stalenessGracePeriod"), "spec.stalenessGracePeriod"),
         stale_since=parse_time(
@@ -799,6 +879,12 @@ def _usage_params(spec: dict[str, Any]) -> dict[str, float | None]:
         return {}
     db = _map(spec.get("usageDBConfig"), "spec.usageDBConfig")
     params = _map(db.get("usageParams"), "spec.usageDBConfig.usageParams")
+    window_type = _str(params.get("windowType"), "spec.usageDBConfig.usageParams.windowType", "sliding")
+    if window_type != "sliding":  # tumbling and cron windows reset usage on a schedule kai does not model
+        raise ManifestError(
+            f"{window_type!r}: kai computes usage over a sliding window only",
+            field="spec.usageDBConfig.usageParams.windowType",
+        )
     window = _duration(params.get("windowSize"), "spec.usageDBConfig.usageParams.windowSize")
     half_life = _duration(params.get("halfLifePeriod"), "spec.usageDBConfig.usageParams.halfLifePeriod")
     window = 7 * 24 * 3600.0 if window is None else window  # KAI's default window: one week

@@ -10,8 +10,8 @@ pod-grouper, stale-gang timestamp) are never blocked by a rule that changed mean
   ConfigMap references and volume (``kai.api.sharedgpu``), and the runtime class when one is configured.
 * ``/validate--v1-pod`` (CREATE, UPDATE): KAI's GPU-sharing annotation rules (kai's own parser, the one
   the scheduler uses), and kai's queue access rule for the ``kai.scheduler/queue`` label.
-* ``/validate--v1-queue`` (CREATE, UPDATE, DELETE): the fields kai reads, resources present, no parent
-  cycle, an explicit limit not below the quota, no delete of a queue with children; KAI's warnings.
+* ``/validate--v1-queue`` (CREATE, UPDATE, DELETE): the fields kai reads (an explicit limit below the
+  quota among them), resources present, no parent cycle, no delete of a queue with children; KAI's warnings.
 * ``/validate--v1-podgroup`` (CREATE, UPDATE): the subgroup tree (KAI's PodGroup webhook) and the queue
   access rule for ``spec.queue``.
 * ``/validate-kai-scheduler-v1alpha1-topology`` (CREATE, UPDATE): the level rules, KAI's alias rules, and
@@ -179,13 +179,6 @@ class Admission:
         spec = doc.get("spec") or {}
         if not isinstance(spec.get("resources"), dict):
             return denied("spec.resources: resources must be specified")
-        for r, res in queue.resources.items():
-            given = spec["resources"].get(r) or {}
-            if "limit" in given and "quota" in given and -1 not in (res.limit, res.quota) and res.limit < res.quota:
-                return denied(
-                    f"spec.resources.{r}.limit: {res.limit:g} is below the quota {res.quota:g} "
-                    "(the queue could never get its quota; use -1 for no limit)"
-                )
         queues[queue.meta.name] = queue
         seen: list[str] = []
         cur = queue.meta.name

@@ -159,14 +159,25 @@ class KindCodec:
         self._list = msgspec.json.Decoder(_list_type(fields))
 
     def decode_list(self, data: bytes) -> tuple[ListMeta, list[Decoded]]:
-        lst = self._list.decode(data)
+        """Raises msgspec.DecodeError (or ValidationError) for anything that is not a list of this kind."""
+        try:
+            lst = self._list.decode(data)
+        except UnicodeDecodeError as e:  # not UTF-8: the same "not JSON" as any other garbage
+            raise msgspec.DecodeError(str(e)) from None
         return lst.metadata, [self._decoded(x) for x in (lst.items or ())]
 
     def decode_item(self, raw: bytes) -> Decoded:
-        return self._decoded(self._item.decode(raw))
+        """Raises msgspec.DecodeError (or ValidationError) for anything that is not one object of this kind."""
+        try:
+            item = self._item.decode(raw)
+        except UnicodeDecodeError as e:
+            raise msgspec.DecodeError(str(e)) from None
+        return self._decoded(item)
 
     def _decoded(self, item: Any) -> Decoded:
         if self._struct is None:
+            if not isinstance(item, dict) or not isinstance(item.get("metadata") or {}, dict):
+                raise msgspec.ValidationError(f"expected an object with metadata, got {type(item).__name__}")
             doc = item
             meta = doc.get("metadata") or {}
             doc["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}

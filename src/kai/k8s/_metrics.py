@@ -1,4 +1,4 @@
-"""Prometheus metrics with KAI's names (prefix ``kai_``, reference section 8) and the HTTP endpoints
+"""Prometheus metrics with KAI's names (prefix ``kai_``, docs/reference/kai-behaviour.md §8) and the HTTP endpoints
 ``/metrics``, ``/healthz`` and ``/readyz``.
 
 Rules: one registry per process object (tests run several schedulers in one interpreter); the engine
@@ -83,6 +83,13 @@ class Metrics:
         )
         self.relists = Counter("informer_relists", "Re-lists after 410 Gone.", ["kind"], namespace=PREFIX, registry=r)
         self.leader = Gauge("is_leader", "1 while this replica holds the lease.", namespace=PREFIX, registry=r)
+        self.job_errors = Counter(  # labelled by action only: bounded, whatever the number of jobs
+            "cycle_job_errors",
+            "Jobs left out of a cycle because scheduling them raised (each costs only itself).",
+            ["action"],
+            namespace=PREFIX,
+            registry=r,
+        )
         self.admission_latency = Histogram(
             "admission_latency",
             "One admission webhook request, read to answer written.",
@@ -100,6 +107,10 @@ class Metrics:
 
     def record_cycle(self, result: CycleResult, *, e2e_s: float, snapshot_s: float, apply_s: float) -> None:
         self.cycles.inc()
+        for error in result.job_errors:
+            self.job_errors.labels(error.action).inc()
+        for action, _ in result.action_errors:
+            self.job_errors.labels(action).inc()
         self.e2e.set(e2e_s * 1000)
         self.open_session.set((snapshot_s + result.stats.get("open_session_s", 0.0)) * 1000)
         self.close_session.set(apply_s * 1000)
@@ -107,7 +118,7 @@ class Metrics:
             if k.startswith("action_") and k.endswith("_s"):
                 self.action.labels(k[len("action_") : -2]).set(v * 1000)
         for q in result.queues:
-            labels = (q.name, q.name, q.name)
+            labels = (q.name, q.name, q.display_name or q.name)  # KAI's labels: name, metadata name, display name
             self.fair_share_gpu.labels(*labels).set(max(q.fair_share["gpu"], 0))
             self.fair_share_cpu.labels(*labels).set(q.fair_share["cpu"] / 1000)
             self.fair_share_mem.labels(*labels).set(q.fair_share["memory"] / 1e9)

@@ -84,6 +84,15 @@ class QueueStatus:
     requested: dict[str, float]
     deserved: dict[str, float]
     limit: dict[str, float]
+    display_name: str = ""
+
+
+class JobError(NamedTuple):
+    """A job left out of the cycle because its attempt in *action* raised (``Session.drop_job``)."""
+
+    podgroup: str  # namespace/name
+    action: str
+    message: str
 
 
 @dataclass(slots=True)
@@ -95,3 +104,5 @@ class CycleResult:
     podgroups: list[PodGroupStatus] = field(default_factory=list)
     queues: list[QueueStatus] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
+    job_errors: list[JobError] = field(default_factory=list)  # jobs left out of this cycle, each costing only itself
+    action_errors: list[tuple[str, str]] = field(default_factory=list)  # (action, error): an action undone whole

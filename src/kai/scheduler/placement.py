@@ -1,14 +1,15 @@
-"""Choosing a node for a task: dynamic fit and KAI's node scores, vectorized over nodes.
+"""Choosing a node for a task: dynamic fit and the node-order plugins' scores, vectorized over nodes.
 
-Scores (KAI's magnitudes, summed): nodeavailability +1000 when the task fits on
-idle resources now; resourcetype +10 for a CPU-only task on a CPU-only node;
-nodeplacement 0..9: *binpack* ranks the node with the least free amount of the
-task's resource (GPU for GPU tasks, CPU otherwise) highest, *spread* ranks by
-free/total. KAI normalizes binpack by the min and max over the fitting nodes;
-we scale by a fixed per-session constant instead, which keeps the same order
-(monotone in the free amount, always below 10) and lets a placement update one
-row instead of rescoring every node. Ties go to the lower row, i.e. the node
-name ascending.
+Scores are the plugins' (``node_order_terms``: KAI's magnitudes, summed): nodeavailability +1000 when the
+task fits on idle resources now; resourcetype +10 for a CPU-only task on a CPU-only node; nodeplacement
+0..9: *binpack* ranks the node with the least free amount of the task's resource (GPU for GPU tasks, CPU
+otherwise) highest, *spread* ranks by free/total; gpusharingorder +10000 where a shared GPU takes the
+fraction. KAI normalizes binpack by the min and max over the fitting nodes; we scale by a fixed per-session
+constant instead, which keeps the same order (monotone in the free amount, always below 10) and lets a
+placement update one row instead of rescoring every node. To these add the per-signature scores of
+``node_order`` plugins and the scores of stateful rules (``node_filter``: inter-pod affinity, spread, ...),
+whose masks also filter. Ties go to the lower row, i.e. the node name ascending. A ``node_choice`` plugin
+(kai's GPU placement policies) may pick the node first; the Placer's own choice stands when it declines.
 
 Theory of operation: one Placer lives as long as its Session. It keeps, per
 (scheduling signature, request), the score of every node, and remembers how far
@@ -29,16 +30,13 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kai.scheduler.gpusharing import GpuShare, fit_one, fit_rows, fit_rows_single
-from kai.scheduler.model import CPU, GPU, MILLI, TaskInfo
+from kai.scheduler.framework import Choice, NodeRule
+from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single
+from kai.scheduler.model import CPU, GPU, MILLI, GpuShare, TaskInfo
 from kai.scheduler.session import Session
-
-if TYPE_CHECKING:
-    from kai.scheduler.policyplacer import PolicyPlacer
 
 _SCALAR_ROWS = 24  # below this many changed rows, rescoring row by row in Python is cheaper
 _NEG_INF = -np.inf  # a global's load, not an attribute read and a negation, per unfit row
@@ -57,9 +55,16 @@ class _Candidates:
     # the same facts as Python scalars, for the row-by-row path
     req_cols: list[tuple[int, int]]  # (column, amount) of each requested resource
     col: int  # the resource the placement strategy ranks by
-    binpack: bool
     gpu_task: bool
     static_list: list[bool]
+    # the node-order plugins' kernel weights (ScoreTerms): fits now, CPU-only node, binpack, spread, shared fit
+    w_now: float
+    w_cpu: float
+    w_binpack: float
+    w_spread: float
+    w_shared: float
+    extra: np.ndarray | None  # (n,) float: node_order plugins' scores for the signature, None if none
+    rules: list[NodeRule]  # stateful node_filter rules for the task shape (empty: none)
     share: GpuShare | None = None  # a fractional request: per-GPU fit on top of the node columns
     need: list[int] | None = None  # one-device share: the units it takes on each node's GPUs
     best: int = -1  # the row best_node picks (highest score, lowest row on ties); -1 until asked, or unknown
@@ -80,11 +85,8 @@ class Placer:
         # per changed row, facts every cache's rescoring reads (see _row_facts); dropped when the row changes again
         self._facts: dict[int, tuple[list[int], bool, bool]] = {}
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
-        self.policy: PolicyPlacer | None = None  # kai: placementStrategy.gpu names a GPU placement policy
-        if ssn.conf.gpu_policy:
-            from kai.scheduler.policyplacer import PolicyPlacer
-
-            self.policy = PolicyPlacer(ssn)
+        self._extras: dict[int, np.ndarray | None] = {}  # signature -> node_order plugins' scores
+        self._choose = ssn.hooks.has_node_choice  # a node_choice plugin (kai's GPU policies) picks first
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
         ssn = self.ssn
@@ -96,10 +98,11 @@ class Placer:
         col = c.col
         alloc = ssn.snap.nodes.allocatable[rows, col]
         free = np.maximum(idle[:, col], 0)
-        if c.binpack:
-            placement = np.where(alloc > 0, 9.0 * (1.0 - free / ssn.score_scale[col]), 0.0)
-        else:
-            placement = np.where(alloc > 0, 9.0 * free / np.maximum(alloc, 1), 0.0)
+        placement = 0.0
+        if c.w_binpack:
+            placement = placement + c.w_binpack * np.where(alloc > 0, 9.0 * (1.0 - free / ssn.score_scale[col]), 0.0)
+        if c.w_spread:
+            placement = placement + c.w_spread * np.where(alloc > 0, 9.0 * free / np.maximum(alloc, 1), 0.0)
         if c.share is not None:
             g = ssn.snap.gpus
             if c.share.devices == 1:
@@ -116,12 +119,20 @@ class Placer:
                 now, later, shared = fit_rows(c.share, g.cap[rows], *slots, idle[:, GPU], ssn.releasing[rows, GPU])
             c.fits_now[rows] &= now
             c.fits_later[rows] &= later
-            if c.binpack:  # gpusharingorder: a node with a shared GPU the portion fits on comes first
-                placement = placement + 10000.0 * shared
-        score = 1000.0 * c.fits_now[rows] + placement
-        if not c.gpu_task:
-            score = score + 10.0 * self._cpu_only_node[rows]
-        c.score[rows] = np.where(c.static[rows] & c.fits_later[rows], score, -np.inf)
+            if c.w_shared:  # gpusharingorder: a node with a shared GPU the portion fits on comes first
+                placement = placement + c.w_shared * shared
+        score = c.w_now * c.fits_now[rows] + placement
+        if not c.gpu_task and c.w_cpu:
+            score = score + c.w_cpu * self._cpu_only_node[rows]
+        allowed = c.static[rows] & c.fits_later[rows]
+        if c.extra is not None:
+            score = score + c.extra[rows]
+        for rule in c.rules:
+            allowed = allowed & rule.mask()[rows]
+            extra = rule.scores()
+            if extra is not None:
+                score = score + extra[rows]
+        c.score[rows] = np.where(allowed, score, -np.inf)
         c.best = -1
 
     def _score_row_list(self, c: _Candidates, rows: Iterable[int], gained: AbstractSet[int]) -> None:
@@ -137,7 +148,9 @@ class Placer:
         static, fits_now, scores = c.static_list, c.fits_now, c.score
         req_cols, share, needs, cap = c.req_cols, c.share, c.need, self._cap
         max_now, max_later = ssn.group_max_now, ssn.group_max_later
-        col, binpack, gpu_task = c.col, c.binpack, c.gpu_task
+        col, gpu_task = c.col, c.gpu_task
+        w_now, w_cpu, w_binpack, w_spread, w_shared = c.w_now, c.w_cpu, c.w_binpack, c.w_spread, c.w_shared
+        extra, rules = c.extra, c.rules
         alloc_col, scale = self._alloc_cols[col], self._scale[col]
         cpu_only = self._cpu_only_list
         best = c.best  # kept current through the rescoring when it can be (best_node then needs no argmax)
@@ -176,18 +189,26 @@ class Placer:
                     now = now and g_now
                     later = g_later
             fits_now[row] = now  # (fits_later is the vector path's scratch: nothing reads it for one row)
+            if later and rules:
+                later = all(rule.allows(row) for rule in rules)
             if later:
                 alloc = alloc_col[row]
+                placement = 0.0
                 if alloc > 0:
                     free = max(idle[col], 0)
-                    placement = 9.0 * (1.0 - free / scale) if binpack else 9.0 * free / max(alloc, 1)
-                else:
-                    placement = 0.0
-                if shared and binpack:
-                    placement += 10000.0
-                score = 1000.0 * now + placement
-                if not gpu_task:
-                    score = score + 10.0 * cpu_only[row]
+                    if w_binpack:
+                        placement = placement + w_binpack * (9.0 * (1.0 - free / scale))
+                    if w_spread:
+                        placement = placement + w_spread * (9.0 * free / max(alloc, 1))
+                if shared and w_shared:
+                    placement += w_shared
+                score = w_now * now + placement
+                if not gpu_task and w_cpu:
+                    score = score + w_cpu * cpu_only[row]
+                if extra is not None:
+                    score = score + extra.item(row)
+                for rule in rules:
+                    score = score + rule.score(row)
             else:
                 score = _NEG_INF
             scores[row] = score
@@ -227,6 +248,8 @@ class Placer:
             request = ssn.node_request(task)
             cols = np.flatnonzero(request)
             share = task.share
+            hooks = ssn.hooks
+            terms = hooks.node_order_terms(ssn, task)
             c = _Candidates(
                 request=request,
                 cols=cols,
@@ -237,9 +260,15 @@ class Placer:
                 synced=len(log),
                 req_cols=[(int(k), int(request[k])) for k in cols],
                 col=GPU if gpu_task else CPU,
-                binpack=(ssn.conf.placement_gpu if gpu_task else ssn.conf.placement_cpu) == "binpack",
                 gpu_task=gpu_task,
                 static_list=static.tolist(),
+                w_now=terms.fits_now,
+                w_cpu=terms.cpu_node,
+                w_binpack=terms.binpack,
+                w_spread=terms.spread,
+                w_shared=terms.shared_fit,
+                extra=self._extra(task),
+                rules=hooks.node_filters(ssn, task) if hooks.has_node_filter else [],
                 share=share,
                 need=share.units_array(ssn.snap.gpus.cap).tolist() if share and share.devices == 1 else None,
             )
@@ -260,21 +289,29 @@ class Placer:
                 self._score_rows(c, np.array(sorted(changed), dtype=np.intp))
         return c
 
+    def _extra(self, task: TaskInfo) -> np.ndarray | None:
+        """The node_order plugins' scores for *task*'s scheduling signature (cached: a signature shares them)."""
+        sig = task.signature
+        if sig not in self._extras:
+            self._extras[sig] = self.ssn.hooks.node_order(self.ssn, self.ssn.snap.signature_pods[sig])
+        return self._extras[sig]
+
     def best_node(
         self, task: TaskInfo, allowed: np.ndarray | None = None, bonus: np.ndarray | None = None
-    ) -> tuple[int, bool]:
-        """(node row, fits on idle now) of the best node, or (-1, False) if none can take the task.
+    ) -> Choice | None:
+        """Where *task* goes: the best node row, whether it fits on idle resources now, and for a shared pod
+        the GPU slots a node_choice plugin picked (else the Session picks them); None if no node can take it.
 
         *allowed* (n_nodes,) bool restricts the choice to a set of nodes (a topology domain); *bonus*
         (n_nodes,) float is added to the scores (topology's node preference). Neither changes the cache."""
         c = self._candidates(task)
-        if self.policy is not None:  # the policy chooses among the nodes that fit now; else what follows
-            chosen = self.policy.best_node(task, c.static, c.fits_now, allowed, bonus)
+        if self._choose:  # a node_choice plugin picks among the nodes that fit now; else what follows
+            chosen = self.ssn.hooks.node_choice(self.ssn, task, c.static, c.fits_now, allowed, bonus)
             if chosen is not None:
                 return chosen
         score = c.score
         if score.size == 0:
-            return -1, False
+            return None
         if bonus is None and allowed is None:
             row = c.best
             if row < 0:
@@ -286,5 +323,5 @@ class Placer:
                 score = np.where(allowed, score, -np.inf)
             row = int(score.argmax())
         if score.item(row) == -np.inf:
-            return -1, False
-        return row, bool(c.fits_now[row])
+            return None
+        return Choice(row, bool(c.fits_now[row]))

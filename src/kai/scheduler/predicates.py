@@ -10,20 +10,16 @@ session. Each failing check keeps its own mask so explanations can count
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from kai.api.objects import Pod, SelectorRequirement, Toleration, parse_go_int
+from kai.scheduler.framework import NodeVerdict
 from kai.scheduler.model import NodeTable
 
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
-@dataclass(frozen=True, slots=True)
-class StaticFit:
-    mask: np.ndarray  # (n_nodes,) bool: passes every static predicate
-    failures: tuple[tuple[str, np.ndarray], ...]  # (reason, nodes failing it) in check order
+StaticFit = NodeVerdict  # the predicates' verdict: mask of nodes passing, and the failing nodes per reason
 
 
 class NodeLabels:

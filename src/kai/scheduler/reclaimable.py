@@ -1,4 +1,4 @@
-"""KAI's reclaim rules (proportion plugin, reference 4.4.4), on the session's queue accounting.
+"""KAI's reclaim rules (proportion plugin, docs/reference/kai-behaviour.md §4.4.4), on the session's queue accounting.
 
 All comparisons between a reclaimer and a victim use the *leveled* queues: the
 two children of their lowest common ancestor, one on each side. So team-a in
@@ -29,8 +29,9 @@ def leveled_queues(ssn: Session, reclaimer: int, victim: int) -> tuple[int, int]
 class ReclaimRules:
     """Reclaim checks for one session (the fair shares and quotas they read are fixed for it)."""
 
-    def __init__(self, ssn: Session) -> None:
+    def __init__(self, ssn: Session, saturation_multiplier: float = 1.0) -> None:
         self.ssn = ssn
+        self.saturation_multiplier = saturation_multiplier  # KAI's relcaimerSaturationMultiplier
         self.fair = ssn.queues.fair_share.tolist()
         self.deserved = deserved_shares(ssn)
         self.allocatable = allocatable_shares(ssn)
@@ -117,7 +118,7 @@ class ReclaimRules:
         ssn = self.ssn
         qs = ssn.queues
         queues = ssn.snap.queues
-        m = ssn.conf.saturation_multiplier
+        m = self.saturation_multiplier
         touched = {a for vleaf, _ in victims for a in qs.ancestors[vleaf]}
         requested = [r for r in range(3) if req[r] > 0]
         for x in qs.ancestors[job.queue]:

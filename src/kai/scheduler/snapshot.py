@@ -7,19 +7,18 @@ that "ties go to the lower row" means "ties go to the node name ascending"
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from kai.api import constants as C
 from kai.api.gpugroups import group_labels
-from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology
+from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology, parse_go_int
 from kai.api.pdb import PodDisruptionBudget
+from kai.api.quantity import MAX_AMOUNT
 from kai.api.queueaccess import access_denied
 from kai.scheduler.gpusharing import (
-    UNITS_PER_MIB,
-    GpuShare,
     GpuTable,
     Placed,
     build_gpu_table,
@@ -32,6 +31,8 @@ from kai.scheduler.model import (
     MILLI,
     QRES,
     QRES_COLUMNS,
+    UNITS_PER_MIB,
+    GpuShare,
     JobInfo,
     NodeTable,
     QueueInfo,
@@ -39,8 +40,12 @@ from kai.scheduler.model import (
     TaskStatus,
 )
 from kai.scheduler.subgroups import attach_gang
+from kai.scheduler.taskorder import default_task_order
 
 MB = 1_000_000  # the Queue CRD's memory unit (KAI: "mebibytes" holding 10^6)
+INVALID_GPU_REQUEST = "InvalidGpuRequest"  # a pod's GPU-sharing annotations are bad
+INVALID_REQUEST = "InvalidRequest"  # a pod asks for more than kai can account for (Pod.oversize)
+_TO_PLACE = frozenset({TaskStatus.PENDING, TaskStatus.GATED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +103,39 @@ def _resource_columns(nodes: Iterable[Node], pods: Iterable[Pod]) -> tuple[str, 
 def _vector(res: dict[str, int], col: dict[str, int], n_res: int) -> np.ndarray:
     v = np.zeros(n_res, dtype=np.int64)
     for k, amount in res.items():
-        v[col[k]] = amount * MILLI if k == C.RESOURCE_GPU else amount
+        v[col[k]] = min(amount * MILLI, MAX_AMOUNT) if k == C.RESOURCE_GPU else amount
     return v
+
+
+# Sums of amounts (each at most MAX_AMOUNT = 2^50, kai.api.quantity) are saturated at SATURATED = 2^61 every
+# SATURATE_EVERY additions: between two saturations they grow by at most 2^11 * 2^50 = 2^61, so an int64 column
+# never wraps (NumPy's += would wrap silently). Only absurd input (thousands of saturated pods on one node)
+# ever reaches the bound; for it, "full" is the honest answer.
+SATURATED = 2**61
+SATURATE_EVERY = 2**11
+
+
+def _saturate(*arrays: np.ndarray) -> None:
+    for a in arrays:
+        np.minimum(a, SATURATED, out=a)
+
+
+def _clamp_whole_releasing(
+    allocatable: np.ndarray, used: np.ndarray, releasing: np.ndarray, groups: np.ndarray
+) -> None:
+    """One GPU model on over-committed input: a whole GPU that a releasing whole-GPU pod frees needs a device no
+    GPU group holds. Where the node's GPU groups and whole-GPU pods claim more devices than it has (a cluster
+    where two schedulers disagreed, say), only as many whole GPUs count as releasing as there are devices left
+    for them, so the node-level fit (``gpusharing.fit_rows_single``) and the per-device choice
+    (``gpusharing.choose``) agree. Called before the groups are added to *used*; consistent input is untouched."""
+    devices = allocatable[:, GPU] // MILLI
+    whole_used = used[:, GPU] // MILLI  # whole-GPU pods (groups not added yet), releasing ones included
+    whole_rel = np.maximum(releasing[:, GPU], 0) // MILLI
+    free_devices = np.maximum(devices - groups - (whole_used - whole_rel), 0)  # devices neither held nor grouped
+    excess = whole_rel - free_devices
+    over = excess > 0
+    if over.any():
+        releasing[over, GPU] -= np.minimum(excess[over], whole_rel[over]) * MILLI
 
 
 def _node_taints(node: Node) -> tuple[tuple[str, str, str], ...]:
@@ -115,15 +151,15 @@ def _node_taints(node: Node) -> tuple[tuple[str, str, str], ...]:
 def _gpu_memory_mib(labels: dict[str, str]) -> int:
     """nvidia.com/gpu.memory (MiB per GPU); KAI's default 100 when missing or not a positive integer."""
     text = labels.get(C.LABEL_GPU_MEMORY, "")
-    try:
-        value = int(text)
-    except ValueError:
-        return C.DEFAULT_GPU_MEMORY_MIB
-    return value if value > 0 else C.DEFAULT_GPU_MEMORY_MIB
+    value = parse_go_int(text) if len(text) < 20 else None
+    return value if value is not None and 0 < value <= MAX_GPU_MEMORY_MIB else C.DEFAULT_GPU_MEMORY_MIB
+
+
+MAX_GPU_MEMORY_MIB = 2**30  # per GPU (1 PiB): a larger label value is as unusable as a malformed one
 
 
 def task_status(pod: Pod) -> TaskStatus:
-    """KAI's pod status model (reference 1.4), from what the API shows."""
+    """KAI's pod status model (docs/reference/kai-behaviour.md §1.4), from what the API shows."""
     if pod.phase == "Succeeded":
         return TaskStatus.SUCCEEDED
     if pod.phase == "Failed":
@@ -154,7 +190,19 @@ _SHARE_KEYS = (
 )
 
 
-def _share_of(pod: Pod, max_gpu_memory_mib: int) -> tuple[GpuShare | None, str]:
+def max_gpu_memory_mib(nodes: Iterable[Node]) -> int:
+    """The largest per-GPU memory (MiB) of the nodes that can share GPUs: a gpu-memory request above it fits
+    nowhere (KAI's scheduler checks the same on use)."""
+    best = 0
+    for n in nodes:
+        labels = n.meta.labels
+        if n.allocatable.get(C.RESOURCE_GPU, 0) > 0 and labels.get(C.LABEL_MIG_STRATEGY, "none") in ("", "none"):
+            best = max(best, _gpu_memory_mib(labels))
+    return best or C.DEFAULT_GPU_MEMORY_MIB
+
+
+def share_of(pod: Pod, max_gpu_memory_mib: int) -> tuple[GpuShare | None, str]:
+    """The pod's GPU share and, if its GPU-sharing annotations are invalid, why ("" when they are fine)."""
     ann = pod.meta.annotations
     if not ann or not any(k in ann for k in _SHARE_KEYS):
         return None, ""
@@ -165,25 +213,6 @@ def _share_of(pod: Pod, max_gpu_memory_mib: int) -> tuple[GpuShare | None, str]:
             f"any node's GPUs (the largest has {max_gpu_memory_mib} MiB, label {C.LABEL_GPU_MEMORY})"
         )
     return share, error
-
-
-def _task_order_key(pod: Pod) -> tuple:
-    """kubeflow master/launcher first, Ray head first, then kai.scheduler/task-priority (labelled and higher
-    first), then creation time and name (KAI's TaskOrderFn tiers)."""
-    role = pod.meta.labels.get(C.LABEL_KUBEFLOW_JOB_ROLE, "")
-    head = pod.meta.labels.get(C.LABEL_RAY_NODE_TYPE, "") == "head"
-    prio_text = pod.meta.labels.get(C.LABEL_TASK_PRIORITY)
-    try:
-        prio = (0, -int(prio_text)) if prio_text is not None else (1, 0)
-    except ValueError:
-        prio = (1, 0)
-    return (
-        0 if role in ("master", "launcher") else 1,
-        0 if head else 1,
-        prio,
-        pod.meta.creation_timestamp or 0.0,
-        pod.meta.name,
-    )
 
 
 def resolve_priority(pg: PodGroup, classes: dict[str, PriorityClass]) -> tuple[int, bool]:
@@ -245,6 +274,7 @@ def _build_queues(queues: list[Queue]) -> tuple[tuple[QueueInfo, ...], dict[str,
                 over_quota_weight=_ro(w),
                 preempt_min_runtime=q.preempt_min_runtime,
                 reclaim_min_runtime=q.reclaim_min_runtime,
+                display_name=q.display_name,
             )
         )
     for info in infos:
@@ -265,9 +295,11 @@ def build_snapshot(
     pdbs: Iterable[PodDisruptionBudget] = (),
     queue_usage: dict[str, tuple[float, float, float]] | None = None,
     topologies: Iterable[Topology] = (),
+    task_order: Callable[[Pod], tuple] = default_task_order,
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
-    scheduler belong to the PodGroup named by their ``pod-group-name`` annotation."""
+    scheduler belong to the PodGroup named by their ``pod-group-name`` annotation. *task_order*: the pod
+    order inside a job (``kai.scheduler.plugins.task_order_of(conf)``; KAI's default tiers otherwise)."""
     nodes = sorted(nodes, key=lambda n: n.meta.name)
     resources = _resource_columns(nodes, pods)
     col = {r: i for i, r in enumerate(resources)}
@@ -326,7 +358,9 @@ def build_snapshot(
     tasks: list[TaskInfo] = []
     placed: list[Placed] = []
     placed_task: list[int] = []  # per Placed, its task index (-1: another scheduler's pod)
-    for pod in pods:
+    for count, pod in enumerate(pods):
+        if count % SATURATE_EVERY == SATURATE_EVERY - 1:
+            _saturate(used, releasing, other_used)
         status = task_status(pod)
         node = node_row.get(pod.node_name, -1)
         req = _vector(pod.requests, col, n_res)
@@ -336,7 +370,12 @@ def build_snapshot(
             # from the node here: its other resources count on the node, its GPU does not (KAI's
             # addTaskResources), and as a KAI utility pod it is not taken off the fair-share total.
             req[GPU] = 0
-        share, share_error = _share_of(pod, max_gpu_mem)
+        share, spec_error = share_of(pod, max_gpu_mem)
+        reason = INVALID_GPU_REQUEST if spec_error else ""
+        if status not in _TO_PLACE:  # bound (or done): it holds what it holds, whatever its annotations say now
+            spec_error = reason = ""
+        elif pod.oversize and not spec_error:
+            spec_error, reason = pod.oversize[0], INVALID_REQUEST
         if status in ACTIVE_USED and node >= 0:
             used[node] += req  # a shared pod's GPU column is 0 here: it holds slots of GPU groups instead
             if status == TaskStatus.RELEASING:
@@ -367,11 +406,12 @@ def build_snapshot(
                 node=node,
                 request=_ro(req),
                 signature=sig,
-                order_key=_task_order_key(pod),
+                order_key=task_order(pod),
                 qreq=tuple(int(x) for x in req[QRES_COLUMNS]),
                 nominated=node_row.get(pod.nominated_node_name, -1) if status == TaskStatus.PENDING else -1,
                 share=share,
-                share_error=share_error,
+                spec_error=spec_error,
+                spec_error_reason=reason,
             )
         )
         jobs[ji].tasks.append(len(tasks) - 1)
@@ -391,10 +431,14 @@ def build_snapshot(
         if ti >= 0:
             tasks[ti].gpu_slots = tuple(p.slots)
     # every GPU group takes one whole GPU from its node; one whose pods are all releasing is a releasing GPU
-    used[:, GPU] += (gpus.pods > 0).sum(axis=1) * MILLI
+    _saturate(used, releasing, other_used)
+    groups = (gpus.pods > 0).sum(axis=1) if gpus.pods.size else np.zeros(len(nodes), dtype=np.int64)
+    _clamp_whole_releasing(allocatable, used, releasing, groups)
+    used[:, GPU] += groups * MILLI
     releasing[:, GPU] += ((gpus.pods > 0) & (gpus.pods == gpus.gone)).sum(axis=1) * MILLI
 
-    total = allocatable[ready].sum(axis=0) - other_used if len(nodes) else np.zeros(n_res, dtype=np.int64)
+    # in float64: 5,000 nodes of saturated allocatable would overflow an int64 sum (fair share is float anyway)
+    total = allocatable[ready].sum(axis=0, dtype=np.float64) - other_used if len(nodes) else np.zeros(n_res)
     total_q = np.maximum(total[QRES_COLUMNS], 0).astype(np.float64)
     table = NodeTable(
         names=tuple(n.meta.name for n in nodes),

@@ -43,12 +43,15 @@ from kai.api.objects import (
 )
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload, pod_as_owner
 from kai.podgrouper import Grouping, Origin, group_pod
-from kai.scheduler.conf import SchedulerConf
+from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.gpusharing import default_group_name, parse_share
+from kai.scheduler.plugins import check_conf, task_order_of
 from kai.scheduler.snapshot import Snapshot, build_snapshot
+from kai.scheduler.taskorder import default_task_order
 from kai.scheduler.usage import UsageLedger, UsageParams
+from kai.sim import checks
 from kai.sim.controllers import ADMISSION, Created, controller_for
 from kai.sim.lifetimes import Interruption, Lifetimes
 from kai.store import Key, Store, key_of
@@ -135,7 +138,10 @@ class PodView:
 class EmbeddedCluster:
     """A Store plus the behaviour of the kubelet, controllers and pod-grouper that kai sim needs."""
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float, *, strict_input: bool = False) -> None:
+        # kai sim's input (not a test's cluster): what a real cluster may hold and kai handles per object
+        # (over-committed nodes, invalid GPU-sharing annotations, saturated amounts) is refused (kai.sim.checks)
+        self.strict_input = strict_input
         self.store = Store()
         self.now = now
         self.cycle = 0
@@ -174,14 +180,23 @@ class EmbeddedCluster:
         objects arriving between cycles use a small spacing so that they are younger than everything
         applied before them."""
         n = len(objects)
+        if (err := checks.duplicate(objects)) is not None:
+            raise err
         for i, (source, obj) in enumerate(objects):
             if obj.meta.creation_timestamp is None:
                 obj.meta.creation_timestamp = self.now - (n - i) * spacing
             self._put_new(obj, source)
         self._check_sim_annotations([obj for _, obj in objects])
+        for _, obj in objects:
+            if isinstance(obj, Workload) and (err := checks.workload_counts(obj)) is not None:
+                raise self._relocate(err)
         self._run_controllers(strict=True)
         self._group_pods(strict=True)
         self._validate()
+        if self.strict_input and any(isinstance(obj, (Pod, Node)) for _, obj in objects):
+            err = checks.overcommitted(self.store.list("Node"), self.store.list("Pod"), self.now)
+            if err is not None:
+                raise self._relocate(err)
         for pod in self.store.list("Pod"):  # running pods given in the manifests: their duration counts from start
             if pod.node_name and pod.phase == "Running" and self._pod_id(pod) not in self.lifetimes:
                 self._start(pod, pod.start_time if pod.start_time is not None else self.now)
@@ -277,6 +292,12 @@ class EmbeddedCluster:
                 e.message, source=self._source(owner), obj=owner.ref, field=mapped if mapped is not None else e.field
             ) from None
         obj.meta.creation_timestamp = self.now if self.cycle > 0 else owner.meta.creation_timestamp
+        if isinstance(obj, Pod) and self.store.count("Pod") >= checks.MAX_SIM_PODS:
+            raise ManifestError(
+                f"makes pods past the {checks.MAX_SIM_PODS:,} kai sim holds at once",
+                source=self._source(owner),
+                obj=owner.ref,
+            )
         key = (obj.kind, key_of(obj))
         self._made[key] = _Made((owner.kind, key_of(owner)), made.maps)
         self._put_new(obj, self._source(owner))
@@ -437,7 +458,14 @@ class EmbeddedCluster:
                 if grouping is not None:
                     raise self._error_at(grouping.priority_from, message)
                 raise self._error(pg, "spec.priorityClassName", message)
-        for pod in self.store.list("Pod"):
+        pods = self.store.list("Pod")
+        if self.strict_input:
+            for obj in (*self.store.list("Node"), *pods):
+                if (err := checks.oversize(obj)) is not None:
+                    raise self._relocate(err)
+            if (err := checks.gpu_sharing(pods, self.store.list("Node"))) is not None:
+                raise self._relocate(err)
+        for pod in pods:
             if pod.scheduler_name != C.SCHEDULER_NAME:
                 continue
             field = f"metadata.annotations.{C.ANNOTATION_POD_GROUP_NAME}"
@@ -520,7 +548,8 @@ class EmbeddedCluster:
     def topologies(self) -> list[Topology]:
         return self.store.list("Topology")
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, conf: SchedulerConf | None = None) -> Snapshot:
+        """The Store as the engine sees it; *conf* orders each job's pods by its task-order plugins."""
         return build_snapshot(
             nodes=self.store.list("Node"),
             pods=self.store.list("Pod"),
@@ -531,6 +560,7 @@ class EmbeddedCluster:
             pdbs=self.store.list("PodDisruptionBudget"),
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
             topologies=self.topologies(),
+            task_order=task_order_of(conf) if conf is not None else default_task_order,
         )
 
     def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
@@ -549,7 +579,7 @@ class EmbeddedCluster:
             shard = self.shard()
             if shard is not None and shard.usage_window is not None:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
-        snap = self.snapshot()
+        snap = self.snapshot(conf)
         result = run_cycle(snap, conf)
         self._record_gpu_groups(snap)
         self._apply(result)
@@ -943,3 +973,13 @@ class _GrouperView:
             for p in self._store.list("Pod")
             if (p.meta.namespace or "") == namespace and all(p.meta.labels.get(k) == v for k, v in labels.items())
         ]
+
+
+def shard_conf(cluster: EmbeddedCluster, actions: tuple[str, ...] | None) -> SchedulerConf:
+    """The scheduler configuration the cluster's SchedulingShard asks for; a bad value is a ManifestError in the
+    shard's file (``SchedulerConf.from_shard`` names the object and the field)."""
+    shard = cluster.shard()
+    try:
+        return check_conf(SchedulerConf.from_shard(shard, actions=actions))
+    except ConfigError as e:
+        raise ManifestError(str(e), source=cluster._source(shard) if shard is not None else "") from None

@@ -16,8 +16,8 @@ from rich.markup import escape
 from kai.api.errors import ManifestError
 from kai.api.manifests import load_manifests
 from kai.api.objects import parse_time
-from kai.scheduler.conf import KNOWN_ACTIONS, ConfigError, SchedulerConf
-from kai.sim.cluster import EmbeddedCluster
+from kai.scheduler.conf import KNOWN_ACTIONS, ConfigError
+from kai.sim.cluster import EmbeddedCluster, shard_conf
 from kai.sim.output import build_document, render_json, render_table, render_yaml
 from kai.sim.timeline import AT_FORM, check_arrivals, parse_steps, play, record_document
 from kai.sim.timeline_view import render_timeline
@@ -93,9 +93,9 @@ def sim(
         arrivals = {s.cycle: load_manifests(_read(s.files))[0] for s in steps}
         for s in steps:
             check_arrivals(s, arrivals[s.cycle])
-        cluster = EmbeddedCluster(now=now)  # type: ignore[arg-type]
+        cluster = EmbeddedCluster(now=now, strict_input=True)  # type: ignore[arg-type]
         cluster.apply(objects)
-        conf = SchedulerConf.from_shard(cluster.shard(), actions=chosen if actions else None)
+        conf = shard_conf(cluster, chosen if actions else None)
         run = play(cluster, conf, cycles, arrivals, first=files)
     except (ManifestError, ConfigError) as e:
         err.print("[red]error:[/] " + escape(str(e)), highlight=False, soft_wrap=True)

@@ -59,6 +59,7 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
     queues = [
         {
             "name": q.name,
+            **({"displayName": q.display_name} if q.display_name else {}),
             "parent": q.parent or None,
             "fairShare": q.fair_share,
             "allocated": q.allocated,

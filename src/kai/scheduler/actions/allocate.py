@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.actions.gang import JobPlacement, is_simple, job_constraints, plan_for
-from kai.scheduler.capacity import check_capacity
 from kai.scheduler.explain import explain_no_node, gang_message
 from kai.scheduler.gpusharing import NOW
 from kai.scheduler.model import JobInfo, TaskInfo, TaskStatus
@@ -38,56 +37,65 @@ class Allocate:
     def execute(self, ssn: Session) -> None:
         candidates = []
         for job in ssn.snap.jobs:
-            if job.queue < 0 or not ssn.pending_tasks(job):
+            if job.queue < 0 or job.index in ssn.job_errors or not ssn.pending_tasks(job):
                 continue
             if not ssn.job_ready(job):
                 continue
             candidates.append(job)
         # nominations are rare (room an eviction made in an earlier cycle): one pass over the tasks rules them out
         # instead of a generator per candidate job
-        nominated = [job for job in candidates if _nominated(ssn, job)] if _any_nominated(ssn) else []
+        nominations = ssn.hooks.enabled("nominatednode") and _any_nominated(ssn)
+        nominated = [job for job in candidates if _nominated(ssn, job)] if nominations else []
         if nominated:
             _honor_nominations(ssn, nominated)
-            candidates = [job for job in candidates if ssn.pending_tasks(job)]
-        queue = JobQueue(ssn, candidates)
+            candidates = [job for job in candidates if job.index not in ssn.job_errors and ssn.pending_tasks(job)]
+        queue = JobQueue(ssn, candidates, ssn.conf.queue_depth(self.name))
         impossible: dict[tuple[int, bytes], tuple[int, str]] = {}  # (sig, request) -> (min count that failed, why)
         while (job := queue.pop()) is not None:
-            if not is_simple(job):
-                if _allocate_gang(ssn, job):
-                    queue.push(job)
+            mark = len(ssn.journal)
+            try:
+                again = _allocate_gang(ssn, job) if not is_simple(job) else _allocate_job(ssn, job, impossible)
+            except Exception as e:  # one job's failure costs only that job (Session.drop_job)
+                ssn.drop_job(job, self.name, e, mark)
                 continue
-            pending = ssn.pending_tasks(job)
-            tasks = ssn.tasks_to_allocate(job, pending)
-            if not tasks:
-                continue
-            failure = check_capacity(ssn, job, tasks)
-            if failure is not None:
-                ssn.failures[job.index] = failure
-                continue
-            shape = uniform_shape(tasks)
-            known = impossible.get(shape) if shape is not None else None
-            if known is not None and len(tasks) >= known[0]:
-                ssn.fail(job, "Unschedulable", known[1])
-                continue
-            # placing *tasks* takes exactly them out of PENDING, so what is left is known before placing
-            more_pending = len(pending) > len(tasks)
-            stmt = ssn.statement()
-            placed, why = _place(ssn, stmt, tasks)
-            if placed == len(tasks):
-                pipeline_whole_gang_if_needed(ssn, stmt, job)
-                stmt.commit()
-                ssn.failures.pop(job.index, None)
-                if more_pending:
-                    queue.push(job)
-                continue
-            stmt.rollback()
-            missing = job.min_available - ssn.job_allocated[job.index]
-            message = gang_message(placed, max(missing, 1), why) if missing > 0 else why
-            ssn.fail(job, "Unschedulable", message)
-            if shape is not None:
-                prev = impossible.get(shape)
-                if prev is None or len(tasks) < prev[0]:
-                    impossible[shape] = (len(tasks), message)
+            if again:
+                queue.push(job)
+
+
+def _allocate_job(ssn: Session, job: JobInfo, impossible: dict[tuple[int, bytes], tuple[int, str]]) -> bool:
+    """One attempt of a plain job (no subgroups, no topology): its missing gang members, or one elastic pod,
+    inside a Statement. True when it was placed and has more pending pods (the caller queues it again)."""
+    pending = ssn.pending_tasks(job)
+    tasks = ssn.tasks_to_allocate(job, pending)
+    if not tasks:
+        return False
+    failure = ssn.hooks.job_over_capacity(ssn, job, tasks)
+    if failure is not None:
+        ssn.failures[job.index] = failure
+        return False
+    shape = uniform_shape(tasks)
+    known = impossible.get(shape) if shape is not None else None
+    if known is not None and len(tasks) >= known[0]:
+        ssn.fail(job, "Unschedulable", known[1])
+        return False
+    # placing *tasks* takes exactly them out of PENDING, so what is left is known before placing
+    more_pending = len(pending) > len(tasks)
+    stmt = ssn.statement()
+    placed, why = _place(ssn, stmt, tasks)
+    if placed == len(tasks):
+        pipeline_whole_gang_if_needed(ssn, stmt, job)
+        stmt.commit()
+        ssn.failures.pop(job.index, None)
+        return more_pending
+    stmt.rollback()
+    missing = job.min_available - ssn.job_allocated[job.index]
+    message = gang_message(placed, max(missing, 1), why) if missing > 0 else why
+    ssn.fail(job, "Unschedulable", message)
+    if shape is not None:
+        prev = impossible.get(shape)
+        if prev is None or len(tasks) < prev[0]:
+            impossible[shape] = (len(tasks), message)
+    return False
 
 
 def _allocate_gang(ssn: Session, job: JobInfo) -> bool:
@@ -103,7 +111,7 @@ def _allocate_gang(ssn: Session, job: JobInfo) -> bool:
     tasks = plan.tasks(job.gang)
     if not tasks and not plan.leaf_tasks:
         return False
-    failure = check_capacity(ssn, job, tasks)
+    failure = ssn.hooks.job_over_capacity(ssn, job, tasks)
     if failure is not None:
         ssn.failures[job.index] = failure
         return False
@@ -138,20 +146,27 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
     nomination is honored only where the pod fits on idle resources now, whole
     gangs at a time; anything else goes through the normal order.
     """
-    queue = JobQueue(ssn, jobs)
+    queue = JobQueue(ssn, jobs, ssn.conf.queue_depth(Allocate.name))
     while (job := queue.pop()) is not None:
-        todo = ssn.tasks_to_allocate(job)
-        if not todo or any(t.nominated < 0 for t in todo) or check_capacity(ssn, job, todo) is not None:
-            continue
-        stmt = ssn.statement()
-        for task in todo:
-            node = task.nominated
-            if not (ssn.static_fit(task).mask[node] and ssn.fit_on(task, node) == NOW):
-                stmt.rollback()
-                break
-            stmt.allocate(task, node)
-        else:
-            stmt.commit()
+        mark = len(ssn.journal)
+        try:
+            _honor_nomination(ssn, job)
+        except Exception as e:  # one job's failure costs only that job (Session.drop_job)
+            ssn.drop_job(job, Allocate.name, e, mark)
+
+
+def _honor_nomination(ssn: Session, job: JobInfo) -> None:
+    todo = ssn.tasks_to_allocate(job)
+    if not todo or any(t.nominated < 0 for t in todo) or ssn.hooks.job_over_capacity(ssn, job, todo) is not None:
+        return
+    stmt = ssn.statement()
+    for task in todo:
+        node = task.nominated
+        if not (ssn.static_fit(task).mask[node] and ssn.fit_on(task, node) == NOW):
+            stmt.rollback()
+            return
+        stmt.allocate(task, node)
+    stmt.commit()
 
 
 def uniform_shape(tasks: list[TaskInfo]) -> tuple[int, bytes] | None:
@@ -168,11 +183,11 @@ def _place(ssn: Session, stmt: Statement, tasks: list[TaskInfo]) -> tuple[int, s
     """Place *tasks* in order; returns (how many were placed, why the next one could not be)."""
     placer = ssn.placer
     for i, task in enumerate(tasks):
-        node, now = placer.best_node(task)
-        if node < 0:
+        choice = placer.best_node(task)
+        if choice is None:
             return i, explain_no_node(ssn, task)
-        if now:
-            stmt.allocate(task, node)
+        if choice.now:
+            stmt.allocate(task, choice.node, choice.gpus)
         else:
-            stmt.pipeline(task, node)
+            stmt.pipeline(task, choice.node, choice.gpus)
     return len(tasks), ""

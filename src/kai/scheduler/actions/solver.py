@@ -1,4 +1,4 @@
-"""Victim search shared by reclaim, preempt and consolidation (KAI's JobSolver, reference 4.3).
+"""Victim search shared by reclaim, preempt and consolidation (KAI's JobSolver, docs/reference/kai-behaviour.md §4.3).
 
 For one pending job, candidate victim sets are tried in two ways, cheapest first:
 
@@ -219,11 +219,11 @@ class Solver:
         placements = []
         if is_simple(job):
             for task in tasks:
-                node, now = placer.best_node(task)
-                if node < 0:
+                choice = placer.best_node(task)
+                if choice is None:
                     return None
-                (stmt.allocate if now else stmt.pipeline)(task, node)
-                placements.append(node)
+                (stmt.allocate if choice.now else stmt.pipeline)(task, choice.node, choice.gpus)
+                placements.append(choice.node)
         else:  # subgroups or a topology constraint: the preemptor's pods go where allocate would put them
             fixed = place_fixed(ssn, stmt, job, tasks)
             if fixed is None:
@@ -278,11 +278,11 @@ class Solver:
             mark = stmt.checkpoint()
             spots = []
             for t in u.tasks:
-                node, _ = placer.best_node(snap.tasks[t])
-                if node < 0:
+                choice = placer.best_node(snap.tasks[t])
+                if choice is None:
                     break
-                stmt.pipeline(snap.tasks[t], node)
-                spots.append((t, node))
+                stmt.pipeline(snap.tasks[t], choice.node, choice.gpus)
+                spots.append((t, choice.node))
             else:
                 for t, node in spots:
                     if (node, ssn.gpus[t]) == home[t]:  # a shared pod on other GPUs of its node has moved
