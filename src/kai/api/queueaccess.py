@@ -16,13 +16,17 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kai.api import constants as C
 from kai.api.errors import ManifestError
 
-if TYPE_CHECKING:
-    from kai.api.objects import Queue
+
+class QueueRule(Protocol):
+    """What the rule reads of a Queue (kai.api.objects.Queue, which parses the annotation with this module)."""
+
+    parent: str
+    allowed_namespaces: tuple[str, ...] | None
 
 _PATTERN = re.compile(r"^[a-z0-9*?]([-a-z0-9*?]{0,61}[a-z0-9*?])?$")
 FIELD = f"metadata.annotations.{C.ANNOTATION_QUEUE_ALLOWED_NAMESPACES}"
@@ -48,7 +52,7 @@ def admits(patterns: tuple[str, ...], namespace: str) -> bool:
     return any(fnmatch.fnmatchcase(namespace, p) for p in patterns)
 
 
-def access_denied(queues: Mapping[str, Queue], queue: str, namespace: str) -> str:
+def access_denied(queues: Mapping[str, QueueRule], queue: str, namespace: str) -> str:
     """Why *namespace* may not use *queue* (its own or an ancestor's rule), or "" when it may. A queue
     missing from *queues* is not this module's business (the caller reports it)."""
     seen: set[str] = set()

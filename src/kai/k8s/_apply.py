@@ -215,9 +215,18 @@ class Applier:
         await self.send_bind(b, pod, stats, extra)
 
     async def send_bind(
-        self, b: Bind, pod: Pod, stats: ApplyStats, extra: list[Event], *, labels: bool = True
-    ) -> None:
-        """POST the binding of *pod* (after its GPU group labels, when *labels* and it has groups)."""
+        self,
+        b: Bind,
+        pod: Pod,
+        stats: ApplyStats | None = None,
+        extra: list[Event] | None = None,
+        *,
+        labels: bool = True,
+    ) -> bool:
+        """POST the binding of *pod* (after its GPU group labels, when *labels* and it has groups); whether it
+        is bound (409: by an earlier attempt). A failure goes to *extra* as a FailedBinding event."""
+        stats = stats if stats is not None else ApplyStats()
+        extra = extra if extra is not None else []
         key = (b.pod.namespace, b.pod.name)
         body = {
             "apiVersion": "v1",
@@ -228,12 +237,12 @@ class Applier:
         t0 = time.perf_counter()
         try:
             if b.gpu_groups and labels:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
-                labels: dict[str, str | None] = {k: None for k in pod.meta.labels if _is_group_label(k)}
-                labels.update(gpu_group_labels(b.gpu_groups))
+                patch: dict[str, str | None] = {k: None for k in pod.meta.labels if _is_group_label(k)}
+                patch.update(gpu_group_labels(b.gpu_groups))
                 await self.api.request(
                     "PATCH",
                     f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}",
-                    body={"metadata": {"labels": labels, "uid": pod.meta.uid}},
+                    body={"metadata": {"labels": patch, "uid": pod.meta.uid}},
                     content_type=MERGE,
                 )
             await self.api.request("POST", f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}/binding", body=body)
@@ -241,10 +250,10 @@ class Applier:
             if e.code == 409:  # already bound (or the uid no longer matches): the watch has the truth
                 stats.already_bound += 1
                 self.metrics.binds.labels("conflict").inc()
-                return
+                return True
             if e.code == 404:
                 self.metrics.binds.labels("gone").inc()
-                return
+                return False
             stats.bind_failed += 1
             self.metrics.binds.labels("error").inc()
             self.metrics.api_errors.labels("bind").inc()
@@ -257,12 +266,13 @@ class Applier:
                 e,
                 extra={"pod": str(b.pod), "node": b.node, "error": str(e)},
             )
-            return
+            return False
         self.metrics.bind_latency.observe((time.perf_counter() - t0) * 1000)
         self._bound.inc()
         self._scheduled.inc()
         self.assumed.binds[key] = (pod.meta.uid, b.node, time.monotonic(), tuple(b.gpu_groups))
         stats.bound += 1
+        return True
 
     # ---- evict -----------------------------------------------------------------------------
 

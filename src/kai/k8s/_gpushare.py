@@ -31,7 +31,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kai.api import constants as C
 from kai.api import sharedgpu
@@ -44,8 +44,15 @@ from kai.scheduler.decisions import Bind, Event
 from kai.scheduler.gpusharing import parse_share
 from kai.store import Key, Store
 
-if TYPE_CHECKING:
-    from kai.k8s._apply import Applier
+
+class BindSender(Protocol):
+    """What the binder needs of the Applier (kai.k8s._apply): its assumed binds and the bind call."""
+
+    assumed: Any
+
+    async def send_bind(
+        self, b: Bind, pod: Pod, stats: Any = None, extra: list[Event] | None = None, *, labels: bool = True
+    ) -> bool: ...
 
 log = logging.getLogger("kai.k8s.gpushare")
 MERGE = "application/merge-patch+json"
@@ -142,7 +149,7 @@ class GpuSharingBinder:
 
     # ---- binds -----------------------------------------------------------------------------
 
-    def submit(self, b: Bind, pod: Pod, applier: Applier) -> None:
+    def submit(self, b: Bind, pod: Pod, applier: BindSender) -> None:
         """Start the shared bind of *pod* in the background; it counts as bound until it fails."""
         key = (b.pod.namespace, b.pod.name)
         if key in self._inflight:
@@ -158,17 +165,13 @@ class GpuSharingBinder:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _run(self, b: Bind, pod: Pod, applier: Applier) -> None:
-        from kai.k8s._apply import ApplyStats
-
+    async def _run(self, b: Bind, pod: Pod, applier: BindSender) -> None:
         key = (b.pod.namespace, b.pod.name)
         extra: list[Event] = []
         ok = False
         try:
             await self.prepare(b, pod)
-            stats = ApplyStats()
-            await applier.send_bind(b, pod, stats, extra, labels=False)
-            ok = bool(stats.bound or stats.already_bound)
+            ok = await applier.send_bind(b, pod, extra=extra, labels=False)
         except BindRefused as e:
             message = f"Failed to bind pod {b.pod} to node {b.node}: {e}"
             extra.append(Event(f"Pod/{b.pod}", "Warning", "FailedBinding", message))
