@@ -25,7 +25,12 @@ class _LazyGroup(click.Group):
     """A group whose listed subcommands are imported only when run or listed (click's documented
     pattern): ``kai scheduler`` starts without importing the simulator."""
 
-    lazy: ClassVar[dict[str, str]] = {"sim": "kai.sim.command:sim"}
+    lazy: ClassVar[dict[str, str]] = {
+        "sim": "kai.sim.command:sim",
+        "explain": "kai.explain.command:explain",
+        "snapshot": "kai.explain.command:snapshot",
+        "dashboard": "kai.dashboard.command:dashboard",
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -215,6 +220,11 @@ def resource_reservation(
     help="host:port of /metrics, /healthz, /readyz; port 0 turns them off.",
 )
 @click.option(
+    "--dashboard-listen",
+    default="",
+    help="host:port of the read-only web dashboard (e.g. 127.0.0.1:8090); off by default.",
+)
+@click.option(
     "--bind-concurrency",
     default=64,
     show_default=True,
@@ -280,6 +290,7 @@ def scheduler(
     retry_period: float,
     identity: str,
     metrics_bind_address: str,
+    dashboard_listen: str,
     bind_concurrency: int,
     event_loop: str,
     webhook_listen: str | None,
@@ -315,6 +326,13 @@ def scheduler(
         webhook = (w_host.strip("[]"), int(w_port))
     from kai.k8s._gpushare import ReservationOptions
 
+    if dashboard_listen:
+        from kai.dashboard import split_listen
+
+        try:
+            split_listen(dashboard_listen)
+        except ValueError as e:
+            _fail(f"--dashboard-listen: {e}", EXIT_BAD_INPUT)
     setup_logging(log_level)
     options = SchedulerOptions(
         kubeconfig=kubeconfig,
@@ -334,6 +352,7 @@ def scheduler(
         reservation=ReservationOptions(
             image=reservation_image, runtime_class=reservation_runtime_class_name, timeout_s=reservation_timeout
         ),
+        dashboard_listen=dashboard_listen,
     )
     from lightkube import ConfigError as KubeConfigError
 

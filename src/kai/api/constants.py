@@ -1,6 +1,6 @@
 """Every label, annotation and well-known name kai reads or writes (KAI's keys).
 
-One module, so that a key is spelled once (docs/reference/kai-behaviour.md §3).
+One module, so that a key is spelled once (kai-behaviour §3).
 """
 
 from __future__ import annotations

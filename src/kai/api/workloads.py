@@ -4,7 +4,7 @@ Rules: kai reads only a few fields of each owner kind (those the pod-grouper and
 controllers use), so an owner is stored raw and each reader checks the fields it uses, through
 ``Fields``, which names the object and the field in every error. ``WORKLOAD_KINDS`` lists the
 (apiVersion, kind) pairs kai accepts as owners: the kinds KAI's pod-grouper has a plugin for
-(docs/reference/kai-behaviour.md §7), plus Knative's Configuration and Revision, which sit in a Knative Service's
+(kai-behaviour §7), plus Knative's Configuration and Revision, which sit in a Knative Service's
 owner chain.
 """
 

@@ -30,6 +30,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,7 @@ class SchedulerOptions:
     webhook_refresh_s: float = 60.0  # how often the webhook process checks its certificate
     gpu_fraction_runtime_class: str = C.DEFAULT_GPU_FRACTION_RUNTIME_CLASS
     reservation: ReservationOptions = field(default_factory=ReservationOptions)
+    dashboard_listen: str = ""  # host:port of the read-only dashboard (kai.k8s._dashboard); "" = off
 
 
 @dataclass
@@ -118,11 +120,13 @@ class KaiScheduler:
         self.events: EventRecorder | None = None
         self.http_port = 0
         self.webhook: WebhookProcess | None = None
+        self.dashboard_port = 0
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._started_sync = False
         self._conf_error = ""
         self._relists_counted: dict[str, int] = {}
+        self.cycle_listeners: list[Callable[[CycleResult, CycleRecord], None]] = []  # after each applied cycle
 
     # ---- probes ----------------------------------------------------------------------------
 
@@ -154,7 +158,7 @@ class KaiScheduler:
     async def run(self) -> int:
         """Run until stop() (exit 0) or until the Lease is lost (exit 1)."""
         self.api = Api(load_config(self.options.kubeconfig), max_connections=self.options.max_connections)
-        server = None
+        server = dashboard = None
         tasks: list[asyncio.Task[Any]] = []
         try:
             if self.options.metrics_port is not None:
@@ -166,6 +170,11 @@ class KaiScheduler:
                     readyz=self._readyz,
                 )
                 self.http_port = server.sockets[0].getsockname()[1]
+            if self.options.dashboard_listen:
+                from kai.k8s._dashboard import start_dashboard
+
+                dashboard = await start_dashboard(self, self.options.dashboard_listen)
+                self.dashboard_port = dashboard.sockets[0].getsockname()[1]
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
             # kube-scheduler's do); nothing is written (PodGroups, events, binds) before the Lease is held.
             syncing = asyncio.ensure_future(self._start_informers(tasks))
@@ -230,8 +239,9 @@ class KaiScheduler:
                 await self.events.close()
             if self.leader is not None:
                 await self.leader.release()
-            if server is not None:
-                server.close()
+            for srv in (server, dashboard):
+                if srv is not None:
+                    srv.close()
             await self.api.close()
 
     async def _start_informers(self, tasks: list[asyncio.Task[Any]]) -> float:
@@ -483,6 +493,11 @@ class KaiScheduler:
             engine_s=t2 - t1,
         )
         self.cycles.append(rec)
+        for listener in self.cycle_listeners:  # the dashboard's history; a failing listener costs only itself
+            try:
+                listener(result, rec)
+            except Exception:
+                log.exception("cycle listener failed")
         if result.binds or result.evictions or stats.bind_failed:
             log.info(
                 "cycle",

@@ -21,7 +21,7 @@ class ConfigError(ValueError):
     pass
 
 
-# KAI's plugins and their default priorities (higher runs first; docs/reference/kai-behaviour.md §2.5), plus kai's gpupolicy. The
+# KAI's plugins and their default priorities (higher runs first; kai-behaviour §2.5), plus kai's gpupolicy. The
 # registry of what each name does is kai.scheduler.plugins; this table is the configuration's default.
 # (name, priority, enabled by default)
 DEFAULT_PLUGINS: tuple[tuple[str, int, bool], ...] = (

@@ -38,6 +38,12 @@ SCHEDULING_ERROR = "SchedulingError"  # Warning event on a PodGroup left out of 
 
 def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
     """Run *conf*'s actions on *snap*; returns what to bind, pipeline and evict, and why the rest waits."""
+    return run_session(snap, conf)[1]
+
+
+def run_session(snap: Snapshot, conf: SchedulerConf) -> tuple[Session, CycleResult]:
+    """``run_cycle``, also handing back the closed Session: ``kai explain`` reads its final state (queue
+    accounting, failures, the eviction actions' notes) to say why a job waits. Nothing more is computed."""
     t0 = perf_counter()  # durations only: measuring is not reading the scheduling clock
     # A cycle makes many short-lived objects and no reference cycles worth collecting; the
     # cyclic collector would otherwise rescan the whole snapshot (50k pods) several times per cycle.
@@ -63,7 +69,7 @@ def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
             gc.enable()
     stats["cycle_s"] = perf_counter() - t0
     result.stats = stats
-    return result
+    return ssn, result
 
 
 def open_session(snap: Snapshot, conf: SchedulerConf) -> Session:

@@ -1,4 +1,4 @@
-"""KAI's reclaim rules (proportion plugin, docs/reference/kai-behaviour.md §4.4.4), on the session's queue accounting.
+"""KAI's reclaim rules (proportion plugin, kai-behaviour §4.4.4), on the session's queue accounting.
 
 All comparisons between a reclaimer and a victim use the *leveled* queues: the
 two children of their lowest common ancestor, one on each side. So team-a in

@@ -159,7 +159,7 @@ MAX_GPU_MEMORY_MIB = 2**30  # per GPU (1 PiB): a larger label value is as unusab
 
 
 def task_status(pod: Pod) -> TaskStatus:
-    """KAI's pod status model (docs/reference/kai-behaviour.md §1.4), from what the API shows."""
+    """KAI's pod status model (kai-behaviour §1.4), from what the API shows."""
     if pod.phase == "Succeeded":
         return TaskStatus.SUCCEEDED
     if pod.phase == "Failed":

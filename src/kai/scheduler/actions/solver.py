@@ -1,4 +1,4 @@
-"""Victim search shared by reclaim, preempt and consolidation (KAI's JobSolver, docs/reference/kai-behaviour.md §4.3).
+"""Victim search shared by reclaim, preempt and consolidation (KAI's JobSolver, kai-behaviour §4.3).
 
 For one pending job, candidate victim sets are tried in two ways, cheapest first:
 

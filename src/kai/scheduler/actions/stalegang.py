@@ -7,7 +7,7 @@ as in KAI's IsGangSatisfied). The first cycle that sees it stale stamps the PodG
 (``kai.scheduler/stale-podgroup-timestamp``); once stale for the grace period
 (``spec.stalenessGracePeriod``, else the scheduler default of 60 s; negative:
 never) all its active pods are evicted, so the GPUs a broken gang holds go back
-to the cluster. A job no longer stale has its stamp cleared (docs/reference/kai-behaviour.md §4.2).
+to the cluster. A job no longer stale has its stamp cleared (kai-behaviour §4.2).
 """
 
 from __future__ import annotations

@@ -29,6 +29,12 @@ from kai.scheduler.session import Session
 _SATURATION_KEYS = ("relcaimerSaturationMultiplier", "reclaimerSaturationMultiplier", "reclaimerUtilizationMultiplier")
 
 
+def reclaim_rules(ssn: Session) -> ReclaimRules | None:
+    """This Session's reclaim rules (the proportion plugin's), or None when the plugin is disabled."""
+    plugin = ssn.hooks.plugins.get("proportion")
+    return plugin._rules_of(ssn) if isinstance(plugin, Proportion) else None
+
+
 class Proportion(Plugin):
     name: ClassVar[str] = "proportion"
     ARGS: ClassVar[Mapping[str, Arg]] = {"kValue": number(0.0), **{k: number(1.0) for k in _SATURATION_KEYS}}
