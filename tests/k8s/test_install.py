@@ -13,7 +13,8 @@ import yaml
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.core_v1 import Namespace, ServiceAccount
+from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 from lightkube.resources.scheduling_v1 import PriorityClass
 
 from kai.api import constants as C
@@ -44,6 +45,12 @@ def _versions(client: Client) -> dict[str, str]:
         f"queue/{n}": client.get(Queue, n).metadata.resourceVersion for n in ("default-parent-queue", "default-queue")
     }
     out["flowschema/kai-scheduler"] = client.get(FlowSchema, "kai-scheduler").metadata.resourceVersion
+    for n in ("kai-scheduler", "kai-resource-reservation"):
+        out[f"ns/{n}"] = client.get(Namespace, n).metadata.resourceVersion
+    rr = "kai-resource-reservation"
+    out["sa/" + rr] = client.get(ServiceAccount, rr, namespace=rr).metadata.resourceVersion
+    out["role/" + rr] = client.get(Role, rr, namespace=rr).metadata.resourceVersion
+    out["rolebinding/" + rr] = client.get(RoleBinding, rr, namespace=rr).metadata.resourceVersion
     return out
 
 
@@ -52,7 +59,7 @@ def test_install_twice_changes_nothing(installed: ControlPlane, client: Client) 
     code, out, err = run_kai("install", "--kubeconfig", str(installed.kubeconfig))
     assert code == 0, err
     lines = out.splitlines()
-    assert len(lines) == len(before) == 11
+    assert len(lines) == len(before) == 16
     assert all(line.endswith(" unchanged") for line in lines), out
     assert _versions(client) == before
 

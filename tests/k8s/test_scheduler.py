@@ -264,29 +264,7 @@ def test_no_cycle_while_an_informer_is_not_synced(
         wait_for(lambda: node_of(admin, ns, "held"), "the pod to be bound once synced")
 
 
-def test_shared_gpu_pods_are_labelled_with_their_gpu_group(
-    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
-) -> None:
-    """Two half-GPU pods (gpu-fraction 0.5) share one GPU: each is labelled runai-gpu-group with the same
-    group before it is bound (as KAI's binder does), so the next cycles rebuild the same per-GPU state."""
-    node = nodes("share-0", gpus=1)
-
-    def half(name: str) -> Pod:
-        pod = gpu_pod(name, ns, annotations={"gpu-fraction": "0.5"})
-        pod.spec.containers[0].resources = None
-        return pod
-
-    with InProcess(options(scheduler_cluster)) as run:
-        admin.create(half("half-a"))
-        admin.create(half("half-b"))
-        wait_for(lambda: len(bound(admin, ns)) == 2, "both half-GPU pods to be bound")
-        assert set(bound(admin, ns).values()) == {node}
-        groups = {admin.get(Pod, n, namespace=ns).metadata.labels.get("runai-gpu-group") for n in ("half-a", "half-b")}
-        assert len(groups) == 1 and None not in groups, groups
-        admin.create(half("half-c"))  # the GPU is full: the third waits
-        time.sleep(1.5)
-        assert node_of(admin, ns, "half-c") == ""
-        assert run.error is None
+# GPU sharing (group labels, reservation pods, the webhook's env) is tested in test_gpu_sharing.py.
 
 
 PDB = create_namespaced_resource("policy", "v1beta1", "PodDisruptionBudget", "poddisruptionbudgets")

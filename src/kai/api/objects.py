@@ -18,6 +18,7 @@ from kai.api import constants as C
 from kai.api.duration import parse_duration
 from kai.api.errors import ManifestError
 from kai.api.quantity import MAX_AMOUNT, QuantityError, parse_quantity, to_milli, to_units
+from kai.api.queueaccess import parse_allowed_namespaces
 
 Resources = dict[str, int]  # resource name -> amount in base units (cpu: millicores)
 
@@ -546,6 +547,8 @@ class Queue:
     resources: dict[str, QueueResource] = field(default_factory=dict)  # keys: gpu, cpu, memory
     preempt_min_runtime: float | None = None
     reclaim_min_runtime: float | None = None
+    # kai's queue access rule (kai.api.queueaccess): namespace patterns that may use it; None = any
+    allowed_namespaces: tuple[str, ...] | None = None
 
     kind = "Queue"
 
@@ -596,6 +599,7 @@ def parse_queue(doc: dict[str, Any]) -> Queue:
         resources=resources,
         preempt_min_runtime=pmr,
         reclaim_min_runtime=rmr,
+        allowed_namespaces=parse_allowed_namespaces(meta.annotations.get(C.ANNOTATION_QUEUE_ALLOWED_NAMESPACES)),
     )
 
 

@@ -29,7 +29,7 @@ import logging
 import time
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kai.api import constants as C
 from kai.api.gpugroups import gpu_group_labels, group_labels
@@ -40,6 +40,9 @@ from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
 from kai.scheduler.decisions import Bind, CycleResult, Event, Evict, PodGroupStatus, QueueStatus
 from kai.store import Key, Store
+
+if TYPE_CHECKING:
+    from kai.k8s._gpushare import GpuSharingBinder
 
 log = logging.getLogger("kai.k8s.apply")
 
@@ -154,6 +157,7 @@ class Applier:
         self._bound = metrics.binds.labels("bound")  # labelled once: .labels() locks and looks up per call
         self._scheduled = metrics.scheduled.labels("allocate")
         self._uids: dict[Key, str] = {}
+        self.gpu_sharing: GpuSharingBinder | None = None  # set by the scheduler: shared binds go through it
 
     async def apply(self, result: CycleResult, uids: dict[Key, str] | None = None) -> ApplyStats:
         """Send *result*. *uids* are the pods' uids in the snapshot the cycle decided on: a pod deleted and
@@ -176,6 +180,8 @@ class Applier:
         writes += self._podgroup_writes(result.podgroups, bound)
         writes += self._queue_writes(result.queues)
         await self._gather(self._counted(w, stats) for w in writes)
+        if self.gpu_sharing is not None:  # reservation pods of emptied GPU groups go (kai.k8s._gpushare)
+            await self.gpu_sharing.sync({g for *_, groups in self.assumed.binds.values() for g in groups})
         stats.status_s = time.perf_counter() - t0 - stats.bind_s
         return stats
 
@@ -202,6 +208,26 @@ class Applier:
         pod = self.store.get("Pod", key)
         if pod is None or self._uids.get(key, pod.meta.uid) != pod.meta.uid:
             return
+        if b.gpu_groups and self.gpu_sharing is not None:
+            # GPU sharing: reservation pods, ConfigMaps and labels first, in the background (kai.k8s._gpushare)
+            self.gpu_sharing.submit(b, pod, self)
+            return
+        await self.send_bind(b, pod, stats, extra)
+
+    async def send_bind(
+        self,
+        b: Bind,
+        pod: Pod,
+        stats: ApplyStats | None = None,
+        extra: list[Event] | None = None,
+        *,
+        labels: bool = True,
+    ) -> bool:
+        """POST the binding of *pod* (after its GPU group labels, when *labels* and it has groups); whether it
+        is bound (409: by an earlier attempt). A failure goes to *extra* as a FailedBinding event."""
+        stats = stats if stats is not None else ApplyStats()
+        extra = extra if extra is not None else []
+        key = (b.pod.namespace, b.pod.name)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -210,13 +236,13 @@ class Applier:
         }
         t0 = time.perf_counter()
         try:
-            if b.gpu_groups:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
-                labels: dict[str, str | None] = {k: None for k in pod.meta.labels if _is_group_label(k)}
-                labels.update(gpu_group_labels(b.gpu_groups))
+            if b.gpu_groups and labels:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
+                patch: dict[str, str | None] = {k: None for k in pod.meta.labels if _is_group_label(k)}
+                patch.update(gpu_group_labels(b.gpu_groups))
                 await self.api.request(
                     "PATCH",
                     f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}",
-                    body={"metadata": {"labels": labels, "uid": pod.meta.uid}},
+                    body={"metadata": {"labels": patch, "uid": pod.meta.uid}},
                     content_type=MERGE,
                 )
             await self.api.request("POST", f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}/binding", body=body)
@@ -224,10 +250,10 @@ class Applier:
             if e.code == 409:  # already bound (or the uid no longer matches): the watch has the truth
                 stats.already_bound += 1
                 self.metrics.binds.labels("conflict").inc()
-                return
+                return True
             if e.code == 404:
                 self.metrics.binds.labels("gone").inc()
-                return
+                return False
             stats.bind_failed += 1
             self.metrics.binds.labels("error").inc()
             self.metrics.api_errors.labels("bind").inc()
@@ -240,12 +266,13 @@ class Applier:
                 e,
                 extra={"pod": str(b.pod), "node": b.node, "error": str(e)},
             )
-            return
+            return False
         self.metrics.bind_latency.observe((time.perf_counter() - t0) * 1000)
         self._bound.inc()
         self._scheduled.inc()
         self.assumed.binds[key] = (pod.meta.uid, b.node, time.monotonic(), tuple(b.gpu_groups))
         stats.bound += 1
+        return True
 
     # ---- evict -----------------------------------------------------------------------------
 

@@ -90,6 +90,20 @@ class Metrics:
             namespace=PREFIX,
             registry=r,
         )
+        self.admission_latency = Histogram(
+            "admission_latency",
+            "One admission webhook request, read to answer written.",
+            unit=ms,
+            namespace=PREFIX,
+            registry=r,
+            buckets=(0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0),
+        )
+        self.admission_requests = Counter(
+            "admission_requests", "Admission webhook requests.", ["webhook", "allowed"], namespace=PREFIX, registry=r
+        )
+        self.reservations = Counter(
+            "gpu_reservations", "GPU reservation pod changes.", ["op"], namespace=PREFIX, registry=r
+        )
 
     def record_cycle(self, result: CycleResult, *, e2e_s: float, snapshot_s: float, apply_s: float) -> None:
         self.cycles.inc()

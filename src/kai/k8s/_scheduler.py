@@ -40,6 +40,7 @@ from kai.k8s._api import Api, ApiError, load_config
 from kai.k8s._apply import Applier
 from kai.k8s._decode import KINDS, PDB_V1BETA1, KindSpec
 from kai.k8s._events import EventRecorder
+from kai.k8s._gpushare import GpuSharingBinder, ReservationOptions
 from kai.k8s._grouper import PodGrouper, needs_group
 from kai.k8s._informer import Informer
 from kai.k8s._leader import LeaderElector, LeaseConfig
@@ -48,6 +49,7 @@ from kai.scheduler.decisions import CycleResult, Event
 from kai.store import Key, Store
 
 if TYPE_CHECKING:
+    from kai.k8s._webhookproc import WebhookProcess
     from kai.scheduler.conf import SchedulerConf
 
 log = logging.getLogger("kai.k8s.scheduler")
@@ -55,6 +57,7 @@ log = logging.getLogger("kai.k8s.scheduler")
 EXIT_OK = 0
 EXIT_LOST_LEASE = 1
 NEW_POD_DEBOUNCE_S = 0.02  # a burst of new pods becomes one cycle
+DEFAULT_RESERVATION_IMAGE = "kai:0.1.0"  # deploy/scheduler.yaml's image
 
 
 @dataclass
@@ -75,6 +78,14 @@ class SchedulerOptions:
     # collector is enabled again once the initial objects are frozen (end of _start_informers), by a
     # leader and a standby alike.
     gc_paused_until_synced: bool = False
+    # GPU sharing and admission (docs/gpu-sharing.md): the webhooks' HTTPS address (None: not served), the
+    # namespace of their certificate Secret, the runtime class given to fraction pods, the reservation pods
+    webhook_listen: tuple[str, int] | None = None
+    webhook_cert_namespace: str = "kai-scheduler"
+    webhook_metrics_port: int | None = None  # the webhook process's own /metrics (kai_admission_*)
+    webhook_refresh_s: float = 60.0  # how often the webhook process checks its certificate
+    gpu_fraction_runtime_class: str = C.DEFAULT_GPU_FRACTION_RUNTIME_CLASS
+    reservation: ReservationOptions = field(default_factory=ReservationOptions)
     dashboard_listen: str = ""  # host:port of the read-only dashboard (kai.k8s._dashboard); "" = off
 
 
@@ -108,6 +119,7 @@ class KaiScheduler:
         self.grouper: PodGrouper | None = None
         self.events: EventRecorder | None = None
         self.http_port = 0
+        self.webhook: WebhookProcess | None = None
         self.dashboard_port = 0
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
@@ -130,7 +142,12 @@ class KaiScheduler:
             return False, "standby: waiting for the leader lease"
         if not self.synced():
             return False, "syncing informers"
+        if self.options.webhook_listen is not None and not self.webhook_serving():
+            return False, "admission webhooks not serving yet"
         return True, "ok"
+
+    def webhook_serving(self) -> bool:
+        return self.webhook is not None and self.webhook.serving
 
     def stop(self) -> None:
         self._stop.set()
@@ -161,6 +178,8 @@ class KaiScheduler:
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
             # kube-scheduler's do); nothing is written (PodGroups, events, binds) before the Lease is held.
             syncing = asyncio.ensure_future(self._start_informers(tasks))
+            if self.options.webhook_listen is not None:  # served by a standby too
+                tasks.append(asyncio.ensure_future(self._start_webhook()))
             _preload_engine()
             if self.options.leader_elect:
                 self.leader = LeaderElector(self.api, self.identity, self.options.lease)
@@ -210,6 +229,10 @@ class KaiScheduler:
             await asyncio.gather(*tasks, return_exceptions=True)
             if self.grouper is not None:
                 await self.grouper.close()
+            if self.webhook is not None:
+                await self.webhook.stop()
+            if self.applier is not None and self.applier.gpu_sharing is not None:
+                await self.applier.gpu_sharing.close()
             if self.events is not None:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.events.flush(), timeout=2)
@@ -250,6 +273,9 @@ class KaiScheduler:
             bind_concurrency=self.options.bind_concurrency,
             pdb_api_version=pdb_spec.api_version,
         )
+        self.applier.gpu_sharing = GpuSharingBinder(
+            api, self.store, self.events, self.metrics, self.options.reservation, wake=self._wake_soon
+        )
         await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
         # The initial objects live for the process's life: frozen, the collector stops rescanning them.
         # Here, not once leading: a standby may wait for the Lease for days, its collector running.
@@ -277,6 +303,45 @@ class KaiScheduler:
         for pod in self.store.list("Pod"):
             if needs_group(pod):
                 self.grouper.enqueue((pod.meta.namespace or "", pod.meta.name))
+        await self._reservation_image()
+
+    async def _reservation_image(self) -> None:
+        """Reservation pods run ``kai resource-reservation`` in kai's own image: without --reservation-image,
+        the image of this pod's first container (POD_NAME and POD_NAMESPACE from the downward API)."""
+        binder = self.applier.gpu_sharing if self.applier is not None else None
+        name, ns = os.environ.get("POD_NAME", ""), os.environ.get("POD_NAMESPACE", "")
+        if binder is None or binder.options.image or not name or not ns or self.api is None:
+            if binder is not None and not binder.options.image:
+                binder.options = dataclasses.replace(binder.options, image=DEFAULT_RESERVATION_IMAGE)
+            return
+        image = DEFAULT_RESERVATION_IMAGE
+        try:
+            me = await self.api.request("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+            image = ((me.get("spec") or {}).get("containers") or [{}])[0].get("image") or image
+        except ApiError as e:
+            log.warning("own pod not read; reservation pods use the default image", extra={"error": str(e)})
+        binder.options = dataclasses.replace(binder.options, image=image)
+
+    async def _start_webhook(self) -> None:
+        """Serve the admission webhooks from a process of their own (kai.k8s._webhookproc), restarted if it
+        exits, for as long as this one runs."""
+        from kai.k8s._webhookproc import WebhookConfig, WebhookProcess
+
+        assert self.options.webhook_listen is not None
+        host, port = self.options.webhook_listen
+        self.webhook = WebhookProcess(
+            WebhookConfig(
+                kubeconfig=self.options.kubeconfig,
+                host=host,
+                port=port,
+                cert_namespace=self.options.webhook_cert_namespace,
+                gpu_fraction_runtime_class=self.options.gpu_fraction_runtime_class,
+                metrics_port=self.options.webhook_metrics_port,
+                refresh_s=self.options.webhook_refresh_s,
+                log_level=logging.getLevelName(logging.getLogger("kai").getEffectiveLevel()).lower(),
+            )
+        )
+        await self.webhook.supervise()
 
     async def _pdb_spec(self) -> KindSpec:
         """policy/v1 where served (1.21+), else policy/v1beta1 (Kubernetes 1.20)."""

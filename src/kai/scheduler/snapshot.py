@@ -17,6 +17,7 @@ from kai.api.gpugroups import group_labels
 from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology, parse_go_int
 from kai.api.pdb import PodDisruptionBudget
 from kai.api.quantity import MAX_AMOUNT
+from kai.api.queueaccess import access_denied
 from kai.scheduler.gpusharing import (
     GpuTable,
     Placed,
@@ -321,6 +322,7 @@ def build_snapshot(
 
     classes = {c.meta.name: c for c in priority_classes}
     queue_infos, queue_index = _build_queues(queues)
+    queue_by_name = {q.meta.name: q for q in queues}
     pg_index: dict[tuple[str, str], int] = {}
     jobs: list[JobInfo] = []
     for pg in sorted(podgroups, key=lambda g: (g.meta.creation_timestamp or 0.0, g.meta.uid)):
@@ -331,6 +333,9 @@ def build_snapshot(
             reason = f"Queue '{pg.queue}' does not exist"
         elif not queue_infos[qi].is_leaf:
             reason = f"Queue '{pg.queue}' is not a leaf queue; only leaf queues hold jobs"
+            qi = -1
+        elif denied := access_denied(queue_by_name, pg.queue, pg.meta.namespace or ""):
+            reason = denied  # kai's queue access rule (the admission webhook refuses the same at create)
             qi = -1
         pg_index[(pg.meta.namespace or "", pg.meta.name)] = len(jobs)
         jobs.append(
@@ -359,6 +364,12 @@ def build_snapshot(
         status = task_status(pod)
         node = node_row.get(pod.node_name, -1)
         req = _vector(pod.requests, col, n_res)
+        reservation = pod.meta.labels.get(C.LABEL_APP) == C.RESERVATION_APP
+        if reservation:
+            # A GPU reservation pod holds, towards the device plugin, the GPU its GPU group already takes
+            # from the node here: its other resources count on the node, its GPU does not (KAI's
+            # addTaskResources), and as a KAI utility pod it is not taken off the fair-share total.
+            req[GPU] = 0
         share, spec_error = share_of(pod, max_gpu_mem)
         reason = INVALID_GPU_REQUEST if spec_error else ""
         if status not in _TO_PLACE:  # bound (or done): it holds what it holds, whatever its annotations say now
@@ -376,7 +387,7 @@ def build_snapshot(
             node_mem = int(gpu_mem[node]) if node >= 0 else max_gpu_mem
             req[GPU] = share.accounted_milli(node_mem)  # what queues are charged (fractions count)
         if pod.scheduler_name != scheduler_name:
-            if status in ACTIVE_USED and node >= 0 and ready[node]:
+            if status in ACTIVE_USED and node >= 0 and ready[node] and not reservation:
                 other_used += req
             continue
         ji = pg_index.get((pod.meta.namespace or "", pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")))

@@ -16,6 +16,7 @@ from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.gpusharing import parse_share
 from kai.scheduler.model import MILLI
 from kai.sim.cluster import EmbeddedCluster
+from kai.sim.gpushare import gpu_env, reservations
 
 
 def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: list[tuple[int, Event]]) -> dict:
@@ -23,7 +24,8 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
     pgs = {(pg.meta.namespace, pg.meta.name): pg for pg in cluster.store.list("PodGroup")}
     gpu_memory = {n.meta.name: n.meta.labels.get(C.LABEL_GPU_MEMORY, "") for n in cluster.nodes()}
     pods = []
-    for v in cluster.pod_views():
+    views = cluster.pod_views()
+    for v in views:
         pg_name = v.pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")
         pg = pgs.get((v.pod.meta.namespace, pg_name))
         pods.append(
@@ -36,6 +38,7 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
                 "node": v.node or None,
                 "gpus": pod_gpus(v.pod, gpu_memory.get(v.node or "", "")),
                 "gpuGroups": list(v.gpu_groups),
+                "gpuEnv": gpu_env(v, gpu_memory.get(v.node or "", "")),
             }
         )
     conditions = {(s.namespace, s.name): s.conditions for s in (last.podgroups if last else [])}
@@ -71,6 +74,7 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
         "pods": pods,
         "podGroups": podgroups,
         "queues": queues,
+        "reservations": reservations(views),
         "events": [
             {"cycle": c, "object": e.object, "type": e.type, "reason": e.reason, "message": e.message}
             for c, e in events
