@@ -86,6 +86,7 @@ class Placer:
         self._facts: dict[int, tuple[list[int], bool, bool]] = {}
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
         self._extras: dict[int, np.ndarray | None] = {}  # signature -> node_order plugins' scores
+        self._choices: dict[int, Choice] = {}  # 2 * row + fits now -> its Choice (no GPUs chosen)
         self._choose = ssn.hooks.has_node_choice  # a node_choice plugin (kai's GPU policies) picks first
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
@@ -151,6 +152,7 @@ class Placer:
         col, gpu_task = c.col, c.gpu_task
         w_now, w_cpu, w_binpack, w_spread, w_shared = c.w_now, c.w_cpu, c.w_binpack, c.w_spread, c.w_shared
         extra, rules = c.extra, c.rules
+        plain_binpack = w_binpack == 1.0 and not w_spread  # 0.0 + 1.0 * x == x: same floats as the general case
         alloc_col, scale = self._alloc_cols[col], self._scale[col]
         cpu_only = self._cpu_only_list
         best = c.best  # kept current through the rescoring when it can be (best_node then needs no argmax)
@@ -193,13 +195,18 @@ class Placer:
                 later = all(rule.allows(row) for rule in rules)
             if later:
                 alloc = alloc_col[row]
-                placement = 0.0
                 if alloc > 0:
                     free = max(idle[col], 0)
-                    if w_binpack:
-                        placement = placement + w_binpack * (9.0 * (1.0 - free / scale))
-                    if w_spread:
-                        placement = placement + w_spread * (9.0 * free / max(alloc, 1))
+                    if plain_binpack:  # the default weights: the arithmetic of the general case, fewer steps
+                        placement = 9.0 * (1.0 - free / scale)
+                    else:
+                        placement = 0.0
+                        if w_binpack:
+                            placement = placement + w_binpack * (9.0 * (1.0 - free / scale))
+                        if w_spread:
+                            placement = placement + w_spread * (9.0 * free / max(alloc, 1))
+                else:
+                    placement = 0.0
                 if shared and w_shared:
                     placement += w_shared
                 score = w_now * now + placement
@@ -324,4 +331,8 @@ class Placer:
             row = int(score.argmax())
         if score.item(row) == -np.inf:
             return None
-        return Choice(row, bool(c.fits_now[row]))
+        key = 2 * row + bool(c.fits_now[row])
+        choice = self._choices.get(key)
+        if choice is None:  # one per (row, now) for the Session: allocate asks 50,000 times in a big cycle
+            choice = self._choices[key] = Choice(row, key & 1 == 1)
+        return choice

@@ -29,7 +29,7 @@ from kai.scheduler.plugins.order import Elastic, Kubeflow, Priority, Ray, SubGro
 from kai.scheduler.plugins.predicates import Predicates
 from kai.scheduler.plugins.proportion import Proportion
 from kai.scheduler.plugins.topology import TopologyPlugin
-from kai.scheduler.taskorder import TaskOrderTier, task_order
+from kai.scheduler.taskorder import TaskOrderTier, default_task_order, task_order
 
 
 class NominatedNode(Plugin):
@@ -122,7 +122,10 @@ def build_hooks(conf: SchedulerConf) -> Hooks:
 
 def task_order_of(conf: SchedulerConf) -> Callable[[Pod], tuple]:
     """The pod order the configuration's task-order plugins give, in priority order (for ``build_snapshot``)."""
-    tiers: list[TaskOrderTier] = [p.task_order for p in make_plugins(conf) if implements(p, "task_order")]
+    plugins = [p for p in make_plugins(conf) if implements(p, "task_order")]
+    if [p.name for p in plugins] == ["kubeflow", "ray", "taskorder"]:  # KAI's default: the written-out key
+        return default_task_order
+    tiers: list[TaskOrderTier] = [p.task_order for p in plugins]
     return task_order(tiers)
 
 
