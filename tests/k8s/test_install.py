@@ -46,6 +46,7 @@ def _versions(client: Client, cp: ControlPlane) -> dict[str, str]:
     out |= {
         f"queue/{n}": client.get(Queue, n).metadata.resourceVersion for n in ("default-parent-queue", "default-queue")
     }
+    out["namespace/kai-scheduler"] = client.get(Namespace, "kai-scheduler").metadata.resourceVersion
     flowschema = _flowcontrol(cp, "FlowSchema", "flowschemas")
     out["flowschema/kai-scheduler"] = client.get(flowschema, "kai-scheduler").metadata.resourceVersion
     return out
@@ -56,9 +57,18 @@ def test_install_twice_changes_nothing(installed: ControlPlane, client: Client) 
     code, out, err = run_kai("install", "--kubeconfig", str(installed.kubeconfig))
     assert code == 0, err
     lines = out.splitlines()
-    assert len(lines) == len(before) == 11
+    assert len(lines) == len(before) == 12
     assert all(line.endswith(" unchanged") for line in lines), out
     assert _versions(client, installed) == before
+
+
+def test_install_creates_the_kai_scheduler_namespace(installed: ControlPlane, client: Client) -> None:
+    """kai scheduler keeps its Lease there and refuses to start without it (test_scheduler_cli.py)."""
+    ns = client.get(Namespace, "kai-scheduler")
+    assert ns.metadata.labels["app.kubernetes.io/part-of"] == "kai"
+    assert "kai-install" in {m.manager for m in ns.metadata.managedFields or []}
+    code, out, _ = run_kai("install", "--kubeconfig", str(installed.kubeconfig))
+    assert code == 0 and "namespace/kai-scheduler unchanged" in out.splitlines(), out
 
 
 def test_kai_s_service_account_gets_kube_scheduler_s_api_priority(installed: ControlPlane, client: Client) -> None:
