@@ -89,7 +89,7 @@ def test_kai_install_reads_the_same_files_as_the_kustomization() -> None:
     assert sorted(p.name for p in (DEPLOY / "crds").glob("*_*.yaml")) == sorted(f.split("/")[1] for f in CRD_FILES)
     assert deploy_dir().resolve() == DEPLOY.resolve()  # the package's copy is deploy/ itself
     kinds = [d["kind"] for d in load_documents(OBJECT_FILES)]
-    assert kinds == ["PriorityClass"] * 4 + ["Queue"] * 2
+    assert kinds == ["Namespace"] + ["PriorityClass"] * 4 + ["Queue"] * 2
 
 
 def test_kai_install_restores_its_fields_and_leaves_others(applied: ControlPlane) -> None:

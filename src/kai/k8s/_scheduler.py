@@ -158,10 +158,14 @@ class KaiScheduler:
                 acquired = asyncio.ensure_future(self.leader.acquire())
                 stopped = asyncio.ensure_future(self._stop.wait())
                 await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
-                if not acquired.done():
+                failed = acquired.exception() if acquired.done() else None  # LeaseNamespaceMissing
+                if not acquired.done() or failed is not None:
                     acquired.cancel()
                     syncing.cancel()
                     await asyncio.gather(syncing, return_exceptions=True)
+                    if failed is not None:
+                        stopped.cancel()
+                        raise failed
                     return EXIT_OK
                 stopped.cancel()
                 self.metrics.leader.set(1)

@@ -1,4 +1,4 @@
-"""``kai install``: server-side apply of kai's CRDs, PriorityClasses and default Queues.
+"""``kai install``: server-side apply of kai's CRDs, its namespace, PriorityClasses and default Queues.
 
 Rules:
 
@@ -9,11 +9,13 @@ Rules:
   fields that an earlier ``kubectl apply`` owned are taken over instead of conflicting.
 * Order: CRDs, then wait until each is Established and listed in discovery (the API server
   serves a new kind only after the first, and kubectl finds it only after the second; on
-  1.20 discovery lags Established by up to a second), then PriorityClasses, then Queues, then
-  the FlowSchema that puts kai's ServiceAccount in kube-scheduler's priority level, at the
-  newest flowcontrol version the API server serves (none served: ``skipped``).
-* Namespace, RBAC and the Deployment are not applied here: they matter only when kai runs in
-  the cluster, and ``kubectl apply -k deploy/`` installs them (docs/cluster.md).
+  1.20 discovery lags Established by up to a second), then the ``kai-scheduler`` namespace (where
+  ``kai scheduler`` keeps its leader-election Lease, and which it refuses to run without), then
+  PriorityClasses, then Queues, then the FlowSchema that puts kai's ServiceAccount in
+  kube-scheduler's priority level, at the newest flowcontrol version the API server serves (none
+  served: ``skipped``).
+* RBAC and the Deployment are not applied here: they matter only when kai runs in the cluster,
+  and ``kubectl apply -k deploy/`` (or the Helm chart) installs them (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ CRD_FILES = (
     "crds/kai.scheduler_topologies.yaml",
     "crds/kai.scheduler_schedulingshards.yaml",
 )
-OBJECT_FILES = ("priorityclasses.yaml", "queues.yaml")
+OBJECT_FILES = ("namespace.yaml", "priorityclasses.yaml", "queues.yaml")
 FLOWSCHEMA_FILE = "flowschema.yaml"
 FLOWCONTROL_GROUP = "flowcontrol.apiserver.k8s.io"
 FLOWCONTROL_VERSIONS = ("v1", "v1beta3", "v1beta2", "v1beta1")  # newest first; the spec is the same in all
@@ -166,7 +168,7 @@ async def _discoverable(http: httpx2.AsyncClient, group: str, versions: list[str
 async def install(
     client: AsyncClient, http: httpx2.AsyncClient, *, timeout: float = ESTABLISH_TIMEOUT_S
 ) -> list[Applied]:
-    """Apply kai's CRDs, wait until they are served, then apply the PriorityClasses and Queues.
+    """Apply kai's CRDs, wait until they are served, then apply the namespace, PriorityClasses and Queues.
 
     HTTP is a plain client for the same API server (discovery documents have no lightkube
     type). Returns one Applied per object, in the order applied. Raises InstallError on the
