@@ -7,9 +7,16 @@ otherwise) highest, *spread* ranks by free/total; gpusharingorder +10000 where a
 fraction. KAI normalizes binpack by the min and max over the fitting nodes; we scale by a fixed per-session
 constant instead, which keeps the same order (monotone in the free amount, always below 10) and lets a
 placement update one row instead of rescoring every node. To these add the per-signature scores of
-``node_order`` plugins and the scores of stateful rules (``node_filter``: inter-pod affinity, spread, ...),
-whose masks also filter. Ties go to the lower row, i.e. the node name ascending. A ``node_choice`` plugin
+``node_order`` plugins. Ties go to the lower row, i.e. the node name ascending. A ``node_choice`` plugin
 (kai's GPU placement policies) may pick the node first; the Placer's own choice stands when it declines.
+
+A task's stateful rules (``node_filter``: inter-pod affinity, topology spread, host ports, volumes) are not
+part of the kept scores: they belong to the task, not to its (signature, request), and one placement can
+change their answer on thousands of rows (a zone filling up). They are applied when the Placer answers for
+a task that has any: one vectorized pass ANDs their masks into its rows and adds their scores, and a row a
+rule allows only once the pods being released are gone (``now_mask``) is not "fits now" (no nodeavailability
+bonus, and the task is pipelined there). A ``node_choice`` plugin sees the rules folded into ``fits_now``,
+so a policy never picks a row a rule forbids.
 
 Theory of operation: one Placer lives as long as its Session. It keeps, per
 (scheduling signature, request), the score of every node, and remembers how far
@@ -33,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kai.scheduler.framework import Choice, NodeRule
+from kai.scheduler.framework import Choice, NodeRules
 from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single
 from kai.scheduler.model import CPU, GPU, MILLI, GpuShare, TaskInfo
 from kai.scheduler.session import Session
@@ -64,7 +71,6 @@ class _Candidates:
     w_spread: float
     w_shared: float
     extra: np.ndarray | None  # (n,) float: node_order plugins' scores for the signature, None if none
-    rules: list[NodeRule]  # stateful node_filter rules for the task shape (empty: none)
     share: GpuShare | None = None  # a fractional request: per-GPU fit on top of the node columns
     need: list[int] | None = None  # one-device share: the units it takes on each node's GPUs
     best: int = -1  # the row best_node picks (highest score, lowest row on ties); -1 until asked, or unknown
@@ -87,6 +93,7 @@ class Placer:
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
         self._extras: dict[int, np.ndarray | None] = {}  # signature -> node_order plugins' scores
         self._choose = ssn.hooks.has_node_choice  # a node_choice plugin (kai's GPU policies) picks first
+        self._ruled = ssn.hooks.has_node_filter  # some plugin may give tasks stateful rules this Session
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
         ssn = self.ssn
@@ -127,11 +134,6 @@ class Placer:
         allowed = c.static[rows] & c.fits_later[rows]
         if c.extra is not None:
             score = score + c.extra[rows]
-        for rule in c.rules:
-            allowed = allowed & rule.mask()[rows]
-            extra = rule.scores()
-            if extra is not None:
-                score = score + extra[rows]
         c.score[rows] = np.where(allowed, score, -np.inf)
         c.best = -1
 
@@ -150,7 +152,7 @@ class Placer:
         max_now, max_later = ssn.group_max_now, ssn.group_max_later
         col, gpu_task = c.col, c.gpu_task
         w_now, w_cpu, w_binpack, w_spread, w_shared = c.w_now, c.w_cpu, c.w_binpack, c.w_spread, c.w_shared
-        extra, rules = c.extra, c.rules
+        extra = c.extra
         alloc_col, scale = self._alloc_cols[col], self._scale[col]
         cpu_only = self._cpu_only_list
         best = c.best  # kept current through the rescoring when it can be (best_node then needs no argmax)
@@ -189,8 +191,6 @@ class Placer:
                     now = now and g_now
                     later = g_later
             fits_now[row] = now  # (fits_later is the vector path's scratch: nothing reads it for one row)
-            if later and rules:
-                later = all(rule.allows(row) for rule in rules)
             if later:
                 alloc = alloc_col[row]
                 placement = 0.0
@@ -207,8 +207,6 @@ class Placer:
                     score = score + w_cpu * cpu_only[row]
                 if extra is not None:
                     score = score + extra.item(row)
-                for rule in rules:
-                    score = score + rule.score(row)
             else:
                 score = _NEG_INF
             scores[row] = score
@@ -268,7 +266,6 @@ class Placer:
                 w_spread=terms.spread,
                 w_shared=terms.shared_fit,
                 extra=self._extra(task),
-                rules=hooks.node_filters(ssn, task) if hooks.has_node_filter else [],
                 share=share,
                 need=share.units_array(ssn.snap.gpus.cap).tolist() if share and share.devices == 1 else None,
             )
@@ -305,6 +302,10 @@ class Placer:
         *allowed* (n_nodes,) bool restricts the choice to a set of nodes (a topology domain); *bonus*
         (n_nodes,) float is added to the scores (topology's node preference). Neither changes the cache."""
         c = self._candidates(task)
+        if self._ruled:
+            rules = self.ssn.hooks.node_rules(self.ssn, task)
+            if rules:
+                return self._ruled_choice(c, task, rules, allowed, bonus)
         if self._choose:  # a node_choice plugin picks among the nodes that fit now; else what follows
             chosen = self.ssn.hooks.node_choice(self.ssn, task, c.static, c.fits_now, allowed, bonus)
             if chosen is not None:
@@ -325,3 +326,34 @@ class Placer:
         if score.item(row) == -np.inf:
             return None
         return Choice(row, bool(c.fits_now[row]))
+
+    def _ruled_choice(
+        self, c: _Candidates, task: TaskInfo, rules: NodeRules, allowed: np.ndarray | None, bonus: np.ndarray | None
+    ) -> Choice | None:
+        """``best_node`` for a task with stateful rules: the kept scores with the rules applied (module docstring)."""
+        mask, now = rules.mask(), rules.now_mask()
+        fits_now = c.fits_now if mask is None else c.fits_now & mask
+        if now is not None:
+            fits_now = fits_now & now
+        if self._choose:
+            chosen = self.ssn.hooks.node_choice(self.ssn, task, c.static, fits_now, allowed, bonus)
+            if chosen is not None:
+                return chosen
+        score = c.score
+        if score.size == 0:
+            return None
+        if mask is not None:
+            score = np.where(mask, score, -np.inf)
+        if now is not None and c.w_now:  # fits on idle resources, but a rule says not while releases run
+            score = score - c.w_now * (c.fits_now & ~now)
+        extra = rules.scores()
+        if extra is not None:
+            score = score + extra
+        if bonus is not None:
+            score = score + bonus
+        if allowed is not None:
+            score = np.where(allowed, score, -np.inf)
+        row = int(score.argmax())
+        if score.item(row) == -np.inf:
+            return None
+        return Choice(row, bool(fits_now[row]))

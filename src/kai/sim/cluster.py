@@ -49,6 +49,7 @@ from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.gpusharing import default_group_name, parse_share
 from kai.scheduler.plugins import check_conf, task_order_of
 from kai.scheduler.snapshot import Snapshot, build_snapshot
+from kai.scheduler.storage import build_storage
 from kai.scheduler.taskorder import default_task_order
 from kai.scheduler.usage import UsageLedger, UsageParams
 from kai.sim import checks
@@ -561,6 +562,13 @@ class EmbeddedCluster:
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
             topologies=self.topologies(),
             task_order=task_order_of(conf) if conf is not None else default_task_order,
+            namespaces=self.store.list("Namespace"),
+            storage=build_storage(
+                self.store.list("StorageClass"),
+                self.store.list("PersistentVolume"),
+                self.store.list("PersistentVolumeClaim"),
+                self.store.list("CSINode"),
+            ),
         )
 
     def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
