@@ -15,7 +15,7 @@ from typing import Any
 
 from kai.api._read import _int, _list, _map, _str
 from kai.api.errors import ManifestError
-from kai.api.selectors import LabelSelector, parse_label_selector
+from kai.api.selectors import LabelSelector, _hash_slot, cached_hash, parse_label_selector
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
@@ -36,6 +36,9 @@ class PodAffinityTerm:
     topology_key: str
     namespaces: tuple[str, ...] = ()
     namespace_selector: LabelSelector | None = None  # None: not set; the empty selector: every namespace
+    _hash: int = _hash_slot()
+
+    __hash__ = cached_hash
 
     def describe(self) -> str:
         who = "no pod" if self.selector is None else self.selector.describe()
@@ -46,6 +49,9 @@ class PodAffinityTerm:
 class WeightedTerm:
     weight: int  # 1..100
     term: PodAffinityTerm
+    _hash: int = _hash_slot()
+
+    __hash__ = cached_hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,9 @@ class PodAffinity:
     anti_required: tuple[PodAffinityTerm, ...] = ()
     preferred: tuple[WeightedTerm, ...] = ()
     anti_preferred: tuple[WeightedTerm, ...] = ()
+    _hash: int = _hash_slot()
+
+    __hash__ = cached_hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +78,9 @@ class SpreadConstraint:
     min_domains: int | None = None
     node_affinity_policy: str = "Honor"  # Honor: only nodes the pod's nodeSelector/affinity allow are domains
     node_taints_policy: str = "Ignore"  # Honor: only nodes whose taints the pod tolerates are domains
+    _hash: int = _hash_slot()
+
+    __hash__ = cached_hash
 
     @property
     def hard(self) -> bool:
@@ -86,6 +98,9 @@ class HostPort:
     host_ip: str
     protocol: str
     port: int
+    _hash: int = _hash_slot()
+
+    __hash__ = cached_hash
 
     def conflicts(self, other: HostPort) -> bool:
         """kube-scheduler's HostPortInfo.CheckConflict: same protocol and port, and the addresses overlap

@@ -10,7 +10,7 @@ selector, which in an inter-pod affinity term or a spread constraint matches not
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kai.api._read import _list, _map, _str
@@ -19,11 +19,28 @@ from kai.api.errors import ManifestError
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
+def cached_hash(self: Any) -> int:
+    """``__hash__`` of a frozen dataclass with a ``_hash`` slot: the rules of a Session key their caches by
+    selectors and terms thousands of times, and a dataclass would rehash every nested field each time."""
+    h = self._hash
+    if h == 0:
+        h = hash(tuple(getattr(self, f) for f in self.__match_args__)) or 1
+        object.__setattr__(self, "_hash", h)
+    return h
+
+
+def _hash_slot() -> Any:
+    return field(default=0, init=False, compare=False, repr=False)
+
+
 @dataclass(frozen=True, slots=True)
 class SelectorRequirement:
     key: str
     operator: str
     values: tuple[str, ...]
+    _hash: int = _hash_slot()
+
+    __hash__ = cached_hash
 
 
 def requirement_holds(r: SelectorRequirement, labels: Mapping[str, str]) -> bool:
@@ -57,6 +74,9 @@ class LabelSelector:
 
     match_labels: tuple[tuple[str, str], ...] = ()
     match_expressions: tuple[SelectorRequirement, ...] = ()
+    _hash: int = _hash_slot()
+
+    __hash__ = cached_hash
 
     @staticmethod
     def of(labels: Mapping[str, str] | None = None, exprs: tuple[SelectorRequirement, ...] = ()) -> LabelSelector:

@@ -374,6 +374,7 @@ class KaiScheduler:
         from kai.scheduler.cycle import run_cycle
         from kai.scheduler.plugins import task_order_of
         from kai.scheduler.snapshot import build_snapshot
+        from kai.scheduler.storage import storage_of
 
         assert self.applier is not None
         t0 = time.perf_counter()
@@ -391,6 +392,8 @@ class KaiScheduler:
             pdbs=self.store.list("PodDisruptionBudget"),
             topologies=self.store.list("Topology"),
             task_order=task_order_of(conf),
+            namespaces=self.store.list("Namespace"),
+            storage=storage_of(self.store),
         )
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, conf)

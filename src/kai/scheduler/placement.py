@@ -34,6 +34,7 @@ filling the cluster, about half the changed rows are of that kind.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -76,6 +77,22 @@ class _Candidates:
     best: int = -1  # the row best_node picks (highest score, lowest row on ties); -1 until asked, or unknown
 
 
+@dataclass(slots=True)
+class _Ruled:
+    """A candidates cache with one task's stateful rules applied (see ``Placer._ruled_state``)."""
+
+    c: _Candidates
+    rules: NodeRules
+    score: np.ndarray  # (n,) float: c.score with the rules' masks and scores, -inf where the task cannot go
+    fits_now: np.ndarray  # (n,) bool: c.fits_now where the rules allow the task now
+    synced: int  # position in Session.node_log up to which the rows are current
+    seen: list[int]  # per rule, how much of its log is applied
+    best: int = -1
+
+
+_RULED_KEPT = 64  # rule-applied caches kept (least recently used dropped): a task shape's pods come together
+
+
 class Placer:
     """Best node for a task, kept current with the Session's changes (see the module docstring)."""
 
@@ -93,7 +110,8 @@ class Placer:
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
         self._extras: dict[int, np.ndarray | None] = {}  # signature -> node_order plugins' scores
         self._choose = ssn.hooks.has_node_choice  # a node_choice plugin (kai's GPU policies) picks first
-        self._ruled = ssn.hooks.has_node_filter  # some plugin may give tasks stateful rules this Session
+        self._ruled_on = ssn.hooks.has_node_filter  # some plugin may give tasks stateful rules this Session
+        self._ruled: OrderedDict[tuple[int, ...], _Ruled] = OrderedDict()
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
         ssn = self.ssn
@@ -302,7 +320,7 @@ class Placer:
         *allowed* (n_nodes,) bool restricts the choice to a set of nodes (a topology domain); *bonus*
         (n_nodes,) float is added to the scores (topology's node preference). Neither changes the cache."""
         c = self._candidates(task)
-        if self._ruled:
+        if self._ruled_on:
             rules = self.ssn.hooks.node_rules(self.ssn, task)
             if rules:
                 return self._ruled_choice(c, task, rules, allowed, bonus)
@@ -331,29 +349,97 @@ class Placer:
         self, c: _Candidates, task: TaskInfo, rules: NodeRules, allowed: np.ndarray | None, bonus: np.ndarray | None
     ) -> Choice | None:
         """``best_node`` for a task with stateful rules: the kept scores with the rules applied (module docstring)."""
-        mask, now = rules.mask(), rules.now_mask()
-        fits_now = c.fits_now if mask is None else c.fits_now & mask
-        if now is not None:
-            fits_now = fits_now & now
+        r = self._ruled_state(c, rules)
         if self._choose:
-            chosen = self.ssn.hooks.node_choice(self.ssn, task, c.static, fits_now, allowed, bonus)
+            chosen = self.ssn.hooks.node_choice(self.ssn, task, c.static, r.fits_now, allowed, bonus)
             if chosen is not None:
                 return chosen
-        score = c.score
+        score = r.score
         if score.size == 0:
             return None
-        if mask is not None:
-            score = np.where(mask, score, -np.inf)
-        if now is not None and c.w_now:  # fits on idle resources, but a rule says not while releases run
-            score = score - c.w_now * (c.fits_now & ~now)
-        extra = rules.scores()
-        if extra is not None:
-            score = score + extra
-        if bonus is not None:
-            score = score + bonus
-        if allowed is not None:
-            score = np.where(allowed, score, -np.inf)
-        row = int(score.argmax())
+        if bonus is None and allowed is None:
+            row = r.best
+            if row < 0:
+                row = r.best = int(score.argmax())
+        else:
+            if bonus is not None:
+                score = score + bonus
+            if allowed is not None:
+                score = np.where(allowed, score, -np.inf)
+            row = int(score.argmax())
         if score.item(row) == -np.inf:
             return None
-        return Choice(row, bool(fits_now[row]))
+        return Choice(row, bool(r.fits_now[row]))
+
+    def _ruled_state(self, c: _Candidates, rules: NodeRules) -> _Ruled:
+        """The kept scores of *c* with *rules* applied, brought up to date: rows changed in the Session's log
+        since, and rows the rules' own logs say changed (a rule without a log is applied whole each time)."""
+        key = (id(c), *map(id, rules.rules))
+        r = self._ruled.get(key)
+        log = self.ssn.node_log
+        for rule in rules.rules:  # rules bring themselves up to date as they are read
+            rule.mask()
+            rule.scores()
+        if r is None:
+            r = _Ruled(c, rules, np.full(len(c.score), -np.inf), np.zeros(len(c.score), dtype=bool), len(log), [])
+            r.seen = [len(getattr(rule, "log", ())) for rule in rules.rules]
+            self._apply_rules(r, None)
+            self._ruled[key] = r
+            if len(self._ruled) > _RULED_KEPT:
+                self._ruled.popitem(last=False)
+            return r
+        self._ruled.move_to_end(key)
+        changed: set[int] = set()
+        whole = False
+        if r.synced < len(log):
+            changed.update(log[r.synced :])
+            r.synced = len(log)
+        for i, rule in enumerate(rules.rules):
+            rule_log = getattr(rule, "log", None)
+            if rule_log is None:
+                whole = True
+                continue
+            for entry in rule_log[r.seen[i] :]:
+                if entry is None:
+                    whole = True
+                else:
+                    changed.update(entry.tolist())
+            r.seen[i] = len(rule_log)
+        if whole or len(changed) > len(r.score) // 4:
+            self._apply_rules(r, None)
+        elif changed:
+            self._apply_rules(r, np.fromiter(changed, dtype=np.int64, count=len(changed)))
+        return r
+
+    def _apply_rules(self, r: _Ruled, rows: np.ndarray | None) -> None:
+        c, rules = r.c, r.rules
+        at = slice(None) if rows is None else rows
+        mask, now = rules.mask(), rules.now_mask()
+        base = c.score[at]
+        fits = c.fits_now[at]
+        if mask is not None:
+            m = mask[at]
+            base = np.where(m, base, -np.inf)
+            fits = fits & m
+        if now is not None:
+            w = now[at]
+            if c.w_now:  # fits on idle resources, but a rule says not while releases run: no fits-now bonus
+                base = base - c.w_now * (fits & ~w)
+            fits = fits & w
+        extra = rules.scores()
+        if extra is not None:
+            base = base + extra[at]
+        r.score[at] = base
+        r.fits_now[at] = fits
+        if rows is None or r.best < 0:
+            r.best = -1
+            return
+        best = r.best
+        if best in rows:  # the best row changed: look at every row again (ties go to the lower row)
+            r.best = -1
+            return
+        i = int(base.argmax())
+        top, row = base.item(i), int(rows[i])
+        best_score = r.score.item(best)
+        if top > best_score or (top == best_score and row < best):
+            r.best = row

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kai.api.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 
@@ -49,6 +50,16 @@ def build_storage(
             for n in csinodes
             if any(limit is not None for limit in n.limits.values())
         },
+    )
+
+
+def storage_of(store: Any) -> Storage:
+    """The storage kinds of a Store (``kai.store.Store``: what the backends keep)."""
+    return build_storage(
+        store.list("StorageClass"),
+        store.list("PersistentVolume"),
+        store.list("PersistentVolumeClaim"),
+        store.list("CSINode"),
     )
 
 

@@ -35,6 +35,7 @@ from kai.scheduler.podrules._volumes import VolumeBook, VolumeRule
 from kai.scheduler.session import Session
 
 R = TypeVar("R")
+_MISSING = object()
 
 
 class RuleSet:
@@ -46,6 +47,7 @@ class RuleSet:
         self.pods: SessionPods = shared(ssn)
         self.counters = Counters(self.pods, ssn.snap.nodes.n)
         self._shapes: dict[Hashable, object] = {}
+        self._by_pod: dict[Hashable, object] = {}
         self.volumes: VolumeBook | None = None
 
     def shape(self, key: Hashable, make: Callable[[], R]) -> R:
@@ -73,7 +75,7 @@ class RuleSet:
         ports = task.pod.host_ports
         if not ports:
             return None
-        return self.shape(("ports", ports), lambda: PortsRule(self.counters, ports))
+        return self.shape(("ports", ports), lambda: PortsRule(self.counters, self.pods, ports))
 
     def volume_rule(self, task: TaskInfo) -> VolumeRule | None:
         pod = task.pod
@@ -84,7 +86,20 @@ class RuleSet:
         book = self.volumes
         return self.shape(("volumes", pod.meta.namespace, pod.claims), lambda: VolumeRule(book, pod))
 
+    def _by_labels(self, family: str, task: TaskInfo, make: Callable[[], R]) -> R:
+        """*make*'s rule for *task*, cached per (namespace, labels, pod affinity): what the affinity rules of a
+        pod depend on (the pods of one workload share it; finding a pod's symmetric terms is the costly part)."""
+        pod = task.pod
+        key = (family, pod.meta.namespace, tuple(pod.meta.labels.items()), pod.pod_affinity)
+        got = self._by_pod.get(key, _MISSING)
+        if got is _MISSING:
+            got = self._by_pod[key] = make()
+        return got  # type: ignore[return-value]
+
     def affinity_filter(self, task: TaskInfo) -> AffinityFilter | None:
+        return self._by_labels("filter", task, lambda: self._affinity_filter(task))
+
+    def _affinity_filter(self, task: TaskInfo) -> AffinityFilter | None:
         aff = task.pod.pod_affinity
         required = aff.required if aff is not None else ()
         anti = aff.anti_required if aff is not None else ()
@@ -96,11 +111,12 @@ class RuleSet:
             return None
         self_match = self_matches(self.pods, task.index, required)
         key = ("affinity", required, anti, symmetric, self_match)
-        return self.shape(
-            key, lambda: AffinityFilter(self.pods, self.counters, required, anti, symmetric, self_match)
-        )
+        return self.shape(key, lambda: AffinityFilter(self.pods, self.counters, required, anti, symmetric, self_match))
 
     def affinity_score(self, task: TaskInfo, hard_weight: float) -> AffinityScore | None:
+        return self._by_labels("score", task, lambda: self._affinity_score(task, hard_weight))
+
+    def _affinity_score(self, task: TaskInfo, hard_weight: float) -> AffinityScore | None:
         aff = task.pod.pod_affinity
         preferred = aff.preferred if aff is not None else ()
         anti = aff.anti_preferred if aff is not None else ()
@@ -112,11 +128,18 @@ class RuleSet:
 
         def make() -> AffinityScore:
             pods, counters = self.pods, self.counters
-            entries = [(counters.term(w.term), pods.domain(w.term.topology_key), float(w.weight)) for w in preferred]
-            entries += [(counters.term(w.term), pods.domain(w.term.topology_key), -float(w.weight)) for w in anti]
+            entries = [
+                (counters.sums(counters.term(w.term), pods.domain(w.term.topology_key)), float(w.weight))
+                for w in preferred
+            ]
+            entries += [
+                (counters.sums(counters.term(w.term), pods.domain(w.term.topology_key)), -float(w.weight)) for w in anti
+            ]
             for kind, term, weight in symmetric:
                 sign = {"pref": weight, "antipref": -weight, "aff": hard_weight}[kind]
-                entries.append((counters.owners(kind, term, weight), pods.domain(term.topology_key), float(sign)))
+                entries.append(
+                    (counters.sums(counters.owners(kind, term, weight), pods.domain(term.topology_key)), float(sign))
+                )
             return AffinityScore(pods, entries)
 
         return self.shape(("score", preferred, anti, symmetric, hard_weight), make)

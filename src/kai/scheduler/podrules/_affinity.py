@@ -24,9 +24,9 @@ from collections.abc import Hashable
 import numpy as np
 
 from kai.api.podspec import PodAffinityTerm
-from kai.scheduler.podrules._counters import Counter, Counters, _label_dispatch
-from kai.scheduler.podrules._rule import K8S_PLUGINS, CountedRule
-from kai.scheduler.podrules._shared import Domain, NsMatcher, SessionPods
+from kai.scheduler.podrules._counters import Counter, Counters, DomainSums, _label_dispatch
+from kai.scheduler.podrules._rule import K8S_PLUGINS, Answer, CountedRule
+from kai.scheduler.podrules._shared import NsMatcher, SessionPods
 from kai.scheduler.session import Session
 
 Owned = tuple[str, PodAffinityTerm, int]  # (kind: anti | aff | pref | antipref, term, weight)
@@ -37,7 +37,7 @@ class OwnedTerms:
 
     def __init__(self, pods: SessionPods) -> None:
         self.pods = pods
-        seen: set[Owned] = set()
+        seen: dict[Owned, int] = {}  # owned term -> its rank (first seen first): a stable order for shape keys
         self._index: dict[Hashable, list[Owned]] = {}
         self._scan: list[Owned] = []
         for pod in pods.pods:
@@ -51,7 +51,7 @@ class OwnedTerms:
             for o in owned:
                 if o in seen or o[1].selector is None:
                     continue
-                seen.add(o)
+                seen[o] = len(seen)
                 keys = _label_dispatch(o[1].selector)
                 if keys is None:
                     self._scan.append(o)
@@ -59,9 +59,21 @@ class OwnedTerms:
                     for k in keys:
                         self._index.setdefault(k, []).append(o)
         self.kinds = {o[0] for o in seen}
+        self._rank = seen
+        self._cache: dict[Hashable, tuple[Owned, ...]] = {}
 
     def matching(self, pid: int, kinds: frozenset[str]) -> tuple[Owned, ...]:
-        """The owned terms of *kinds* that pod *pid* matches (its labels, in the term's namespaces)."""
+        """The owned terms of *kinds* that pod *pid* matches (its labels, in the term's namespaces); cached per
+        (kinds, namespace, labels), which the pods of one workload share."""
+        pods = self.pods
+        labels = pods.labels(pid)
+        key = (kinds, pods.namespace(pid), tuple(labels.items()))
+        got = self._cache.get(key)
+        if got is None:
+            got = self._cache[key] = self._matching(pid, kinds)
+        return got
+
+    def _matching(self, pid: int, kinds: frozenset[str]) -> tuple[Owned, ...]:
         pods = self.pods
         labels = pods.labels(pid)
         candidates = [o for k, v in labels.items() for o in self._index.get(("L", k, v), ())]
@@ -69,7 +81,7 @@ class OwnedTerms:
         out = {
             o for o in (*candidates, *self._scan) if o[0] in kinds and pods.term_matches(o[1], NsMatcher.of(o[1]), pid)
         }
-        return tuple(sorted(out, key=repr))
+        return tuple(sorted(out, key=self._rank.__getitem__))
 
 
 def owned_terms(ssn: Session, pods: SessionPods) -> OwnedTerms:
@@ -77,11 +89,6 @@ def owned_terms(ssn: Session, pods: SessionPods) -> OwnedTerms:
     if got is None:
         got = ssn.cache["podrules.owned"] = OwnedTerms(pods)
     return got
-
-
-def _blocked(c: Counter, d: Domain, with_releasing: bool) -> np.ndarray:
-    per_node = c.held + c.rel if with_releasing and c.rel_total else c.held
-    return d.totals(per_node) > 0
 
 
 class AffinityFilter(CountedRule):
@@ -96,66 +103,61 @@ class AffinityFilter(CountedRule):
         symmetric: tuple[PodAffinityTerm, ...],
         self_match: bool,
     ) -> None:
-        self._anti = [(counters.term(t), pods.domain(t.topology_key), t) for t in anti]
-        self._sym = [(counters.owners("anti", t), pods.domain(t.topology_key), t) for t in symmetric]
-        self._aff = counters.terms(affinity) if affinity else None
-        self._aff_terms = [(pods.domain(t.topology_key), t) for t in affinity]
+        def sums(c: Counter, t: PodAffinityTerm) -> DomainSums:
+            return counters.sums(c, pods.domain(t.topology_key))
+
+        self._anti = [(sums(counters.term(t), t), t) for t in anti]
+        self._sym = [(sums(counters.owners("anti", t), t), t) for t in symmetric]
+        conj = counters.terms(affinity) if affinity else None
+        self._aff = [(sums(conj, t), t) for t in affinity] if conj is not None else []
         self._self_match = self_match
+        self._empty = self._aff_empty()
         self.loosens = bool(affinity)  # placing a matching pod opens its domain
-        deps = [c for c, _, _ in (*self._anti, *self._sym)] + ([self._aff] if self._aff is not None else [])
-        super().__init__(len(pods.ssn.snap.nodes.names), deps)
+        every = [s for s, _ in (*self._anti, *self._sym, *self._aff)]
+        super().__init__(len(pods.ssn.snap.nodes.names), every)
 
-    def _affinity_ok(self) -> np.ndarray | None:
-        c = self._aff
-        if c is None:
-            return None
-        ok = np.ones(self._n, dtype=bool)
-        exist = np.ones(self._n, dtype=bool)
-        empty = True  # kube's len(affinityCounts) == 0: no matching pod on a node carrying any term's key
-        for d, _ in self._aff_terms:
-            ok &= d.has
-            exist &= d.totals(c.held) > 0
-            if empty and c.total_held(d.has):
-                empty = False
-        return ok & (exist | (empty and self._self_match))
+    def _aff_empty(self) -> bool:
+        """kube's ``len(affinityCounts) == 0``: no pod matching all affinity terms on a node with any term's key."""
+        return all(s.total_held == 0 for s, _ in self._aff)
 
-    def _compute(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        later = np.ones(self._n, dtype=bool)
-        now = np.ones(self._n, dtype=bool)
-        for c, d, _ in (*self._anti, *self._sym):
-            later &= ~_blocked(c, d, False)
-            if c.rel_total:
-                now &= ~_blocked(c, d, True)
-        ok = self._affinity_ok()
-        if ok is not None:
-            later &= ok
+    def _needs_full(self) -> bool:
+        # the first-pod rule holds while no matching pod exists anywhere: when that flips, every row may flip
+        return bool(self._aff) and self._self_match and self._aff_empty() != self._empty
+
+    def _compute(self, rows: np.ndarray | None) -> Answer:
+        at = slice(None) if rows is None else rows
+        size = self._n if rows is None else len(rows)
+        later = np.ones(size, dtype=bool)
+        now = np.ones(size, dtype=bool)
+        for s, _ in (*self._anti, *self._sym):
+            later &= s.at(at) == 0
+            if s.counter.rel_total:
+                now &= s.at(at, releasing=True) == 0
+        if self._aff:
+            self._empty = self._aff_empty()
+            has_all = np.ones(size, dtype=bool)
+            exist = np.ones(size, dtype=bool)
+            for s, _ in self._aff:
+                has_all &= s.domain.has[at]
+                exist &= s.at(at) > 0
+            later &= has_all & (exist | (self._empty and self._self_match))
         return later, now, None
 
     def failures(self) -> tuple[tuple[str, np.ndarray], ...]:
         out = []
-        for c, d, t in self._anti:
+        for s, t in self._anti:
             assert t.selector is not None
-            out.append(
-                (
-                    f"hold a pod matching this pod's anti-affinity {t.selector.describe()} on {d.key}",
-                    _blocked(c, d, False),
-                )
-            )
-        for c, d, t in self._sym:
+            why = f"hold a pod matching this pod's anti-affinity {t.selector.describe()} on {t.topology_key}"
+            out.append((why, s.at(slice(None)) > 0))
+        for s, t in self._sym:
             assert t.selector is not None
-            out.append(
-                (
-                    f"hold a pod whose anti-affinity {t.selector.describe()} on {d.key} matches this pod",
-                    _blocked(c, d, False),
-                )
-            )
-        if self._aff is not None:
-            for d, _ in self._aff_terms:
-                out.append((f"lack the label {d.key} of this pod's affinity", ~d.has))
-            ok = self._affinity_ok()
-            assert ok is not None
-            what = " and ".join(t.describe() for _, t in self._aff_terms)
-            out.append((f"hold no pod matching this pod's affinity {what}", ~ok))
+            why = f"hold a pod whose anti-affinity {t.selector.describe()} on {t.topology_key} matches this pod"
+            out.append((why, s.at(slice(None)) > 0))
+        if self._aff:
+            for s, t in self._aff:
+                out.append((f"lack the label {t.topology_key} of this pod's affinity", ~s.domain.has))
+            what = " and ".join(t.describe() for _, t in self._aff)
+            out.append((f"hold no pod matching this pod's affinity {what}", ~self._compute(None)[0]))
         return tuple(out)
 
 
@@ -164,15 +166,17 @@ class AffinityScore(CountedRule):
 
     filters = False
 
-    def __init__(self, pods: SessionPods, entries: list[tuple[Counter, Domain, float]]) -> None:
+    def __init__(self, pods: SessionPods, entries: list[tuple[DomainSums, float]]) -> None:
         self._entries = entries
-        super().__init__(len(pods.ssn.snap.nodes.names), [c for c, _, _ in entries])
+        super().__init__(len(pods.ssn.snap.nodes.names), [s for s, _ in entries])
 
-    def _compute(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        total = np.zeros(self._n)
-        for c, d, w in self._entries:
-            total += w * d.totals(c.held)
-        ones = np.ones(self._n, dtype=bool)
+    def _compute(self, rows: np.ndarray | None) -> Answer:
+        at = slice(None) if rows is None else rows
+        size = self._n if rows is None else len(rows)
+        total = np.zeros(size)
+        for s, w in self._entries:
+            total += w * s.at(at)
+        ones = np.ones(size, dtype=bool)
         return ones, ones, K8S_PLUGINS * total
 
 

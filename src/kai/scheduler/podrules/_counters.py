@@ -12,46 +12,106 @@ Session's current state through the label index (only candidate pods are looked 
 ``changed`` keeps it current: the plugin calls it from ``on_task_change`` for every change of a task's
 status or node, rollbacks included. Which counters a pod belongs to is worked out once per pod, through a
 dispatch index keyed by what a member must carry (a label, a label key, a term it owns, a port), and a
-counter made later adds itself to the pods already worked out. Each change bumps the counter's
-``version``; rules recompute their masks only when a counter they read has moved.
+counter made later adds itself to the pods already worked out. A counter passes each change on to its
+listeners: ``DomainSums`` (the counts per topology domain a rule reads), which tell their rules which node
+moved, so a rule recomputes only the rows of that node's domain.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Protocol
 
 import numpy as np
 
 from kai.api.podspec import HostPort, PodAffinityTerm
 from kai.api.selectors import LabelSelector
 from kai.scheduler.model import ACTIVE_ALLOCATED, TaskStatus
-from kai.scheduler.podrules._shared import HELD, NONE, RELEASING, NsMatcher, SessionPods
+from kai.scheduler.podrules._shared import HELD, NONE, RELEASING, Domain, NsMatcher, SessionPods
 
 Member = Callable[[int], bool]
 
 
 class Counter:
-    """Pods of one kind per node: ``held[n]`` hold node n, ``rel[n]`` are terminating on it."""
+    """Pods of one kind per node, sparse: ``on[node] = [holding, terminating]`` (most counters cover a few
+    nodes). Every change is passed on to its listeners (``DomainSums``)."""
 
-    __slots__ = ("held", "label", "rel", "rel_total", "version")
+    __slots__ = ("held_total", "label", "listeners", "on", "rel_total")
 
-    def __init__(self, n: int, label: str) -> None:
-        self.held = np.zeros(n, dtype=np.int64)
-        self.rel = np.zeros(n, dtype=np.int64)
-        self.rel_total = 0  # sum of rel: most counters never see a terminating pod, and rules skip them then
-        self.version = 0
+    def __init__(self, label: str) -> None:
+        self.on: dict[int, list[int]] = {}
+        self.held_total = 0
+        self.rel_total = 0  # most counters never see a terminating pod, and rules skip them then
         self.label = label  # for debugging
+        self.listeners: list[Listener] = []
 
     def add(self, node: int, state: int, delta: int) -> None:
+        counts = self.on.get(node)
+        if counts is None:
+            counts = self.on[node] = [0, 0]
         if state == HELD:
-            self.held[node] += delta
+            counts[0] += delta
+            self.held_total += delta
         else:
-            self.rel[node] += delta
+            counts[1] += delta
             self.rel_total += delta
-        self.version += 1
+        for listener in self.listeners:
+            listener.touched(node, state, delta)
 
-    def total_held(self, nodes: np.ndarray | None = None) -> int:
-        return int(self.held.sum() if nodes is None else self.held[nodes].sum())
+
+class Listener(Protocol):
+    def touched(self, node: int, state: int, delta: int) -> None: ...
+
+
+class DomainSums:
+    """One counter summed per domain of one topology key, over some nodes (all, or a rule's eligible ones):
+    ``held[d]`` (and ``rel[d]`` once a pod there terminates), kept current by the counter; every change is
+    passed on to ``rules``."""
+
+    __slots__ = ("_dom", "_keep", "counter", "domain", "held", "rel", "rules", "total_held")
+
+    def __init__(self, counter: Counter, domain: Domain, nodes: np.ndarray | None = None) -> None:
+        self.counter = counter
+        self.domain = domain
+        self._dom, has = domain.lists()
+        self._keep = has if nodes is None else (domain.has & nodes).tolist()
+        self.held = np.zeros(domain.count, dtype=np.int64)
+        self.rel: np.ndarray | None = None
+        self.total_held = 0
+        self.rules: list[Any] = []  # CountedRule (kai.scheduler.podrules._rule): told which node moved
+        for node, (held, rel) in counter.on.items():
+            if self._keep[node]:
+                d = self._dom[node]
+                self.held[d] += held
+                self.total_held += held
+                if rel:
+                    self._rel()[d] += rel
+        counter.listeners.append(self)
+
+    def _rel(self) -> np.ndarray:
+        if self.rel is None:
+            self.rel = np.zeros(self.domain.count, dtype=np.int64)
+        return self.rel
+
+    def touched(self, node: int, state: int, delta: int) -> None:
+        if not self._keep[node]:
+            return
+        d = self._dom[node]
+        if state == HELD:
+            self.held[d] += delta
+            self.total_held += delta
+        else:
+            self._rel()[d] += delta
+        for rule in self.rules:
+            rule.touched(self, node)
+
+    def at(self, rows: np.ndarray | slice, releasing: bool = False) -> np.ndarray:
+        """Per row, the count of its domain (0 where the row has no domain); with *releasing*, held + releasing."""
+        per_domain = self.held + self.rel if releasing and self.rel is not None else self.held
+        dom = self.domain.dom[rows]
+        if self.domain.everywhere:
+            return per_domain[dom]
+        return np.where(dom >= 0, per_domain[np.maximum(dom, 0)], 0)
 
 
 def state_of(status: TaskStatus, node: int) -> int:
@@ -84,7 +144,9 @@ class Counters:
         self._dispatch: dict[Hashable, list[tuple[Counter, Member]]] = {}
         self._scan: list[tuple[Counter, Member]] = []
         self._of_pid: dict[int, list[Counter]] = {}
+        self._of_shape: dict[Hashable, list[Counter]] = {}
         self._owners: dict[Hashable, list[int]] | None = None
+        self._sums: dict[Hashable, DomainSums] = {}
         self._ports: dict[tuple[str, int], list[int]] | None = None
 
     # --- making counters ----------------------------------------------------------------------
@@ -95,7 +157,7 @@ class Counters:
         got = self._made.get(key)
         if got is not None:
             return got
-        c = self._made[key] = Counter(self.n, str(key)[:80])
+        c = self._made[key] = Counter(str(key)[:80])
         pods, of_pid = self.pods, self._of_pid
         for pid in candidates:
             if not member(pid):
@@ -106,7 +168,6 @@ class Counters:
             known = of_pid.get(pid)
             if known is not None:  # worked out before this counter existed
                 known.append(c)
-        c.version = 1
         entry = (c, member)
         if dispatch is None:
             self._scan.append(entry)
@@ -171,6 +232,14 @@ class Counters:
         key = ("P", port.protocol, port.port)
         return self._make(("P", port), member, self._ports.get((port.protocol, port.port), []), [key])
 
+    def sums(self, counter: Counter, domain: Domain, nodes: np.ndarray | None = None) -> DomainSums:
+        """*counter* summed per domain of *domain* (over *nodes*), shared by the rules that ask for the same."""
+        key = (id(counter), domain.key, None if nodes is None else nodes.tobytes())
+        got = self._sums.get(key)
+        if got is None:
+            got = self._sums[key] = DomainSums(counter, domain, nodes)
+        return got
+
     # --- following the Session -----------------------------------------------------------------
 
     def _members(self, pid: int) -> list[Counter]:
@@ -179,6 +248,13 @@ class Counters:
             return got
         pods = self.pods
         pod = pods.pods[pid]
+        # membership depends on the namespace, labels, affinity terms and ports only: pods of one workload share
+        # it (a pod's own list is a copy, which counters made later extend pod by pod)
+        shape = (pod.meta.namespace, tuple(pod.meta.labels.items()), pod.pod_affinity, pod.host_ports)
+        like = self._of_shape.get(shape)
+        if like is not None:
+            got = self._of_pid[pid] = list(like)
+            return got
         keys: list[Hashable] = [("L", k, v) for k, v in pod.meta.labels.items()]
         keys += [("K", k) for k in pod.meta.labels]
         keys += _owned(pods, pid)
@@ -192,11 +268,12 @@ class Counters:
                     seen.add(id(c))
                     out.append(c)
         self._of_pid[pid] = out
+        self._of_shape[shape] = out
         return out
 
     def changed(self, pid: int, old_node: int, old_state: int, new_node: int, new_state: int) -> None:
         """Pod *pid* moved from (old_node, old_state) to (new_node, new_state)."""
-        if (old_node, old_state) == (new_node, new_state) or (old_state == NONE and new_state == NONE):
+        if not self._made or (old_node, old_state) == (new_node, new_state) or (old_state == NONE == new_state):
             return
         for c in self._members(pid):
             if old_state != NONE:

@@ -11,23 +11,28 @@ from __future__ import annotations
 import numpy as np
 
 from kai.api.podspec import HostPort
-from kai.scheduler.podrules._counters import Counter, Counters
-from kai.scheduler.podrules._rule import CountedRule
+from kai.scheduler.podrules._counters import Counters, DomainSums
+from kai.scheduler.podrules._rule import Answer, CountedRule
+from kai.scheduler.podrules._shared import SessionPods
 
 
 class PortsRule(CountedRule):
-    def __init__(self, counters: Counters, ports: tuple[HostPort, ...]) -> None:
-        self._ports: list[tuple[HostPort, Counter]] = [(p, counters.port(p)) for p in ports]
-        super().__init__(counters.n, [c for _, c in self._ports])
+    def __init__(self, counters: Counters, pods: SessionPods, ports: tuple[HostPort, ...]) -> None:
+        self._ports: list[tuple[HostPort, DomainSums]] = [
+            (p, counters.sums(counters.port(p), pods.node_domain())) for p in ports
+        ]
+        super().__init__(counters.n, [s for _, s in self._ports])
 
-    def _compute(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        later = np.ones(self._n, dtype=bool)
-        now = np.ones(self._n, dtype=bool)
-        for _, c in self._ports:
-            later &= c.held == 0
-            if c.rel_total:
-                now &= c.rel == 0
+    def _compute(self, rows: np.ndarray | None) -> Answer:
+        at = slice(None) if rows is None else rows
+        size = self._n if rows is None else len(rows)
+        later = np.ones(size, dtype=bool)
+        now = np.ones(size, dtype=bool)
+        for _, s in self._ports:
+            later &= s.at(at) == 0
+            if s.counter.rel_total:
+                now &= s.at(at, releasing=True) == 0
         return later, now, None
 
     def failures(self) -> tuple[tuple[str, np.ndarray], ...]:
-        return tuple((f"lack free host port {p.describe()}", c.held > 0) for p, c in self._ports)
+        return tuple((f"lack free host port {p.describe()}", s.at(slice(None)) > 0) for p, s in self._ports)

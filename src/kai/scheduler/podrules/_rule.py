@@ -1,46 +1,94 @@
-"""The common shape of the pod rules: a NodeRule (``kai.scheduler.framework``) over Counters, whose masks and
-scores are recomputed, vectorized over nodes, only when a counter it reads has moved."""
+"""The common shape of the pod rules: a NodeRule (``kai.scheduler.framework``) over per-domain counts, kept
+current row by row.
+
+Theory of operation. A rule reads ``DomainSums`` (a counter summed per topology domain). When a pod moves,
+each DomainSums it belongs to tells its rules which node moved; the rule only notes it. When the rule is
+next read, it recomputes the rows of the noted nodes' domains (vectorized, on those rows alone), writes the
+rows whose answer changed, and appends them to ``log`` (``None`` when it recomputed everything). A rule
+decides itself when a change reaches beyond those rows (``_needs_full``: a spread minimum that moved, the
+first pod of an affinity that appeared) and then recomputes every row. The Placer reads ``log`` to refresh
+exactly the rows of its own cached answers that a rule changed.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from kai.scheduler.podrules._counters import Counter
+from kai.scheduler.podrules._counters import DomainSums
 
 # KAI's scores.K8sPlugins: a Kubernetes plugin's score (inter-pod affinity) weighs more than any of KAI's own
 # (node availability 1,000, GPU sharing 10,000, topology 100,000)
 K8S_PLUGINS = 1_000_000.0
 
-
-def _ro(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a
+Answer = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # later mask, now mask, scores (for some rows)
 
 
 class CountedRule:
-    """Base of the pod rules. Subclasses set ``_deps`` (the counters they read) and implement ``_compute``
-    (later mask, now mask, scores) and ``failures``."""
+    """Base of the pod rules (see the module docstring). Subclasses call ``__init__`` with the sums and
+    counters they read and implement ``_compute(rows)`` (rows None: all of them) and ``failures``."""
 
     filters = True
     loosens = False
 
-    def __init__(self, n: int, deps: list[Counter]) -> None:
+    def __init__(self, n: int, sums: list[DomainSums]) -> None:
         self._n = n
-        self._deps = deps
-        self._at = -1
+        for s in sums:
+            s.rules.append(self)
+        self._full = True
+        self._dirty: list[tuple[DomainSums, int]] = []
         self._later = self._now = np.ones(n, dtype=bool)
         self._scores: np.ndarray | None = None
+        self.log: list[np.ndarray | None] = []  # rows changed at each refresh (None: all rows)
+
+    def touched(self, sums: DomainSums, node: int) -> None:
+        if not self._full:
+            self._dirty.append((sums, node))
+
+    def stale(self) -> None:
+        """Recompute every row at the next read."""
+        self._full = True
+        self._dirty = []
+
+    def _needs_full(self) -> bool:
+        return False
+
+    def _compute(self, rows: np.ndarray | None) -> Answer:
+        raise NotImplementedError
 
     def _refresh(self) -> None:
-        at = sum(c.version for c in self._deps)  # versions only grow: any change moves the sum
-        if at != self._at:
-            self._at = at
-            later, now, scores = self._compute()
-            self._later, self._now = _ro(later), _ro(now & later)
-            self._scores = None if scores is None else _ro(scores)
-
-    def _compute(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        raise NotImplementedError
+        if not self._full:
+            if not self._dirty:
+                return
+            if self._needs_full():
+                self._full = True
+        if self._full:
+            later, now, scores = self._compute(None)
+            self._later, self._now, self._scores = later, now & later, scores
+            self._full = False
+            self._dirty = []
+            self.log.append(None)
+            return
+        dirty, self._dirty = self._dirty, []
+        if len(dirty) == 1:
+            rows = dirty[0][0].domain.rows_of(dirty[0][1])
+        else:
+            rows = np.unique(np.concatenate([s.domain.rows_of(node) for s, node in dirty]))
+        if not rows.size:
+            return
+        later, now, scores = self._compute(rows)
+        now = now & later
+        changed = (later != self._later[rows]) | (now != self._now[rows])
+        if scores is not None:
+            assert self._scores is not None
+            changed |= scores != self._scores[rows]
+        if changed.any():
+            picked = rows[changed]
+            self._later[picked] = later[changed]
+            self._now[picked] = now[changed]
+            if scores is not None:
+                assert self._scores is not None
+                self._scores[picked] = scores[changed]
+            self.log.append(picked)
 
     def mask(self) -> np.ndarray:
         self._refresh()

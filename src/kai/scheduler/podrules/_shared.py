@@ -21,10 +21,11 @@ from kai.scheduler.model import ACTIVE_ALLOCATED, TaskStatus
 from kai.scheduler.session import Session
 
 NONE, HELD, RELEASING = 0, 1, 2  # where a pod is: nowhere, holding its node, terminating on it
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 _RELEASING = TaskStatus.RELEASING
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Domain:
     """The domains of one topology key (a node label): per node its domain id, -1 where the label is missing."""
 
@@ -34,19 +35,33 @@ class Domain:
     count: int  # number of distinct values
     names: tuple[str, ...]  # value of each domain id
     per_node: bool  # each domain is one node (kubernetes.io/hostname, usually): counts per domain = per node
+    everywhere: bool  # every node carries the label
+    _members: list[np.ndarray] | None = None  # per domain id, its rows (made on first use)
+    _lists: tuple[list[int], list[bool]] | None = None
 
-    def totals(self, per_node: np.ndarray, nodes: np.ndarray | None = None) -> np.ndarray:
-        """Per node, the sum of *per_node* over its domain (over *nodes* only, if given); 0 without the label."""
-        if self.per_node and nodes is None:
-            return np.where(self.has, per_node, 0)
-        keep = self.has if nodes is None else self.has & nodes
-        sums = np.bincount(self.dom[keep], weights=per_node[keep], minlength=self.count)
-        return np.where(self.has, sums[np.maximum(self.dom, 0)], 0.0)
+    def lists(self) -> tuple[list[int], list[bool]]:
+        """(dom, has) as Python lists, for per-pod updates (made once, shared by every DomainSums)."""
+        if self._lists is None:
+            self._lists = (self.dom.tolist(), self.has.tolist())
+        return self._lists
 
-    def sums(self, per_node: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-        """(count,) the sum of *per_node* over the *nodes* of each domain."""
-        keep = self.has & nodes
-        return np.bincount(self.dom[keep], weights=per_node[keep], minlength=self.count)
+    def rows_of(self, node: int) -> np.ndarray:
+        """The rows in *node*'s domain (none if the node lacks the label)."""
+        d = int(self.dom[node])
+        if d < 0:
+            return _NO_ROWS
+        if self.per_node:
+            return np.array([node], dtype=np.int64)
+        return self.members()[d]
+
+    def members(self) -> list[np.ndarray]:
+        """Per domain id, its rows (ascending)."""
+        if self._members is None:
+            rows = np.flatnonzero(self.has)
+            order = rows[np.argsort(self.dom[rows], kind="stable")]
+            bounds = np.searchsorted(self.dom[order], np.arange(self.count + 1))
+            self._members = [order[bounds[i] : bounds[i + 1]] for i in range(self.count)]
+        return self._members
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +169,16 @@ class SessionPods:
 
     # --- topology -------------------------------------------------------------------------------
 
+    def node_domain(self) -> Domain:
+        """Every node its own domain (host ports, attach limits: per node)."""
+        got = self._domains.get("")
+        if got is None:
+            n = len(self.ssn.snap.nodes.names)
+            got = self._domains[""] = Domain(
+                "", np.arange(n, dtype=np.int64), np.ones(n, dtype=bool), n, (), True, True
+            )
+        return got
+
     def domain(self, key: str) -> Domain:
         got = self._domains.get(key)
         if got is None:
@@ -165,7 +190,8 @@ class SessionPods:
                 dom[present] = inverse
                 names = tuple(uniq.tolist())
             count = len(names)
-            got = self._domains[key] = Domain(key, dom, present, count, names, count == int(present.sum()))
+            n_have = int(present.sum())
+            got = self._domains[key] = Domain(key, dom, present, count, names, count == n_have, n_have == len(dom))
         return got
 
 

@@ -25,9 +25,9 @@ import numpy as np
 
 from kai.api.objects import Pod
 from kai.api.podspec import SpreadConstraint
-from kai.scheduler.podrules._counters import Counter, Counters
-from kai.scheduler.podrules._rule import K8S_PLUGINS, CountedRule
-from kai.scheduler.podrules._shared import Domain, SessionPods
+from kai.scheduler.podrules._counters import Counters, DomainSums
+from kai.scheduler.podrules._rule import K8S_PLUGINS, Answer, CountedRule
+from kai.scheduler.podrules._shared import SessionPods
 from kai.scheduler.predicates import node_affinity_fit, taints_fit
 
 _NO_MINIMUM = 2**31 - 1  # no eligible domain: kube's critical path stays at MaxInt32 and every skew passes
@@ -36,22 +36,22 @@ _NO_MINIMUM = 2**31 - 1  # no eligible domain: kube's critical path stays at Max
 @dataclass(slots=True)
 class _Constraint:
     spec: SpreadConstraint
-    counter: Counter
-    domain: Domain
-    eligible: np.ndarray  # (n,) bool
-    domains: np.ndarray  # (domain.count,) bool: domains with an eligible node
+    sums: DomainSums  # matching pods per domain, over the eligible nodes
+    domains: np.ndarray  # (domain count,) bool: domains with an eligible node
     self_match: int  # 1 if the pod matches the selector itself
+    minimum: int = 0
 
-    def counts(self) -> tuple[np.ndarray, int]:
-        """(per node, the count of its domain; the global minimum)."""
-        d = self.domain
-        sums = d.sums(self.counter.held, self.eligible)
+    def least(self) -> int:
+        """The global minimum: the smallest count over the eligible domains (0 below minDomains)."""
         present = self.domains
         n_domains = int(present.sum())
-        minimum = int(sums[present].min()) if n_domains else _NO_MINIMUM
+        least = int(self.sums.held[present].min()) if n_domains else _NO_MINIMUM
         if self.spec.min_domains is not None and n_domains < self.spec.min_domains:
-            minimum = 0
-        return np.where(d.has, sums[np.maximum(d.dom, 0)], 0), minimum
+            least = 0
+        return least
+
+    def ok(self, at: np.ndarray | slice) -> np.ndarray:
+        return self.sums.domain.has[at] & (self.sums.at(at) + self.self_match - self.minimum <= self.spec.max_skew)
 
 
 class SpreadRule(CountedRule):
@@ -81,35 +81,41 @@ class SpreadRule(CountedRule):
                 d = pods.domain(c.topology_key)
                 domains = np.zeros(d.count, dtype=bool)
                 domains[d.dom[eligible & d.has]] = True
-                match = labels_match[pod.spread.index(c)]
-                out.append(_Constraint(c, counters.selector(c.selector, namespace), d, eligible, domains, int(match)))
+                sums = counters.sums(counters.selector(c.selector, namespace), d, eligible)
+                match = int(labels_match[pod.spread.index(c)])
+                out.append(_Constraint(c, sums, domains, match))
         self.loosens = bool(self._hard)  # placing pods raises the minimum, which reopens domains
-        super().__init__(nodes.n, [c.counter for c in (*self._hard, *self._soft)])
+        super().__init__(nodes.n, [c.sums for c in (*self._hard, *self._soft)])
 
-    def _compute(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        later = np.ones(self._n, dtype=bool)
+    def _needs_full(self) -> bool:
+        # a minimum that moved changes the skew of every domain; soft scores are recomputed whole (their
+        # worst score, for nodes missing a key, follows the others)
+        return bool(self._soft) or any(c.least() != c.minimum for c in self._hard)
+
+    def _compute(self, rows: np.ndarray | None) -> Answer:
+        at = slice(None) if rows is None else rows
+        later = np.ones(self._n if rows is None else len(rows), dtype=bool)
         for c in self._hard:
-            counts, minimum = c.counts()
-            later &= c.domain.has & (counts + c.self_match - minimum <= c.spec.max_skew)
+            if rows is None:
+                c.minimum = c.least()
+            later &= c.ok(at)
         scores = None
         if self._soft:
             penalty = np.zeros(self._n)
             has_all = np.ones(self._n, dtype=bool)
             for c in self._soft:
-                counts, _ = c.counts()
-                penalty += math.log(int(c.domains.sum()) + 2) * counts
-                has_all &= c.domain.has
+                penalty += math.log(int(c.domains.sum()) + 2) * c.sums.at(slice(None))
+                has_all &= c.sums.domain.has
             worst = float(penalty[has_all].max(initial=0.0)) + 1.0
-            scores = -K8S_PLUGINS * np.where(has_all, penalty, worst)
+            scores = (-K8S_PLUGINS * np.where(has_all, penalty, worst))[at]
         return later, later, scores
 
     def failures(self) -> tuple[tuple[str, np.ndarray], ...]:
         out = []
         for c in self._hard:
-            d = c.domain
-            counts, minimum = c.counts()
-            skewed = d.has & (counts + c.self_match - minimum > c.spec.max_skew)
+            d = c.sums.domain
+            c.minimum = c.least()
             out.append((f"lack the label {d.key} of this pod's topology spread constraint", ~d.has))
-            least = "no eligible domain" if minimum == _NO_MINIMUM else f"the emptiest domain holds {minimum}"
-            out.append((f"would break its topology spread {c.spec.describe()} ({least})", skewed))
+            least = "no eligible domain" if c.minimum == _NO_MINIMUM else f"the emptiest domain holds {c.minimum}"
+            out.append((f"would break its topology spread {c.spec.describe()} ({least})", d.has & ~c.ok(slice(None))))
         return tuple(out)

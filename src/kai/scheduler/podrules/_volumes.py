@@ -25,19 +25,21 @@ within the limit. A bound volume counts by its PersistentVolume, an unbound clai
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
 
+from kai.api import constants as C
 from kai.api.objects import Pod
 from kai.api.storage import WAIT_FOR_FIRST_CONSUMER, PersistentVolume, PersistentVolumeClaim
 from kai.scheduler.decisions import VolumeBinding
-from kai.scheduler.podrules._counters import Counter
-from kai.scheduler.podrules._rule import CountedRule
+from kai.scheduler.podrules._rule import Answer, CountedRule
 from kai.scheduler.podrules._shared import NONE, SessionPods
 from kai.scheduler.predicates import selector_terms_fit
 
 ClaimKey = tuple[str, str]  # (namespace, name)
+_NOWHERE = -1
 
 
 @dataclass(slots=True)
@@ -45,6 +47,32 @@ class _Pick:
     volume: str  # "" = provisioned
     node: int
     pods: int  # pods of the cycle holding this choice
+
+
+class _Shape:
+    """The free volumes claims of one kind may take: per node row, how many free ones are pinned to exactly
+    that node (local volumes: kept as counts, so a mask is one comparison), and the others, listed."""
+
+    def __init__(self, book: VolumeBook, volumes: list[PersistentVolume]) -> None:
+        self.volumes = sorted(volumes, key=lambda v: (v.capacity, v.meta.name))
+        self.free_pinned = np.zeros(book.n, dtype=np.int64)
+        self.pinned: dict[int, list[PersistentVolume]] = {}
+        self._row_of: dict[str, int] = {}
+        self.others: list[PersistentVolume] = []
+        for pv in self.volumes:
+            row = book.pinned_row(pv)
+            if row is None:
+                self.others.append(pv)
+            elif row != _NOWHERE:
+                self.pinned.setdefault(row, []).append(pv)
+                self._row_of[pv.meta.name] = row
+                if pv.meta.name not in book.taken:
+                    self.free_pinned[row] += 1
+
+    def taken(self, volume: str, delta: int) -> None:
+        row = self._row_of.get(volume)
+        if row is not None:
+            self.free_pinned[row] -= delta
 
 
 class VolumeBook:
@@ -57,13 +85,23 @@ class VolumeBook:
         self.storage = ssn.snap.storage
         self.n = ssn.snap.nodes.n
         self.node_row = {name: i for i, name in enumerate(ssn.snap.nodes.names)}
-        self.changes = Counter(self.n, "volumes")  # its version moves with every choice and attachment
-        self.changes.version = 1
         self.picks: dict[ClaimKey, _Pick] = {}
         self.taken: dict[str, ClaimKey] = {}  # volume -> the claim that took it this cycle
         self._affinity: dict[str, np.ndarray] = {}
         self._topologies: dict[str, np.ndarray] = {}
-        self._candidates: dict[ClaimKey, list[PersistentVolume]] = {}
+        self._by_class: dict[str, list[PersistentVolume]] = {}
+        self._prebound: dict[ClaimKey, list[PersistentVolume]] = {}
+        for pv in self.storage.volumes.values():
+            if pv.meta.deletion_timestamp is not None:
+                continue
+            if pv.claim_ref is None:
+                self._by_class.setdefault(pv.storage_class, []).append(pv)
+            else:
+                self._prebound.setdefault((pv.claim_ref.namespace, pv.claim_ref.name), []).append(pv)
+        self._shapes: dict[Hashable, _Shape] = {}
+        self._shapes_of: dict[str, list[_Shape]] = {}  # volume -> the shapes it belongs to
+        self.version = 1  # moves with every choice this cycle: the volume rules recompute when it has
+        self._hostnames: dict[str, int] | None = None
         # attach limits: per CSI driver with a limit somewhere, per node the limit and the attached volumes
         limits = self.storage.attach_limits
         self.drivers = sorted({d for per_node in limits.values() for d in per_node})
@@ -102,6 +140,27 @@ class VolumeBook:
             self._affinity[pv.meta.name] = got
         return got
 
+    def pinned_row(self, pv: PersistentVolume) -> int | None:
+        """The one node a volume is pinned to by a single ``kubernetes.io/hostname In [name]`` (``_NOWHERE`` if
+        no node has that name), else None."""
+        terms = pv.node_affinity
+        if len(terms) != 1 or len(terms[0].match_expressions) != 1 or terms[0].match_fields:
+            return None
+        r = terms[0].match_expressions[0]
+        if r.key != C.LABEL_HOSTNAME or r.operator != "In" or len(r.values) != 1:
+            return None
+        if self._hostnames is None:
+            values, present = self.ssn.labels.column(C.LABEL_HOSTNAME)
+            seen: dict[str, int] = {}
+            for row, v in enumerate(values.tolist()):
+                if present[row]:
+                    seen[v] = -1 if v in seen else row  # a hostname two nodes carry: not one node
+            self._hostnames = seen
+        row = self._hostnames.get(r.values[0])
+        if row is None:
+            return _NOWHERE  # pinned to a node that does not exist: it fits nowhere
+        return row if row >= 0 else None
+
     def provisionable(self, pvc: PersistentVolumeClaim, class_name: str) -> np.ndarray:
         """(n,) bool: nodes the claim's class can provision a volume for."""
         cls = self.storage.classes.get(class_name)
@@ -117,30 +176,63 @@ class VolumeBook:
             self._topologies[class_name] = got
         return got
 
-    def candidates(self, key: ClaimKey, pvc: PersistentVolumeClaim, class_name: str) -> list[PersistentVolume]:
-        """Volumes that fit the claim wherever they are (smallest first), taken or not."""
-        got = self._candidates.get(key)
+    def shape(self, pvc: PersistentVolumeClaim, class_name: str) -> _Shape:
+        """The volumes claims like *pvc* accept (class, size, access modes, volume mode, selector), shared by
+        such claims: the PersistentVolumes of a StatefulSet's claims are counted once, not once per claim."""
+        key = (class_name, pvc.request, frozenset(pvc.access_modes), pvc.volume_mode, pvc.selector)
+        got = self._shapes.get(key)
         if got is None:
-            got = []
-            for pv in self.storage.volumes.values():
-                ref = pv.claim_ref
-                if ref is not None and (ref.namespace, ref.name) != key:
-                    continue
-                if pv.meta.deletion_timestamp is not None or pv.storage_class != class_name:
-                    continue
-                if pv.capacity < pvc.request or pv.volume_mode != pvc.volume_mode:
-                    continue
-                if not set(pvc.access_modes) <= set(pv.access_modes):
-                    continue
-                if pvc.selector is not None and not pvc.selector.matches(pv.meta.labels):
-                    continue
-                got.append(pv)
-            got.sort(key=lambda v: (v.claim_ref is None, v.capacity, v.meta.name))  # pre-bound to it first
-            self._candidates[key] = got
+            fits = [
+                pv
+                for pv in self._by_class.get(class_name, ())
+                if pv.claim_ref is None
+                and pv.capacity >= pvc.request
+                and pv.volume_mode == pvc.volume_mode
+                and set(pvc.access_modes) <= set(pv.access_modes)
+                and (pvc.selector is None or pvc.selector.matches(pv.meta.labels))
+            ]
+            got = self._shapes[key] = _Shape(self, fits)
+            for pv in fits:
+                self._shapes_of.setdefault(pv.meta.name, []).append(got)
         return got
 
-    def free(self, key: ClaimKey, pvc: PersistentVolumeClaim, class_name: str) -> list[PersistentVolume]:
-        return [v for v in self.candidates(key, pvc, class_name) if self.taken.get(v.meta.name, key) == key]
+    def is_free(self, pv: PersistentVolume, key: ClaimKey) -> bool:
+        return self.taken.get(pv.meta.name, key) == key
+
+    def free_mask(self, key: ClaimKey, pvc: PersistentVolumeClaim, class_name: str) -> np.ndarray:
+        """(n,) bool: nodes where a free volume fits the claim."""
+        shape = self.shape(pvc, class_name)
+        ok = shape.free_pinned > 0
+        for pv in shape.others:
+            if self.is_free(pv, key):
+                ok = ok | self.volume_affinity(pv)
+        for pv in self._prebound.get(key, ()):
+            if pv.storage_class == class_name and pv.capacity >= pvc.request and self.is_free(pv, key):
+                ok = ok | self.volume_affinity(pv)
+        return ok
+
+    def free_at(self, key: ClaimKey, pvc: PersistentVolumeClaim, class_name: str, node: int) -> list[PersistentVolume]:
+        """The free volumes that fit the claim on *node*, its pre-bound ones first, then smallest first."""
+        shape = self.shape(pvc, class_name)
+        mine = [
+            pv
+            for pv in self._prebound.get(key, ())
+            if pv.storage_class == class_name
+            and pv.capacity >= pvc.request
+            and self.is_free(pv, key)
+            and self.volume_affinity(pv)[node]
+        ]
+        others = [pv for pv in (*shape.pinned.get(node, ()), *shape.others) if self.is_free(pv, key)]
+        others = [pv for pv in others if pv in shape.pinned.get(node, ()) or self.volume_affinity(pv)[node]]
+        return mine + sorted(others, key=lambda v: (v.capacity, v.meta.name))
+
+    def _take(self, volume: str, key: ClaimKey, delta: int) -> None:
+        if delta > 0:
+            self.taken[volume] = key
+        else:
+            self.taken.pop(volume, None)
+        for shape in self._shapes_of.get(volume, ()):
+            shape.taken(volume, delta)
 
     # --- choosing ----------------------------------------------------------------------------------
 
@@ -160,13 +252,13 @@ class VolumeBook:
                     continue  # the rule refused every such node: only a direct placement gets here
                 self.picks[key] = pick
                 if pick.volume:
-                    self.taken[pick.volume] = key
+                    self._take(pick.volume, key, 1)
             else:
                 pick.pods += 1
             bindings.append(VolumeBinding(namespace, name, pick.volume, self.ssn.snap.nodes.names[node]))
         if bindings:
             self.ssn.volume_bindings[task_index] = tuple(bindings)
-        self.changes.version += 1
+        self.version += 1
 
     def _choose(self, key: ClaimKey, pvc: PersistentVolumeClaim, node: int) -> _Pick | None:
         if pvc.selected_node:
@@ -174,9 +266,9 @@ class VolumeBook:
         if pvc.volume_name:
             return _Pick(pvc.volume_name, node, 1)
         class_name = self.storage.class_of(pvc)
-        for pv in self.free(key, pvc, class_name):
-            if self.volume_affinity(pv)[node]:
-                return _Pick(pv.meta.name, node, 1)
+        free = self.free_at(key, pvc, class_name, node)
+        if free:
+            return _Pick(free[0].meta.name, node, 1)
         if self.provisionable(pvc, class_name)[node]:
             return _Pick("", node, 1)
         return None
@@ -194,8 +286,8 @@ class VolumeBook:
             if pick.pods <= 0:
                 del self.picks[key]
                 if pick.volume and self.taken.get(pick.volume) == key:
-                    del self.taken[pick.volume]
-        self.changes.version += 1
+                    self._take(pick.volume, key, -1)
+        self.version += 1
 
     # --- attach limits -----------------------------------------------------------------------------
 
@@ -233,7 +325,7 @@ class VolumeBook:
                 self.attached[driver][node] += 1 if after > 0 else -1
                 rows = self.nodes_of.setdefault(vid, set())
                 (rows.add if after > 0 else rows.discard)(node)
-        self.changes.version += 1
+        self.version += 1
 
     def changed(self, task_index: int, pod: Pod, old: tuple[int, int], new: tuple[int, int]) -> None:
         """A task with claims changed (node, state) from *old* to *new* (``on_task_change``): placed (from
@@ -256,7 +348,14 @@ class VolumeRule(CountedRule):
         self.namespace = pod.meta.namespace or ""
         self.claims = pod.claims
         self._pod = pod
-        super().__init__(book.n, [book.changes])
+        super().__init__(book.n, [])
+        self._seen = 0
+
+    def _refresh(self) -> None:
+        if self._seen != self.book.version:  # the book moved (a choice, an attachment): recompute whole
+            self._seen = self.book.version
+            self.stale()
+        super()._refresh()
 
     def _claim_parts(self) -> list[tuple[str, np.ndarray]]:
         """(reason, rows passing) per claim (and per attach limit)."""
@@ -317,13 +416,14 @@ class VolumeRule(CountedRule):
                 unusable(f"PersistentVolumeClaim {ref} is not bound yet (StorageClass {class_name} binds Immediately)")
                 continue
             unbound.append((key, pvc, class_name))
-            ok = book.provisionable(pvc, class_name).copy()
-            for pv in book.free(key, pvc, class_name):
-                ok |= book.volume_affinity(pv)
-            what = "cannot provision one" if book.storage.classes[class_name].provisions else "provisions none"
-            parts.append(
-                (f"have no free PersistentVolume for claim {ref} and StorageClass {class_name} {what} there", ok)
-            )
+            ok = book.provisionable(pvc, class_name) | book.free_mask(key, pvc, class_name)
+            if book.storage.classes[class_name].provisions:
+                why = f"have no free PersistentVolume for claim {ref}, and StorageClass {class_name} "
+                why += "cannot provision one there"
+            else:
+                why = f"have no free PersistentVolume for claim {ref} "
+                why += f"(StorageClass {class_name} only binds existing ones)"
+            parts.append((why, ok))
         if len(unbound) > 1:
             parts.append(
                 ("have too few free PersistentVolumes for all of this pod's claims", self._distinct(unbound, parts))
@@ -352,26 +452,15 @@ class VolumeRule(CountedRule):
         ok = np.ones(book.n, dtype=bool)
         for _, m in parts:
             ok &= m
-        seen: set[str] = set()
-        overlap = False
-        for key, pvc, class_name in unbound:
-            names = {v.meta.name for v in book.candidates(key, pvc, class_name)}
-            overlap = overlap or bool(names & seen)
-            seen |= names
-        if not overlap:
-            return ok
+        shapes = [book.shape(pvc, class_name) for _, pvc, class_name in unbound]
+        names = [{v.meta.name for v in sh.volumes} for sh in shapes]
+        if not any(names[i] & names[j] for i in range(len(names)) for j in range(i)):
+            return ok  # no two claims can want the same volume
         order = sorted(unbound, key=lambda u: u[1].request)
-        for row in np.flatnonzero(ok).tolist():
+        for row in np.flatnonzero(ok).tolist():  # rare: a pod with several claims of one kind
             used: set[str] = set()
             for key, pvc, class_name in order:
-                pv = next(
-                    (
-                        v
-                        for v in book.free(key, pvc, class_name)
-                        if v.meta.name not in used and book.volume_affinity(v)[row]
-                    ),
-                    None,
-                )
+                pv = next((v for v in book.free_at(key, pvc, class_name, row) if v.meta.name not in used), None)
                 if pv is not None:
                     used.add(pv.meta.name)
                 elif not book.provisionable(pvc, class_name)[row]:
@@ -379,7 +468,7 @@ class VolumeRule(CountedRule):
                     break
         return ok
 
-    def _compute(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    def _compute(self, rows: np.ndarray | None) -> Answer:
         ok = np.ones(self._n, dtype=bool)
         for _, m in self._claim_parts():
             ok &= m
