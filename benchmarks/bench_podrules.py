@@ -94,7 +94,12 @@ def _affinity(labels: dict[str, str], key: str) -> dict[str, Any]:
 
 
 def _spread(labels: dict[str, str], key: str) -> dict[str, Any]:
-    c = {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": labels}}
+    c = {
+        "maxSkew": 1,
+        "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": labels},
+    }
     return {"topologySpreadConstraints": [c]}
 
 
@@ -173,17 +178,23 @@ def objects(name: str) -> dict[str, Any]:
                 {
                     "apiVersion": "scheduling.run.ai/v2alpha2",
                     "kind": "PodGroup",
-                    "metadata": {"name": f"pg-{i:05d}", "namespace": "bench", "creationTimestamp": "2025-12-31T00:00:00Z"},
+                    "metadata": {
+                        "name": f"pg-{i:05d}",
+                        "namespace": "bench",
+                        "creationTimestamp": "2025-12-31T00:00:00Z",
+                    },
                     "spec": {"minMember": 1, "queue": "team", "priorityClassName": "train"},
                 }
             )
         )
+    resources = {"gpu": UNLIMITED, "cpu": UNLIMITED, "memory": UNLIMITED}
     queues = [
-        parse_queue({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "root"},
-                     "spec": {"resources": {"gpu": UNLIMITED, "cpu": UNLIMITED, "memory": UNLIMITED}}}),
-        parse_queue({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "team"},
-                     "spec": {"parentQueue": "root", "resources": {"gpu": UNLIMITED, "cpu": UNLIMITED, "memory": UNLIMITED}}}),
-    ]  # fmt: skip
+        parse_queue({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec})
+        for name, spec in (
+            ("root", {"resources": resources}),
+            ("team", {"parentQueue": "root", "resources": resources}),
+        )
+    ]
     return {
         "nodes": [parse_node(_node(i)) for i in range(NODES)],
         "pods": pods,
@@ -200,7 +211,11 @@ def check(name: str, result: CycleResult, objs: dict[str, Any]) -> str:
     zone = {f"node-{i:05d}": i % ZONES for i in range(NODES)}
     if name == "anti-affinity-all":
         per_node = Counter(binds.values())
-        return "ok" if len(binds) == NODES and max(per_node.values()) == 1 else f"{len(binds)} placed, {per_node.most_common(1)}"
+        return (
+            "ok"
+            if len(binds) == NODES and max(per_node.values()) == 1
+            else f"{len(binds)} placed, {per_node.most_common(1)}"
+        )
     if len(binds) != PODS:
         return f"{len(binds)} of {PODS} placed"
     by_app: dict[str, list[str]] = {}
@@ -218,7 +233,9 @@ def check(name: str, result: CycleResult, objs: dict[str, Any]) -> str:
         return "an app spans zones"
     if name == "pvs":
         vols = {b.pod.name: b.volumes for b in result.binds}
-        ok = all(len(v) == 1 and v[0].volume and int(v[0].volume[3:]) % NODES == int(binds[p][5:]) for p, v in vols.items())
+        ok = all(
+            len(v) == 1 and v[0].volume and int(v[0].volume[3:]) % NODES == int(binds[p][5:]) for p, v in vols.items()
+        )
         if not ok or len({v[0].volume for v in vols.values()}) != PODS:
             return "a pod's volume is not on its node, or shared"
     return "ok"

@@ -15,6 +15,8 @@ expect.yaml keys (all optional but ``pods``):
   different_gpu: [[<pod>, <pod>, ...], ...]    # shared-GPU pods that must not share any GPU
   pods.<name>.gpuGroups: <n>                    # how many GPU groups the pod holds (0 for a whole-GPU pod)
   events_contain: [<text>, ...]                 # each must appear in some event message
+  claims: {<namespace/name>: {phase:, volume:, node:}}   # PersistentVolumeClaims after the run (node: where
+                                                # the bound volume is pinned by kubernetes.io/hostname)
   at_cycle: {<n>: {pods: {...as above...}, evicted: [<pod or glob>, ...], waiting: [<podGroup>, ...]}}
         with ``--at N:FILE`` in args (FILE relative to the scenario's folder): what held after cycle n;
         ``evicted`` lists exactly the pods evicted in that cycle, ``waiting`` exactly the waiting PodGroups
@@ -152,4 +154,13 @@ def test_scenario(case: Path) -> None:
     for text in expect.get("events_contain", []):
         if not any(text in m for m in messages):
             problems.append(f"no event message contains {text!r}")
+    claims = {f"{c['namespace']}/{c['name']}": c for c in doc.get("persistentVolumeClaims", [])}
+    for name, want in (expect.get("claims") or {}).items():
+        got = claims.get(name)
+        if got is None:
+            problems.append(f"claim {name}: not in the output")
+            continue
+        for field, value in want.items():
+            if got.get(field) != value:
+                problems.append(f"claim {name}: {field} is {got.get(field)!r}, expected {value!r}")
     assert not problems, "\n".join(problems)

@@ -56,7 +56,7 @@ def _resource_phrase(resources: tuple[str, ...], col: int) -> str:
     )
 
 
-_SINGULAR = (("do not", "does not"), ("are ", "is "), ("have ", "has "), ("lack ", "lacks "))
+_SINGULAR = (("do not", "does not"), ("are ", "is "), ("have ", "has "), ("lack ", "lacks "), ("hold ", "holds "))
 
 
 def _count(k: int, phrase: str) -> str:
