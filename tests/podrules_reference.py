@@ -156,9 +156,9 @@ def spread_ok(world: World, node: RNode, pod: Pod) -> bool:
             value = n.labels[c.topology_key]
             counts.setdefault(value, 0)
             for e in world.placed:
-                if e.node == n.name and not e.terminating and (e.pod.meta.namespace or "default") == ns:
-                    if c.selector is not None and c.selector.matches(e.pod.meta.labels):
-                        counts[value] += 1
+                mine = e.node == n.name and not e.terminating and (e.pod.meta.namespace or "default") == ns
+                if mine and c.selector is not None and c.selector.matches(e.pod.meta.labels):
+                    counts[value] += 1
         least = min(counts.values()) if counts else 2**31 - 1
         if c.min_domains is not None and len(counts) < c.min_domains:
             least = 0

@@ -88,35 +88,48 @@ def test_claims_of_volumes_and_ephemeral_volumes() -> None:
     assert parse_pod(_pod(spec)).claims == ("data-0", "p-scratch")
 
 
+ANTI = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+PREF = f"spec.affinity.podAffinity.{PREFERRED}[0]"
+TSC = "spec.topologySpreadConstraints"
+
+
+def _tsc(**c: Any) -> dict[str, Any]:
+    return {
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule", **c}]
+    }
+
+
+def _ports(*ports: dict[str, Any]) -> dict[str, Any]:
+    return {"containers": [{"name": "c", "ports": list(ports)}]}
+
+
 BAD: list[tuple[dict[str, Any], str]] = [
-    (_anti({**TERM, "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Equals", "values": ["x"]}]}}),
-     "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].operator"),
-    (_anti({"labelSelector": {"matchLabels": {"app": "web"}}}),
-     "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey"),
-    (_anti({**TERM, "labelSelector": {"matchLabels": {"app": 1}}}),
-     "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels.app"),
-    ({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0, "podAffinityTerm": TERM}]}}},
-     "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight"),
-    (_anti({"topologyKey": "k", "matchLabelKeys": ["a"]}),
-     "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector"),
-    ({"topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]},
-     "spec.topologySpreadConstraints[0].maxSkew"),
-    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "Never"}]},
-     "spec.topologySpreadConstraints[0].whenUnsatisfiable"),
-    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 2}]},
-     "spec.topologySpreadConstraints[0].minDomains"),
-    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "nodeTaintsPolicy": "Always"}]},
-     "spec.topologySpreadConstraints[0].nodeTaintsPolicy"),
-    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule"}] * 2},
-     "spec.topologySpreadConstraints[1]"),
-    ({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 70000}]}]}, "spec.containers[0].ports[0].hostPort"),
-    ({"containers": [{"name": "c", "ports": [{"containerPort": 0}]}]}, "spec.containers[0].ports[0].containerPort"),
-    ({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80, "protocol": "ICMP"}]}]},
-     "spec.containers[0].ports[0].protocol"),
-    ({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}, {"containerPort": 81, "hostPort": 80}]}]},
-     "spec.containers[0].ports[1].hostPort"),
+    (
+        _anti({**TERM, "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Equals", "values": ["x"]}]}}),
+        f"{ANTI}.labelSelector.matchExpressions[0].operator",
+    ),
+    (_anti({"labelSelector": {"matchLabels": {"app": "web"}}}), f"{ANTI}.topologyKey"),
+    (_anti({**TERM, "labelSelector": {"matchLabels": {"app": 1}}}), f"{ANTI}.labelSelector.matchLabels.app"),
+    (
+        {"affinity": {"podAffinity": {PREFERRED: [{"weight": 0, "podAffinityTerm": TERM}]}}},
+        f"{PREF}.weight",
+    ),
+    (_anti({"topologyKey": "k", "matchLabelKeys": ["a"]}), f"{ANTI}.labelSelector"),
+    (_tsc(maxSkew=0), f"{TSC}[0].maxSkew"),
+    (_tsc(whenUnsatisfiable="Never"), f"{TSC}[0].whenUnsatisfiable"),
+    (_tsc(whenUnsatisfiable="ScheduleAnyway", minDomains=2), f"{TSC}[0].minDomains"),
+    (_tsc(nodeTaintsPolicy="Always"), f"{TSC}[0].nodeTaintsPolicy"),
+    ({"topologySpreadConstraints": _tsc()["topologySpreadConstraints"] * 2}, f"{TSC}[1]"),
+    (_ports({"containerPort": 80, "hostPort": 70000}), "spec.containers[0].ports[0].hostPort"),
+    (_ports({"containerPort": 0}), "spec.containers[0].ports[0].containerPort"),
+    (_ports({"containerPort": 80, "hostPort": 80, "protocol": "ICMP"}), "spec.containers[0].ports[0].protocol"),
+    (
+        _ports({"containerPort": 80, "hostPort": 80}, {"containerPort": 81, "hostPort": 80}),
+        "spec.containers[0].ports[1].hostPort",
+    ),
     ({"volumes": [{"name": "d", "persistentVolumeClaim": {}}]}, "spec.volumes[0].persistentVolumeClaim.claimName"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("spec", "field"), BAD, ids=[f for _, f in BAD])
@@ -127,18 +140,29 @@ def test_bad_pod_rules_name_the_field(spec: dict[str, Any], field: str) -> None:
     assert err.value.obj == "Pod/default/p" and err.value.source == "bad.yaml"
 
 
-@pytest.mark.parametrize(
-    ("parse", "doc", "field"),
-    [
-        (parse_storage_class, {"metadata": {"name": "s"}}, "provisioner"),
-        (parse_storage_class, {"metadata": {"name": "s"}, "provisioner": "x", "volumeBindingMode": "Later"}, "volumeBindingMode"),
-        (parse_persistent_volume_claim, {"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteSome"]}}, "spec.accessModes[0]"),
-        (parse_persistent_volume_claim, {"metadata": {"name": "c"}, "spec": {"resources": {"requests": {"storage": "10Xi"}}}},
-         "spec.resources.requests.storage"),
-        (parse_csinode, {"metadata": {"name": "n"}, "spec": {"drivers": [{"name": "d", "allocatable": {"count": -1}}]}},
-         "spec.drivers[0].allocatable.count"),
-    ],
-)  # fmt: skip
+CLAIM = {"metadata": {"name": "c"}}
+STORAGE_BAD = [
+    (parse_storage_class, {"metadata": {"name": "s"}}, "provisioner"),
+    (
+        parse_storage_class,
+        {"metadata": {"name": "s"}, "provisioner": "x", "volumeBindingMode": "Later"},
+        "volumeBindingMode",
+    ),
+    (parse_persistent_volume_claim, {**CLAIM, "spec": {"accessModes": ["ReadWriteSome"]}}, "spec.accessModes[0]"),
+    (
+        parse_persistent_volume_claim,
+        {**CLAIM, "spec": {"resources": {"requests": {"storage": "10Xi"}}}},
+        "spec.resources.requests.storage",
+    ),
+    (
+        parse_csinode,
+        {"metadata": {"name": "n"}, "spec": {"drivers": [{"name": "d", "allocatable": {"count": -1}}]}},
+        "spec.drivers[0].allocatable.count",
+    ),
+]
+
+
+@pytest.mark.parametrize(("parse", "doc", "field"), STORAGE_BAD)
 def test_bad_storage_kinds_name_the_field(parse: Any, doc: dict[str, Any], field: str) -> None:
     with pytest.raises(ManifestError) as err:
         parse(doc)
