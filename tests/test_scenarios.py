@@ -11,6 +11,7 @@ expect.yaml keys (all optional but ``pods``):
               priorityClassName:, schedulable: true} | "schedulable"}
   queues: {<name>: {fairShare|allocated|requested: {gpu|cpu|memory: <number>}}}
   same_node: [[<pod>, <pod>, ...], ...]        # pods that must share one node
+  different_nodes: [[<pod>, <pod>, ...], ...]  # pods that must be on pairwise different nodes (all placed)
   same_gpu: [[<pod>, <pod>, ...], ...]         # shared-GPU pods that must sit on one GPU group of one node
   different_gpu: [[<pod>, <pod>, ...], ...]    # shared-GPU pods that must not share any GPU
   pods.<name>.gpuGroups: <n>                    # how many GPU groups the pod holds (0 for a whole-GPU pod)
@@ -140,6 +141,10 @@ def test_scenario(case: Path) -> None:
         nodes = {(pods.get(p) or by_name[p])["node"] for p in group}
         if len(nodes) != 1 or None in nodes:
             problems.append(f"pods {group} should share one node, got {nodes}")
+    for group in expect.get("different_nodes", []):
+        nodes = [(pods.get(p) or by_name[p])["node"] for p in group]
+        if None in nodes or len(set(nodes)) != len(nodes):
+            problems.append(f"pods {group} should be on different nodes, got {nodes}")
     for group in expect.get("same_gpu", []):
         found = [pods.get(p) or by_name[p] for p in group]
         common = set.intersection(*({(p["node"], g) for g in p["gpuGroups"]} for p in found))
