@@ -5,9 +5,10 @@ or no zone label), pods already running on them (labels, required anti-affinity,
 pod with a random mix of required and preferred inter-pod (anti-)affinity (with namespaces or a
 namespaceSelector, matchLabelKeys), topology spread constraints (maxSkew, DoNotSchedule or ScheduleAnyway,
 minDomains, nodeAffinityPolicy, nodeTaintsPolicy, matchLabelKeys), host ports, a nodeSelector and
-tolerations. The case is played twice on one control plane, each time on fresh nodes and namespaces (the
-previous ones deleted): once for the real kube-scheduler, once for ``kai scheduler`` (in process, as kai's
-ServiceAccount). Then:
+tolerations (each field only on a release that knows it: the current release, 1.37, knows them all). The
+case is played twice on one control plane, each time on fresh nodes and namespaces (the previous ones
+deleted): once for the real kube-scheduler, once for ``kai scheduler`` (in process, as kai's ServiceAccount).
+Then:
 
 * when kube-scheduler binds the pod, kai binds it too, and the node kai chose breaks no rule by the
   independent checker (tests/podrules_reference.py); the checker must accept kube-scheduler's node as well,
@@ -71,24 +72,31 @@ class Case:
         )
 
 
-def _term(rng: random.Random, key: str | None = None) -> dict[str, Any]:
+# The release that made a field generally usable (on by default); the cases use a field only on releases that
+# know it, so the test runs on whatever release the fixture gives (the current one has them all).
+SINCE = {"namespaceSelector": (1, 22), "nodeInclusionPolicy": (1, 26), "minDomains": (1, 27),
+         "spreadMatchLabelKeys": (1, 27), "affinityMatchLabelKeys": (1, 31)}  # fmt: skip
+CURRENT = (99, 0)
+
+
+def _term(rng: random.Random, version: tuple[int, int]) -> dict[str, Any]:
     term: dict[str, Any] = {
         "labelSelector": {"matchLabels": {"app": rng.choice(APPS)}},
-        "topologyKey": key or rng.choice([HOST, ZONE]),
+        "topologyKey": rng.choice([HOST, ZONE]),
     }
     r = rng.random()
-    if r < 0.15:
+    if r < 0.15 and version >= SINCE["namespaceSelector"]:
         term["namespaceSelector"] = {"matchLabels": {"env": "prod"}}
-    elif r < 0.25:
+    elif r < 0.25 and version >= SINCE["namespaceSelector"]:
         term["namespaceSelector"] = {}
     elif r < 0.35:
         term["namespaces"] = ["ns2"]
-    if rng.random() < 0.15:
+    if rng.random() < 0.15 and version >= SINCE["affinityMatchLabelKeys"]:
         term["matchLabelKeys"] = ["rev"]
     return term
 
 
-def make_case(seed: int) -> Case:
+def make_case(seed: int, version: tuple[int, int] = CURRENT) -> Case:
     rng = random.Random(seed)
     nodes = []
     for _ in range(rng.randint(2, 5)):
@@ -108,18 +116,18 @@ def make_case(seed: int) -> Case:
                 "node": n,
                 "ns": rng.choice(["ns1", "ns1", "ns2"]),
                 "labels": {"app": rng.choice(APPS), "rev": rng.choice(["r1", "r2"])},
-                "anti": _term(rng) if rng.random() < 0.2 else None,
+                "anti": _term(rng, version) if rng.random() < 0.2 else None,
                 "port": rng.choice([8080, 9090]) if rng.random() < 0.25 else None,
             }
         )
     pending: dict[str, Any] = {"labels": {"app": rng.choice(APPS), "rev": rng.choice(["r1", "r2"])}}
     aff: dict[str, Any] = {}
     if rng.random() < 0.3:
-        aff.setdefault("podAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [_term(rng)]
+        aff.setdefault("podAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [_term(rng, version)]
     if rng.random() < 0.35:
-        aff.setdefault("podAntiAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [_term(rng)]
+        aff.setdefault("podAntiAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [_term(rng, version)]
     if rng.random() < 0.2:
-        weighted = {"weight": rng.randint(1, 100), "podAffinityTerm": _term(rng)}
+        weighted = {"weight": rng.randint(1, 100), "podAffinityTerm": _term(rng, version)}
         aff.setdefault("podAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = [weighted]
     pending["affinity"] = aff
     spread = []
@@ -130,13 +138,13 @@ def make_case(seed: int) -> Case:
             "whenUnsatisfiable": "DoNotSchedule" if rng.random() < 0.8 else "ScheduleAnyway",
             "labelSelector": {"matchLabels": {"app": rng.choice(APPS)}},
         }
-        if c["whenUnsatisfiable"] == "DoNotSchedule" and rng.random() < 0.25:
+        if c["whenUnsatisfiable"] == "DoNotSchedule" and rng.random() < 0.25 and version >= SINCE["minDomains"]:
             c["minDomains"] = rng.randint(1, 4)
-        if rng.random() < 0.25:
+        if rng.random() < 0.25 and version >= SINCE["nodeInclusionPolicy"]:
             c["nodeAffinityPolicy"] = rng.choice(["Honor", "Ignore"])
-        if rng.random() < 0.25:
+        if rng.random() < 0.25 and version >= SINCE["nodeInclusionPolicy"]:
             c["nodeTaintsPolicy"] = rng.choice(["Honor", "Ignore"])
-        if rng.random() < 0.15:
+        if rng.random() < 0.15 and version >= SINCE["spreadMatchLabelKeys"]:
             c["matchLabelKeys"] = ["rev"]
         spread.append(c)
     pending["spread"] = spread
@@ -368,7 +376,7 @@ def test_kai_places_what_kube_scheduler_places_and_only_validly(diff_cluster: tu
     t0 = time.monotonic()
     with InProcess(options(cp, schedule_period_s=0.1)):
         for seed in range(SEED, SEED + CASES):
-            case = make_case(seed)
+            case = make_case(seed, version)
             why = mismatch(client, case, seen)
             if why is not None:
                 small, small_why = shrink(client, case, why)
