@@ -6,6 +6,7 @@ Shared by every parser in ``kai.api`` (objects, pod scheduling rules, storage ki
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from kai.api.duration import parse_duration
@@ -36,6 +37,21 @@ def _str(obj: Any, path: str, default: str = "") -> str:
     if isinstance(obj, (dict, list)):
         raise ManifestError(f"expected a string, got {type(obj).__name__}", field=path)
     return str(obj)
+
+
+def _items(obj: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The mappings of a list, each with its path (``path[i]``)."""
+    for i, item in enumerate(_list(obj, path)):
+        p = f"{path}[{i}]"
+        yield p, _map(item, p)
+
+
+def _required(obj: Any, path: str) -> str:
+    """A string that must be there and not be empty."""
+    value = _str(obj, path)
+    if not value:
+        raise ManifestError("is required", field=path)
+    return value
 
 
 def _str_map(obj: Any, path: str) -> dict[str, str]:

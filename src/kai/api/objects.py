@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kai.api import constants as C
-from kai.api._read import _bool, _duration, _int, _list, _map, _number, _str, _str_map
+from kai.api._read import _bool, _duration, _int, _list, _map, _number, _required, _str, _str_map
 from kai.api.errors import ManifestError
 from kai.api.podspec import (
     HostPort,
@@ -740,9 +740,7 @@ def parse_topology(doc: dict[str, Any]) -> Topology:
     for i, lv in enumerate(_list(spec.get("levels"), "spec.levels")):
         p = f"spec.levels[{i}]"
         lv = _map(lv, p)
-        label = _str(lv.get("nodeLabel"), f"{p}.nodeLabel")
-        if not label:
-            raise ManifestError("is required", field=f"{p}.nodeLabel")
+        label = _required(lv.get("nodeLabel"), f"{p}.nodeLabel")
         levels.append(TopologyLevel(label, _str(lv.get("alias"), f"{p}.alias")))
     if not 1 <= len(levels) <= 16:
         raise ManifestError("needs 1 to 16 levels", field="spec.levels")

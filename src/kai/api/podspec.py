@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kai.api._read import _int, _list, _map, _str
+from kai.api._read import _int, _items, _list, _map, _required, _str
 from kai.api.errors import ManifestError
 from kai.api.selectors import LabelSelector, _hash_slot, cached_hash, parse_label_selector
 
@@ -174,9 +174,7 @@ def _terms(obj: Any, path: str, namespace: str, labels: dict[str, str]) -> tuple
 
 def _weighted(obj: Any, path: str, namespace: str, labels: dict[str, str]) -> tuple[WeightedTerm, ...]:
     out = []
-    for i, w in enumerate(_list(obj, path)):
-        p = f"{path}[{i}]"
-        w = _map(w, p)
+    for p, w in _items(obj, path):
         weight = _int(w.get("weight"), f"{p}.weight", None)
         if weight is None or not 1 <= weight <= 100:
             raise ManifestError(f"{w.get('weight')!r} is not a weight from 1 to 100", field=f"{p}.weight")
@@ -214,9 +212,7 @@ def parse_spread(obj: Any, labels: dict[str, str]) -> tuple[SpreadConstraint, ..
     path = "spec.topologySpreadConstraints"
     out: list[SpreadConstraint] = []
     seen: set[tuple[str, str]] = set()
-    for i, c in enumerate(_list(obj, path)):
-        p = f"{path}[{i}]"
-        c = _map(c, p)
+    for p, c in _items(obj, path):
         skew = _int(c.get("maxSkew"), f"{p}.maxSkew", None)
         if skew is None or skew < 1:
             raise ManifestError(f"{c.get('maxSkew')!r}: must be greater than zero", field=f"{p}.maxSkew")
@@ -293,18 +289,10 @@ def parse_claims(spec: dict[str, Any], pod_name: str) -> tuple[str, ...]:
     """Names of the PersistentVolumeClaims the pod's volumes use: ``persistentVolumeClaim.claimName``, and for a
     generic ephemeral volume the claim its controller makes, ``<pod name>-<volume name>``."""
     out: list[str] = []
-    for i, v in enumerate(_list(spec.get("volumes"), "spec.volumes")):
-        p = f"spec.volumes[{i}]"
-        v = _map(v, p)
+    for p, v in _items(spec.get("volumes"), "spec.volumes"):
         if v.get("persistentVolumeClaim") is not None:
             pvc = _map(v.get("persistentVolumeClaim"), f"{p}.persistentVolumeClaim")
-            name = _str(pvc.get("claimName"), f"{p}.persistentVolumeClaim.claimName")
-            if not name:
-                raise ManifestError("is required", field=f"{p}.persistentVolumeClaim.claimName")
-            out.append(name)
+            out.append(_required(pvc.get("claimName"), f"{p}.persistentVolumeClaim.claimName"))
         elif v.get("ephemeral") is not None:
-            name = _str(v.get("name"), f"{p}.name")
-            if not name:
-                raise ManifestError("is required", field=f"{p}.name")
-            out.append(f"{pod_name}-{name}")
+            out.append(f"{pod_name}-{_required(v.get('name'), f'{p}.name')}")
     return tuple(dict.fromkeys(out))

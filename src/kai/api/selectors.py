@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kai.api._read import _list, _map, _str
+from kai.api._read import _list, _map, _required, _str
 from kai.api.errors import ManifestError
 
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -61,7 +61,7 @@ def describe_requirement(r: SelectorRequirement) -> str:
     return {
         "In": f"{r.key} in ({vals})",
         "NotIn": f"{r.key} notin ({vals})",
-        "Exists": f"{r.key}",
+        "Exists": f"{r.key} exists",
         "DoesNotExist": f"!{r.key}",
         "Gt": f"{r.key} > {vals}",
         "Lt": f"{r.key} < {vals}",
@@ -134,9 +134,7 @@ def parse_requirement(
 ) -> SelectorRequirement:
     """One matchExpressions item, checked as the API server checks it (*value* reads each value)."""
     r = _map(r, p)
-    key = _str(r.get("key"), f"{p}.key")
-    if not key:
-        raise ManifestError("is required", field=f"{p}.key")
+    key = _required(r.get("key"), f"{p}.key")
     op = _str(r.get("operator"), f"{p}.operator")
     if op not in operators:
         raise ManifestError(f"{op!r} is not one of {', '.join(operators)}", field=f"{p}.operator")

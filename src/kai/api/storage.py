@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kai.api import constants as C
-from kai.api._read import _int, _list, _map, _str
+from kai.api._read import _int, _items, _list, _map, _required, _str
 from kai.api.errors import ManifestError
 from kai.api.objects import ObjectMeta, SelectorTerm, parse_meta, parse_node_selector_terms, parse_resources
 from kai.api.selectors import LabelSelector, SelectorRequirement, parse_label_selector
@@ -127,20 +127,13 @@ def _storage(obj: Any, path: str) -> int:
 
 def parse_storage_class(doc: dict[str, Any]) -> StorageClass:
     meta = parse_meta(doc, "StorageClass", namespaced=False)
-    provisioner = _str(doc.get("provisioner"), "provisioner")
-    if not provisioner:
-        raise ManifestError("is required", field="provisioner")
+    provisioner = _required(doc.get("provisioner"), "provisioner")
     terms = []
-    for i, t in enumerate(_list(doc.get("allowedTopologies"), "allowedTopologies")):
-        p = f"allowedTopologies[{i}]"
+    for p, t in _items(doc.get("allowedTopologies"), "allowedTopologies"):
         reqs = []
-        for j, e in enumerate(_list(_map(t, p).get("matchLabelExpressions"), f"{p}.matchLabelExpressions")):
-            q = f"{p}.matchLabelExpressions[{j}]"
-            e = _map(e, q)
-            key = _str(e.get("key"), f"{q}.key")
+        for q, e in _items(t.get("matchLabelExpressions"), f"{p}.matchLabelExpressions"):
+            key = _required(e.get("key"), f"{q}.key")
             values = tuple(_str(v, f"{q}.values[{k}]") for k, v in enumerate(_list(e.get("values"), f"{q}.values")))
-            if not key:
-                raise ManifestError("is required", field=f"{q}.key")
             if not values:
                 raise ManifestError("needs at least one value", field=f"{q}.values")
             reqs.append(SelectorRequirement(key, "In", values))
@@ -157,9 +150,7 @@ def _claim_ref(obj: Any, path: str) -> ClaimRef | None:
     if obj is None:
         return None
     r = _map(obj, path)
-    name = _str(r.get("name"), f"{path}.name")
-    if not name:
-        raise ManifestError("is required", field=f"{path}.name")
+    name = _required(r.get("name"), f"{path}.name")
     return ClaimRef(
         _str(r.get("namespace"), f"{path}.namespace", "default") or "default", name, _str(r.get("uid"), f"{path}.uid")
     )
@@ -210,12 +201,8 @@ def parse_csinode(doc: dict[str, Any]) -> CSINode:
     meta = parse_meta(doc, "CSINode", namespaced=False)
     spec = _map(doc.get("spec"), "spec")
     limits: dict[str, int | None] = {}
-    for i, d in enumerate(_list(spec.get("drivers"), "spec.drivers")):
-        p = f"spec.drivers[{i}]"
-        d = _map(d, p)
-        name = _str(d.get("name"), f"{p}.name")
-        if not name:
-            raise ManifestError("is required", field=f"{p}.name")
+    for p, d in _items(spec.get("drivers"), "spec.drivers"):
+        name = _required(d.get("name"), f"{p}.name")
         count = _int(_map(d.get("allocatable"), f"{p}.allocatable").get("count"), f"{p}.allocatable.count", None)
         if count is not None and count < 0:
             raise ManifestError("must not be negative", field=f"{p}.allocatable.count")

@@ -320,21 +320,22 @@ class Placer:
         *allowed* (n_nodes,) bool restricts the choice to a set of nodes (a topology domain); *bonus*
         (n_nodes,) float is added to the scores (topology's node preference). Neither changes the cache."""
         c = self._candidates(task)
-        if self._ruled_on:
+        kept: _Candidates | _Ruled = c
+        if self._ruled_on:  # a task with stateful rules: the kept scores with its rules applied
             rules = self.ssn.hooks.node_rules(self.ssn, task)
             if rules:
-                return self._ruled_choice(c, task, rules, allowed, bonus)
-        if self._choose:  # a node_choice plugin picks among the nodes that fit now; else what follows
-            chosen = self.ssn.hooks.node_choice(self.ssn, task, c.static, c.fits_now, allowed, bonus)
+                kept = self._ruled_state(c, rules)
+        if self._choose:  # a node_choice plugin picks among the nodes that fit now (rules folded in); else...
+            chosen = self.ssn.hooks.node_choice(self.ssn, task, c.static, kept.fits_now, allowed, bonus)
             if chosen is not None:
                 return chosen
-        score = c.score
+        score = kept.score
         if score.size == 0:
             return None
         if bonus is None and allowed is None:
-            row = c.best
+            row = kept.best
             if row < 0:
-                row = c.best = int(score.argmax())
+                row = kept.best = int(score.argmax())
         else:
             if bonus is not None:
                 score = score + bonus
@@ -343,33 +344,7 @@ class Placer:
             row = int(score.argmax())
         if score.item(row) == -np.inf:
             return None
-        return Choice(row, bool(c.fits_now[row]))
-
-    def _ruled_choice(
-        self, c: _Candidates, task: TaskInfo, rules: NodeRules, allowed: np.ndarray | None, bonus: np.ndarray | None
-    ) -> Choice | None:
-        """``best_node`` for a task with stateful rules: the kept scores with the rules applied (module docstring)."""
-        r = self._ruled_state(c, rules)
-        if self._choose:
-            chosen = self.ssn.hooks.node_choice(self.ssn, task, c.static, r.fits_now, allowed, bonus)
-            if chosen is not None:
-                return chosen
-        score = r.score
-        if score.size == 0:
-            return None
-        if bonus is None and allowed is None:
-            row = r.best
-            if row < 0:
-                row = r.best = int(score.argmax())
-        else:
-            if bonus is not None:
-                score = score + bonus
-            if allowed is not None:
-                score = np.where(allowed, score, -np.inf)
-            row = int(score.argmax())
-        if score.item(row) == -np.inf:
-            return None
-        return Choice(row, bool(r.fits_now[row]))
+        return Choice(row, bool(kept.fits_now[row]))
 
     def _ruled_state(self, c: _Candidates, rules: NodeRules) -> _Ruled:
         """The kept scores of *c* with *rules* applied, brought up to date: rows changed in the Session's log

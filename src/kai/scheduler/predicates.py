@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from kai.api.objects import Pod, SelectorRequirement, SelectorTerm, Toleration, parse_go_int
+from kai.api.selectors import describe_requirement
 from kai.scheduler.framework import NodeVerdict
 from kai.scheduler.model import NodeTable
 
@@ -92,18 +93,6 @@ def _tolerates(tolerations: tuple[Toleration, ...], key: str, value: str, effect
     return False
 
 
-def _describe(r: SelectorRequirement) -> str:
-    vals = ",".join(r.values)
-    return {
-        "In": f"{r.key} in ({vals})",
-        "NotIn": f"{r.key} notin ({vals})",
-        "Exists": f"{r.key} exists",
-        "DoesNotExist": f"!{r.key}",
-        "Gt": f"{r.key} > {vals}",
-        "Lt": f"{r.key} < {vals}",
-    }[r.operator]
-
-
 def selector_terms_fit(nodes: NodeTable, labels: NodeLabels, terms: tuple[SelectorTerm, ...]) -> np.ndarray:
     """(n,) bool: nodes matching some of *terms* (nodeSelectorTerms: ORed, each term's requirements ANDed)."""
     any_term = np.zeros(nodes.n, dtype=bool)
@@ -126,7 +115,7 @@ def _affinity_parts(nodes: NodeTable, labels: NodeLabels, pod: Pod) -> list[tupl
     if pod.affinity_terms:
         any_term = selector_terms_fit(nodes, labels, pod.affinity_terms)
         terms = " or ".join(
-            "(" + ", ".join(_describe(r) for r in (*t.match_expressions, *t.match_fields)) + ")"
+            "(" + ", ".join(describe_requirement(r) for r in (*t.match_expressions, *t.match_fields)) + ")"
             for t in pod.affinity_terms
         )
         parts.append((f"do not match required node affinity {terms}", any_term))

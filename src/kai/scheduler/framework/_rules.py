@@ -32,24 +32,12 @@ class NodeRules:
 
     def mask(self) -> np.ndarray | None:
         """(n,) bool: rows every rule allows (once pods being released are gone); None if no rule filters."""
-        masks = [r.mask() for r in self.filters]
-        if not masks:
-            return None
-        out = masks[0]
-        for m in masks[1:]:
-            out = out & m
-        return out
+        return _all([r.mask() for r in self.filters])
 
     def now_mask(self) -> np.ndarray | None:
         """(n,) bool: rows every rule allows while the pods being released are still there (a task placed
         there now rather than pipelined); None if no rule tells now from later."""
-        masks = [r.now_mask() for r in self.now]  # type: ignore[attr-defined]
-        if not masks:
-            return None
-        out = masks[0]
-        for m in masks[1:]:
-            out = out & m
-        return out
+        return _all([r.now_mask() for r in self.now])  # type: ignore[attr-defined]
 
     def scores(self) -> np.ndarray | None:
         total = None
@@ -70,6 +58,15 @@ class NodeRules:
         for r in self.filters:
             out.extend(r.failures())
         return out
+
+
+def _all(masks: list[np.ndarray]) -> np.ndarray | None:
+    if not masks:
+        return None
+    out = masks[0]
+    for m in masks[1:]:
+        out = out & m
+    return out
 
 
 NO_RULES = NodeRules(())

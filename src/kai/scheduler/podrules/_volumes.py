@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kai.api import constants as C
-from kai.api.objects import Pod
+from kai.api.objects import Pod, SelectorTerm
 from kai.api.storage import WAIT_FOR_FIRST_CONSUMER, PersistentVolume, PersistentVolumeClaim
 from kai.scheduler.decisions import VolumeBinding
 from kai.scheduler.podrules._rule import Answer, CountedRule
@@ -129,16 +129,20 @@ class VolumeBook:
     def is_bound(self, pvc: PersistentVolumeClaim) -> bool:
         return pvc.bound
 
-    def volume_affinity(self, pv: PersistentVolume) -> np.ndarray:
-        got = self._affinity.get(pv.meta.name)
+    def _nodes(self, cache: dict[str, np.ndarray], key: str, terms: tuple[SelectorTerm, ...]) -> np.ndarray:
+        """(n,) bool: nodes matching *terms* (every node without terms), cached under *key*."""
+        got = cache.get(key)
         if got is None:
             ssn = self.ssn
-            if pv.node_affinity:
-                got = selector_terms_fit(ssn.snap.nodes, ssn.labels, pv.node_affinity)
+            if terms:
+                got = selector_terms_fit(ssn.snap.nodes, ssn.labels, terms)
             else:
                 got = np.ones(self.n, dtype=bool)
-            self._affinity[pv.meta.name] = got
+            cache[key] = got
         return got
+
+    def volume_affinity(self, pv: PersistentVolume) -> np.ndarray:
+        return self._nodes(self._affinity, pv.meta.name, pv.node_affinity)
 
     def pinned_row(self, pv: PersistentVolume) -> int | None:
         """The one node a volume is pinned to by a single ``kubernetes.io/hostname In [name]`` (``_NOWHERE`` if
@@ -166,15 +170,7 @@ class VolumeBook:
         cls = self.storage.classes.get(class_name)
         if cls is None or not cls.provisions or pvc.selector is not None:
             return np.zeros(self.n, dtype=bool)
-        got = self._topologies.get(class_name)
-        if got is None:
-            ssn = self.ssn
-            if cls.allowed_topologies:
-                got = selector_terms_fit(ssn.snap.nodes, ssn.labels, cls.allowed_topologies)
-            else:
-                got = np.ones(self.n, dtype=bool)
-            self._topologies[class_name] = got
-        return got
+        return self._nodes(self._topologies, class_name, cls.allowed_topologies)
 
     def shape(self, pvc: PersistentVolumeClaim, class_name: str) -> _Shape:
         """The volumes claims like *pvc* accept (class, size, access modes, volume mode, selector), shared by
