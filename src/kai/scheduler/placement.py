@@ -364,10 +364,10 @@ class Placer:
                 self._ruled.popitem(last=False)
             return r
         self._ruled.move_to_end(key)
-        changed: set[int] = set()
+        parts: list[np.ndarray] = []
         whole = False
         if r.synced < len(log):
-            changed.update(log[r.synced :])
+            parts.append(np.fromiter(set(log[r.synced :]), dtype=np.int64))
             r.synced = len(log)
         for i, rule in enumerate(rules.rules):
             rule_log = getattr(rule, "log", None)
@@ -378,12 +378,15 @@ class Placer:
                 if entry is None:
                     whole = True
                 else:
-                    changed.update(entry.tolist())
+                    parts.append(entry)
             r.seen[i] = len(rule_log)
-        if whole or len(changed) > len(r.score) // 4:
+        if not whole and parts:
+            rows = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+            whole = len(rows) > len(r.score) // 4
+        if whole:
             self._apply_rules(r, None)
-        elif changed:
-            self._apply_rules(r, np.fromiter(changed, dtype=np.int64, count=len(changed)))
+        elif parts and rows.size:
+            self._apply_rules(r, rows)
         return r
 
     def _apply_rules(self, r: _Ruled, rows: np.ndarray | None) -> None:

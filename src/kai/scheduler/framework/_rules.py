@@ -2,9 +2,9 @@
 explanations ask of them.
 
 Rules: made once per task per Session (``Hooks.node_rules``), so what is derived here (which rules filter,
-which tell "now" from "later") is worked out once. A rule without ``now_mask`` answers the same now and
-later; a rule whose ``filters`` is False only scores; a rule without ``loosens`` is taken to loosen (the safe
-answer for allocate's "a shape that failed stays failed" shortcut).
+which tell "now" from "later") is worked out once. A rule without ``now_mask`` (or whose ``now_differs`` is
+False) answers the same now and later; a rule whose ``filters`` is False only scores; a rule without
+``loosens`` is taken to loosen (the safe answer for allocate's "a shape that failed stays failed" shortcut).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class NodeRules:
     def __init__(self, rules: Sequence[NodeRule]) -> None:
         self.rules = tuple(rules)
         self.filters = tuple(r for r in rules if getattr(r, "filters", True))
-        self.now = tuple(r for r in self.filters if hasattr(r, "now_mask"))
+        self.now = tuple(r for r in self.filters if hasattr(r, "now_mask") and getattr(r, "now_differs", True))
         self.loosens = any(getattr(r, "loosens", True) for r in self.filters)
 
     def __bool__(self) -> bool:

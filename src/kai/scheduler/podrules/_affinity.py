@@ -164,6 +164,8 @@ class AffinityFilter(CountedRule):
 class AffinityScore(CountedRule):
     """The preferred part (see the module docstring) for one pod shape: scores only."""
 
+    now_differs = False
+
     filters = False
 
     def __init__(self, pods: SessionPods, entries: list[tuple[DomainSums, float]]) -> None:

@@ -29,6 +29,7 @@ class CountedRule:
 
     filters = True
     loosens = False
+    now_differs = True  # pods being released may count now and not later (anti-affinity, ports)
 
     def __init__(self, n: int, sums: list[DomainSums]) -> None:
         self._n = n

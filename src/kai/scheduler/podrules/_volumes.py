@@ -339,6 +339,8 @@ class VolumeBook:
 class VolumeRule(CountedRule):
     """Where a pod with these claims may go, given the book (see the module docstring)."""
 
+    now_differs = False
+
     def __init__(self, book: VolumeBook, pod: Pod) -> None:
         self.book = book
         self.namespace = pod.meta.namespace or ""
