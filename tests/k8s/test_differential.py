@@ -20,7 +20,8 @@ shrunk (running pods, nodes, then the pending pod's rules, one at a time, while 
 reported as the smallest case found, seed and all.
 
 The nodes have no kubelet: the test creates them Ready and nobody runs the pods (kube-scheduler and kai
-only read them). ``KAI_DIFF_CASES`` sets the number of cases (default 200), ``KAI_DIFF_SEED`` the first seed.
+only read them). ``KAI_DIFF_CASES`` sets the number of cases (default 200), ``KAI_DIFF_SEED`` the first seed,
+``KAI_DIFF_BUDGET_S`` the time after which no new case starts (default 900 s; at least 100 cases must run).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from tests.k8s.sched import InProcess, Queue, options, start_cluster, wait_for
 from tests.podrules_reference import RNode, RPod, World, violations
 
 CASES = int(os.environ.get("KAI_DIFF_CASES", "200"))
+BUDGET_S = float(os.environ.get("KAI_DIFF_BUDGET_S", "900"))  # make test's bound: stop adding cases after it
+MIN_CASES = min(CASES, 100)  # ... but a run that could not play this many in the budget fails
 SEED = int(os.environ.get("KAI_DIFF_SEED", "1600"))
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
 APPS = ("a", "b", "c")
@@ -374,8 +377,12 @@ def test_kai_places_what_kube_scheduler_places_and_only_validly(diff_cluster: tu
     failures = []
     seen: dict[str, int] = {}
     t0 = time.monotonic()
+    played = 0
     with InProcess(options(cp, schedule_period_s=0.1)):
         for seed in range(SEED, SEED + CASES):
+            if time.monotonic() - t0 > BUDGET_S:
+                break
+            played += 1
             case = make_case(seed, version)
             why = mismatch(client, case, seen)
             if why is not None:
@@ -385,7 +392,8 @@ def test_kai_places_what_kube_scheduler_places_and_only_validly(diff_cluster: tu
                     break
     elapsed = time.monotonic() - t0
     assert not failures, f"{len(failures)} cases differ (kube-scheduler {version}):\n\n" + "\n\n".join(failures)
+    assert played >= MIN_CASES, f"only {played} cases in the {BUDGET_S:g} s budget (KAI_DIFF_BUDGET_S)"
     # the cases must exercise both answers, or agreement would mean little
-    if CASES >= 50:
-        assert seen.get("placed", 0) >= CASES // 5 and seen.get("unschedulable", 0) >= CASES // 10, seen
-    print(f"{CASES} cases agree with kube-scheduler {version[0]}.{version[1]} in {elapsed:.0f} s: {seen}")
+    if played >= 50:
+        assert seen.get("placed", 0) >= played // 5 and seen.get("unschedulable", 0) >= played // 10, seen
+    print(f"{played} cases agree with kube-scheduler {version[0]}.{version[1]} in {elapsed:.0f} s: {seen}")
