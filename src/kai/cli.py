@@ -364,8 +364,12 @@ def scheduler(
         where = kubeconfig or "in-cluster config / $KUBECONFIG / ~/.kube/config"
         what = f"missing {e}" if isinstance(e, KeyError) else str(e)
         _fail(f"{where}: {what}", EXIT_BAD_INPUT)
+    from kai.k8s._leader import LeaseNamespaceMissing
+
     try:
         code = run_scheduler(options, event_loop=event_loop)
     except KeyboardInterrupt:
         code = 0
+    except LeaseNamespaceMissing as e:
+        _fail(str(e), EXIT_BAD_INPUT)
     sys.exit(code)

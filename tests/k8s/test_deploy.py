@@ -260,9 +260,16 @@ def test_scheduler_identity_can_do_its_job(applied: ControlPlane) -> None:
             "schedulingshards.kai.scheduler",
             "priorityclasses.scheduling.k8s.io",
             "poddisruptionbudgets.policy",
+            "namespaces",
+            "persistentvolumes",
+            "persistentvolumeclaims",
+            "storageclasses.storage.k8s.io",
+            "csinodes.storage.k8s.io",
         )
         for verb in ("list", "watch")
     ]
+    # volume binding before the pod (kube-scheduler's VolumeBinding): claimRef / selected-node, then wait
+    + [(verb, res) for res in ("persistentvolumes", "persistentvolumeclaims") for verb in ("get", "patch")]
     # can-i reads "pods/eviction" as the pod named eviction: subresources take a flag.
     + [("create", "pods --subresource=eviction"), ("create", "events"), ("create", "events.events.k8s.io")]
     # GPU sharing: a fraction pod read whole, its ConfigMaps made and updated, reservation pods made and

@@ -267,7 +267,10 @@ def test_no_cycle_while_an_informer_is_not_synced(
 # GPU sharing (group labels, reservation pods, the webhook's env) is tested in test_gpu_sharing.py.
 
 
-PDB = create_namespaced_resource("policy", "v1beta1", "PodDisruptionBudget", "poddisruptionbudgets")
+def pdb_resource(cp: ControlPlane) -> Any:
+    """PodDisruptionBudget at policy/v1 (1.21+; v1beta1 was removed in 1.25), or v1beta1 on 1.20."""
+    version = "v1" if cp.binaries.version >= (1, 21) else "v1beta1"
+    return create_namespaced_resource("policy", version, "PodDisruptionBudget", "poddisruptionbudgets")
 
 
 def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
@@ -281,6 +284,7 @@ def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
     scheduler_cluster.stop_controller_manager()
     node = nodes("pdb-0", gpus=1)
     kubelet = Kubelet(admin)
+    pdb = pdb_resource(scheduler_cluster)
     with InProcess(options(scheduler_cluster)):
         admin.create(gpu_pod("low", ns, labels={"kai.scheduler/queue": "default-queue", "app": "low"}))
         wait_for(lambda: node_of(admin, ns, "low") == node, "the low-priority pod to be bound")
@@ -288,7 +292,7 @@ def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
         # maxUnavailable 1: kai's own PDB arithmetic allows evicting the one pod. The API server checks
         # the budget's status, which no disruption controller fills in here: it refuses (429).
         admin.create(
-            PDB.from_dict(
+            pdb.from_dict(
                 {
                     "metadata": {"name": "low-pdb", "namespace": ns},
                     "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "low"}}},
@@ -311,9 +315,9 @@ def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
         assert node_of(admin, ns, "high") == ""
 
         # What the disruption controller would write: one disruption allowed.
-        gen = admin.get(PDB, "low-pdb", namespace=ns)["metadata"]["generation"]
+        gen = admin.get(pdb, "low-pdb", namespace=ns)["metadata"]["generation"]
         admin.patch(
-            PDB.Status,
+            pdb.Status,
             "low-pdb",
             {
                 "status": {

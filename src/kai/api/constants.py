@@ -149,6 +149,14 @@ LABEL_RAY_NODE_TYPE = "ray.io/node-type"
 LABEL_RAY_GROUP = "ray.io/group"
 LABEL_ACCOUNTING = "kai.scheduler/accounting"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"  # the API server labels every namespace with its name
+
+# --- Storage (kube-scheduler's VolumeBinding and the PV controller) ---------------------------------
+ANNOTATION_SELECTED_NODE = "volume.kubernetes.io/selected-node"  # where a WaitForFirstConsumer claim is provisioned
+ANNOTATION_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+ANNOTATION_DEFAULT_STORAGE_CLASS = "storageclass.kubernetes.io/is-default-class"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"  # a StorageClass of static volumes only (local PVs)
 
 DEFAULT_GPU_MEMORY_MIB = 100  # node_info.DefaultGpuMemory when the label is missing
 

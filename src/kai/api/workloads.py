@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kai.api._read import INT32
 from kai.api.errors import ManifestError, OwnerSpecError
 from kai.api.limits import check_shape
-from kai.api.objects import INT32, ObjectMeta, Pod, parse_go_int, parse_meta
+from kai.api.objects import ObjectMeta, Pod, parse_go_int, parse_meta
 
 # (apiVersion, kind) of every owner kind kai reads. The pod-grouper's registry and the simulated
 # controllers are keyed by these; a unit test keeps the three in step.

@@ -2,7 +2,8 @@
 
 Rules:
 
-* **Binds** are plain POSTs to ``pods/{name}/binding`` (a typed client raises on the answer after the
+* **Binds** are plain POSTs to ``pods/{name}/binding``, after the pod's volumes are bound (``_volumes``:
+  the decision says which claim gets which volume) (a typed client raises on the answer after the
   bind succeeded), ``bind_concurrency`` at a time, each carrying the pod's uid so a pod recreated
   under the same name is never bound by mistake. 201 = bound; 409 = already bound (by an earlier
   replica or an earlier cycle whose answer was lost); 404 = gone. A bind that fails otherwise is not
@@ -38,6 +39,7 @@ from kai.k8s._api import Api, ApiError
 from kai.k8s._events import EventRecorder
 from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
+from kai.k8s._volumes import VolumeBinder
 from kai.scheduler.decisions import Bind, CycleResult, Event, Evict, PodGroupStatus, QueueStatus
 from kai.store import Key, Store
 
@@ -151,6 +153,7 @@ class Applier:
         self.events = events
         self.metrics = metrics
         self.assumed = Assumed()
+        self.volumes = VolumeBinder(api)
         self.assume_ttl_s = assume_ttl_s
         self.pdb_api_version = pdb_api_version
         self._concurrency = bind_concurrency
@@ -245,6 +248,8 @@ class Applier:
                     body={"metadata": {"labels": patch, "uid": pod.meta.uid}},
                     content_type=MERGE,
                 )
+            if b.volumes:  # its volumes first, bound and waited for (kube-scheduler's VolumeBinding PreBind)
+                await self.volumes.bind(b)
             await self.api.request("POST", f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}/binding", body=body)
         except ApiError as e:
             if e.code == 409:  # already bound (or the uid no longer matches): the watch has the truth

@@ -186,10 +186,14 @@ class KaiScheduler:
                 acquired = asyncio.ensure_future(self.leader.acquire())
                 stopped = asyncio.ensure_future(self._stop.wait())
                 await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
-                if not acquired.done():
+                failed = acquired.exception() if acquired.done() else None  # LeaseNamespaceMissing
+                if not acquired.done() or failed is not None:
                     acquired.cancel()
                     syncing.cancel()
                     await asyncio.gather(syncing, return_exceptions=True)
+                    if failed is not None:
+                        stopped.cancel()
+                        raise failed
                     return EXIT_OK
                 stopped.cancel()
                 self.metrics.leader.set(1)
@@ -445,6 +449,7 @@ class KaiScheduler:
         from kai.scheduler.cycle import run_cycle
         from kai.scheduler.plugins import task_order_of
         from kai.scheduler.snapshot import build_snapshot
+        from kai.scheduler.storage import storage_of
 
         assert self.applier is not None
         t0 = time.perf_counter()
@@ -462,6 +467,8 @@ class KaiScheduler:
             pdbs=self.store.list("PodDisruptionBudget"),
             topologies=self.store.list("Topology"),
             task_order=task_order_of(conf),
+            namespaces=self.store.list("Namespace"),
+            storage=storage_of(self.store),
         )
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, conf)

@@ -1,4 +1,4 @@
-"""``kai install``: server-side apply of kai's CRDs, PriorityClasses and default Queues.
+"""``kai install``: server-side apply of kai's CRDs, its namespace, PriorityClasses and default Queues.
 
 Rules:
 
@@ -14,7 +14,9 @@ Rules:
   newest flowcontrol version the API server serves (none served: ``skipped``).
 * The namespaces kai-scheduler and kai-resource-reservation (with the reservation pods' ServiceAccount
   and Role) are applied too: GPU sharing needs them wherever kai runs. kai's own RBAC and the Deployment
-  are not: they matter only when kai runs in the cluster, and ``kubectl apply -k deploy/`` installs them.
+  are not: they matter only when kai runs in the cluster, and ``kubectl apply -k deploy/`` (or the Helm
+  chart) installs them. ``kai scheduler`` refuses to run without the kai-scheduler namespace, where it keeps
+  its leader-election Lease.
 * ``--webhook-url URL`` registers the admission webhooks (deploy/admission.yaml) at URL instead of the
   in-cluster Service, for a ``kai scheduler --webhook-listen`` running outside the cluster: the
   certificate Secret is made (or kept) first and its CA goes in the ``caBundle``; pods of the excluded
@@ -190,7 +192,7 @@ async def install(
     webhooks: WebhookOptions | None = None,
     ca_bundle: bytes = b"",
 ) -> list[Applied]:
-    """Apply kai's CRDs, wait until they are served, then apply the PriorityClasses and Queues.
+    """Apply kai's CRDs, wait until they are served, then apply the namespace, PriorityClasses and Queues.
 
     HTTP is a plain client for the same API server (discovery documents have no lightkube
     type). Returns one Applied per object, in the order applied. Raises InstallError on the

@@ -31,6 +31,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, int, bool], ...] = (
     ("nodeavailability", 1600, True),
     ("resourcetype", 1500, True),
     ("podaffinity", 1400, True),
+    ("podtopologyspread", 1350, True),  # kai: kube-scheduler's PodTopologySpread (KAI does not run it)
     ("elastic", 1300, True),
     ("kubeflow", 1200, True),
     ("ray", 1100, True),

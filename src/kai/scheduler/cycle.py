@@ -104,7 +104,8 @@ def close_session(ssn: Session) -> CycleResult:
         pod_obj = f"Pod/{ref_s}"
         if new == allocated:
             node = names[node_of[ti]]
-            res.binds.append(Bind(ref, node, job.name, ssn.gpu_group_names(t) if t.share is not None else ()))
+            groups = ssn.gpu_group_names(t) if t.share is not None else ()
+            res.binds.append(Bind(ref, node, job.name, groups, ssn.volume_bindings.get(ti, ())))
             message = f"Successfully assigned pod {ref_s} to node {node}"
             res.events.append(Event(pod_obj, "Normal", "Scheduled", message))
         elif new == pipelined:

@@ -19,13 +19,25 @@ class PodRef(NamedTuple):
         return f"{self.namespace}/{self.name}"
 
 
+class VolumeBinding(NamedTuple):
+    """A claim of a pod being bound, bound before the pod (kube-scheduler's VolumeBinding PreBind): to *volume*
+    (a PersistentVolume: its claimRef is set), or, with volume "", provisioned for *node* (the claim's
+    ``volume.kubernetes.io/selected-node`` annotation)."""
+
+    namespace: str
+    claim: str
+    volume: str  # "" = provision
+    node: str
+
+
 class Bind(NamedTuple):
-    """Bind *pod* to *node* now (resources are free)."""
+    """Bind *pod* to *node* now (resources are free); its *volumes* first."""
 
     pod: PodRef
     node: str
     podgroup: str
     gpu_groups: tuple[str, ...] = ()
+    volumes: tuple[VolumeBinding, ...] = ()
 
 
 class Pipeline(NamedTuple):

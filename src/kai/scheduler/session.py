@@ -402,6 +402,10 @@ class Session:
         self.queues = self._open_queues()
         self.queue_limits = [q.limit.tolist() for q in snap.queues]  # QRES base units, -1 = none
         self.queue_quotas = [q.deserved.tolist() for q in snap.queues]
+        # what must be bound with a pod before it is bound (a WaitForFirstConsumer claim's volume): task -> bindings,
+        # kept by the plugin whose rule chose them (kai.scheduler.podrules), read by close_session
+        self.volume_bindings: dict[int, tuple[Any, ...]] = {}
+        hooks.session_opened(self)  # plugins with no stateful work this Session step out of the stateful points
 
     # --- accounting ---------------------------------------------------------------------------
 
@@ -745,7 +749,20 @@ class Session:
 
     def fit_on(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> int:
         """NOW if *task* fits on *node*'s idle resources, LATER if only with what is being released,
-        0 if not at all (static predicates are the caller's business)."""
+        0 if not at all. The task's stateful rules (inter-pod affinity, spread, ports, volumes) count: a row
+        they refuse is 0, one they allow only once the pods being released are gone is LATER. Static
+        predicates are the caller's business."""
+        fit = self._resource_fit(task, node, gpus)
+        if fit and self.hooks.has_node_filter:
+            rules = self.hooks.node_rules(self, task)
+            if rules:
+                if not rules.allows(node):
+                    return 0
+                if fit == NOW and not rules.allows_now(node):
+                    return LATER
+        return fit
+
+    def _resource_fit(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None) -> int:
         req = self.node_request(task)
         cols = np.flatnonzero(req)
         idle = self.idle[node, cols]

@@ -8,13 +8,13 @@ that "ties go to the lower row" means "ties go to the node name ascending"
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from kai.api import constants as C
 from kai.api.gpugroups import group_labels
-from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology, parse_go_int
+from kai.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, Topology, parse_go_int
 from kai.api.pdb import PodDisruptionBudget
 from kai.api.quantity import MAX_AMOUNT
 from kai.api.queueaccess import access_denied
@@ -39,6 +39,7 @@ from kai.scheduler.model import (
     TaskInfo,
     TaskStatus,
 )
+from kai.scheduler.storage import NO_STORAGE, Storage
 from kai.scheduler.subgroups import attach_gang
 from kai.scheduler.taskorder import default_task_order
 
@@ -63,6 +64,23 @@ class Snapshot:
     pdbs: tuple[PdbInfo, ...] = ()
     queue_usage: dict[str, tuple[float, float, float]] | None = None  # time-based fair share; None = off
     topologies: tuple[Topology, ...] = ()  # Topology CRs; domains are built per session (kai.scheduler.topology)
+    # pods on nodes that are not kai's tasks (other schedulers', ungrouped ones): what inter-pod affinity, spread
+    # and host ports count besides the tasks
+    others: tuple[OtherPod, ...] = ()
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # namespace -> labels (namespaceSelector)
+    storage: Storage = NO_STORAGE
+    # some pod (task or other) has inter-pod affinity, spread constraints, host ports or claims: without any, the
+    # stateful node rules have nothing to do
+    pod_rules: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OtherPod:
+    """A pod on a node that is not one of kai's tasks: it stays where it is for the whole cycle."""
+
+    pod: Pod
+    node: int  # row in the node table
+    releasing: bool  # terminating
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +314,8 @@ def build_snapshot(
     queue_usage: dict[str, tuple[float, float, float]] | None = None,
     topologies: Iterable[Topology] = (),
     task_order: Callable[[Pod], tuple] = default_task_order,
+    namespaces: Iterable[Namespace] = (),
+    storage: Storage = NO_STORAGE,
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
     scheduler belong to the PodGroup named by their ``pod-group-name`` annotation. *task_order*: the pod
@@ -359,6 +379,8 @@ def build_snapshot(
     tasks: list[TaskInfo] = []
     placed: list[Placed] = []
     placed_task: list[int] = []  # per Placed, its task index (-1: another scheduler's pod)
+    others: list[OtherPod] = []
+    pod_rules = False
     for count, pod in enumerate(pods):
         if count % SATURATE_EVERY == SATURATE_EVERY - 1:
             _saturate(used, releasing, other_used)
@@ -387,13 +409,19 @@ def build_snapshot(
         if share is not None:
             node_mem = int(gpu_mem[node]) if node >= 0 else max_gpu_mem
             req[GPU] = share.accounted_milli(node_mem)  # what queues are charged (fractions count)
+        if pod.placement_rules:
+            pod_rules = True
         if pod.scheduler_name != scheduler_name:
-            if status in ACTIVE_USED and node >= 0 and ready[node] and not reservation:
-                other_used += req
+            if status in ACTIVE_USED and node >= 0:
+                if ready[node] and not reservation:
+                    other_used += req
+                others.append(OtherPod(pod, node, status == TaskStatus.RELEASING))
             continue
         ji = pg_index.get((pod.meta.namespace or "", pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")))
-        if ji is None:
-            continue  # not grouped yet: the pod-grouper has not seen it
+        if ji is None:  # not grouped yet: the pod-grouper has not seen it
+            if status in ACTIVE_USED and node >= 0:
+                others.append(OtherPod(pod, node, status == TaskStatus.RELEASING))
+            continue
         key = _signature_key(pod, share)
         sig = sig_ids.setdefault(key, len(sig_ids))
         if sig == len(sig_pods):
@@ -466,4 +494,8 @@ def build_snapshot(
         pdbs=_pdb_infos(pdbs, pods, tasks),
         queue_usage=queue_usage,
         topologies=tuple(sorted(topologies, key=lambda t: t.meta.name)),
+        others=tuple(others),
+        namespaces={ns.meta.name: ns.labels for ns in namespaces},
+        storage=storage,
+        pod_rules=pod_rules,
     )

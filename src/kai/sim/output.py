@@ -12,6 +12,7 @@ from rich.table import Table
 from kai.api import constants as C
 from kai.api.objects import Pod
 from kai.api.quantity import format_bytes
+from kai.api.storage import PersistentVolume
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.gpusharing import parse_share
 from kai.scheduler.model import MILLI
@@ -69,7 +70,7 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
         }
         for q in (last.queues if last else [])
     ]
-    return {
+    doc = {
         "cycles": cluster.cycle,
         "pods": pods,
         "podGroups": podgroups,
@@ -80,6 +81,31 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
             for c, e in events
         ],
     }
+    claims = cluster.store.list("PersistentVolumeClaim")
+    if claims:  # only when the input has claims: documents without storage stay as they were
+        volumes = {v.meta.name: v for v in cluster.store.list("PersistentVolume")}
+        doc["persistentVolumeClaims"] = [
+            {
+                "namespace": c.meta.namespace,
+                "name": c.meta.name,
+                "phase": c.phase,
+                "volume": c.volume_name or None,
+                "node": _pinned_node(volumes.get(c.volume_name)),
+            }
+            for c in claims
+        ]
+    return doc
+
+
+def _pinned_node(volume: PersistentVolume | None) -> str | None:
+    """The node a volume is pinned to (a kubernetes.io/hostname requirement with one value), if any."""
+    if volume is None:
+        return None
+    for term in volume.node_affinity:
+        for r in term.match_expressions:
+            if r.key == C.LABEL_HOSTNAME and r.operator == "In" and len(r.values) == 1:
+                return r.values[0]
+    return None
 
 
 def pod_gpus(pod: Pod, node_gpu_memory: str) -> float:

@@ -73,7 +73,9 @@ def _allocate_job(ssn: Session, job: JobInfo, impossible: dict[tuple[int, bytes]
     if failure is not None:
         ssn.failures[job.index] = failure
         return False
-    shape = uniform_shape(tasks)
+    shape = uniform_shape(tasks, ssn)
+    if shape is not None and not _fails_for_good(ssn, tasks):
+        shape = None
     known = impossible.get(shape) if shape is not None else None
     if known is not None and len(tasks) >= known[0]:
         ssn.fail(job, "Unschedulable", known[1])
@@ -169,14 +171,26 @@ def _honor_nomination(ssn: Session, job: JobInfo) -> None:
     stmt.commit()
 
 
-def uniform_shape(tasks: list[TaskInfo]) -> tuple[int, bytes] | None:
+def uniform_shape(tasks: list[TaskInfo], ssn: Session | None = None) -> tuple | None:
+    """(signature, request[, rules]) shared by all *tasks*, or None. With *ssn*, the tasks' stateful rules
+    (inter-pod affinity, spread, ports, volumes) are part of the shape: tasks of one signature can differ there."""
     first = tasks[0]
-    key = (first.signature, first.request.tobytes())
-    if len(tasks) == 1:  # most jobs: no generator to run
-        return key
-    if all(t.signature == key[0] and t.request.tobytes() == key[1] for t in tasks[1:]):
-        return key
-    return None
+    key: tuple = (first.signature, first.request.tobytes())
+    if len(tasks) > 1 and not all(t.signature == key[0] and t.request.tobytes() == key[1] for t in tasks[1:]):
+        return None
+    if ssn is not None and ssn.hooks.has_node_filter:
+        rules = [tuple(map(id, ssn.hooks.node_rules(ssn, t).rules)) for t in tasks]
+        if any(r != rules[0] for r in rules[1:]):
+            return None
+        if rules[0]:
+            key = (*key, rules[0])
+    return key
+
+
+def _fails_for_good(ssn: Session, tasks: list[TaskInfo]) -> bool:
+    """Whether a failure of *tasks* stays a failure while allocate only places (the shortcut's premise): false
+    when a stateful rule of theirs may loosen as pods are placed (inter-pod affinity, spread)."""
+    return not ssn.hooks.has_node_filter or not ssn.hooks.node_rules(ssn, tasks[0]).loosens
 
 
 def _place(ssn: Session, stmt: Statement, tasks: list[TaskInfo]) -> tuple[int, str]:

@@ -103,7 +103,7 @@ class EvictingAction:
             ssn.failures[job.index] = over
             return None
         req = job_request(tasks)
-        shape = _shape(job, tasks)
+        shape = _shape(ssn, job, tasks)
         if shape is not None and shape in failed and len(tasks) >= failed[shape][0]:
             ssn.note(job, self.name, failed[shape][1])
             return None
@@ -174,11 +174,12 @@ def _pending_ready(ssn: Session) -> list[JobInfo]:
     ]
 
 
-def _shape(job: JobInfo, tasks: list[TaskInfo]) -> tuple | None:
-    """KAI's scheduling signature for eviction actions: the pod shape, within one queue and priority."""
+def _shape(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> tuple | None:
+    """KAI's scheduling signature for eviction actions: the pod shape (with its stateful rules), within one queue
+    and priority."""
     if not is_simple(job):
         return None  # subgroups and topology constraints make jobs of one pod shape differ in difficulty
-    shape = uniform_shape(tasks)
+    shape = uniform_shape(tasks, ssn)
     return None if shape is None else (job.queue, job.priority, job.preemptible, *shape)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from kai.scheduler.framework._plugin import Choice, NodeRule, NodeVerdict, Plugin, QueueOrder, ScoreTerms, implements
+from kai.scheduler.framework._rules import NO_RULES, NodeRules
 
 NO_TERMS = ScoreTerms()
 
@@ -46,11 +47,9 @@ class Hooks:
         self._preempt_validator = _methods(ps, "preempt_scenario_validator")
         self._core_allowed = _methods(ps, "victim_core_allowed")
         self._subset_nodes = _methods(ps, "subset_nodes")
-        changes = _methods(ps, "on_task_change")
-        # None when no plugin listens: Session._set checks this once per change (20,000 per busy cycle)
-        self.on_task_change: Callable[[Any, Any, Any, int], None] | None = (
-            changes[0] if len(changes) == 1 else (lambda *a: [f(*a) for f in changes]) if changes else None
-        )
+        self._changes = _methods(ps, "on_task_change")
+        self._stateful = {p.name: p.stateful for p in ps if implements(p, "stateful")}
+        self._compose_changes(self._changes)
         self.has_node_choice = bool(self._node_choice)
         self.has_node_filter = bool(self._node_filter)
         # Points called per job or per victim (thousands of times a cycle): with one implementation, the
@@ -69,6 +68,32 @@ class Hooks:
             elif not impls:
                 setattr(self, point, lambda *_, _a=none_answer: _a)
         self.job_order = _tiers(self._job_order)  # type: ignore[method-assign]
+        self._rules: dict[int, NodeRules] = {}  # task index -> its rules (asked once per task per Session)
+
+    def _compose_changes(self, changes: list[Callable[..., Any]]) -> None:
+        # None when no plugin listens: Session._set checks this once per change (20,000 per busy cycle)
+        if len(changes) > 1:
+
+            def notify(ssn: Any, task: Any, old: Any, old_node: int) -> None:
+                for f in changes:
+                    f(ssn, task, old, old_node)
+
+            self.on_task_change: Callable[[Any, Any, Any, int], None] | None = notify
+        else:
+            self.on_task_change = changes[0] if changes else None
+
+    def session_opened(self, ssn: Any) -> None:
+        """Called by the Session once it is built: each plugin with a ``stateful`` gate says whether it has
+        stateful work in this Session; one that has none is left out of node_filter and on_task_change."""
+        if not self._stateful:
+            return
+        idle = {name for name, gate in self._stateful.items() if not gate(ssn)}
+        if not idle:
+            return
+        active = [p for name, p in self.plugins.items() if name not in idle]
+        self._node_filter = _methods(active, "node_filter")
+        self._compose_changes(_methods(active, "on_task_change"))
+        self.has_node_filter = bool(self._node_filter)
 
     def enabled(self, name: str) -> bool:
         return name in self.plugins
@@ -123,13 +148,21 @@ class Hooks:
                 failures.extend(v.failures)
         return NodeVerdict(mask, tuple(failures))
 
-    def node_filters(self, ssn: Any, task: Any) -> list[NodeRule]:
-        rules = []
-        for f in self._node_filter:
-            r = f(ssn, task)
-            if r is not None:
-                rules.append(r)
-        return rules
+    def node_rules(self, ssn: Any, task: Any) -> NodeRules:
+        """*task*'s stateful rules from every node_filter plugin, combined (asked of the plugins once per task)."""
+        got = self._rules.get(task.index)
+        if got is None:
+            rules: list[NodeRule] = []
+            for f in self._node_filter:
+                r = f(ssn, task)
+                if r is None:
+                    continue
+                if isinstance(r, (list, tuple)):
+                    rules.extend(r)
+                else:
+                    rules.append(r)
+            got = self._rules[task.index] = NodeRules(rules) if rules else NO_RULES
+        return got
 
     def node_order_terms(self, ssn: Any, task: Any) -> ScoreTerms:
         terms = NO_TERMS
