@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
                 for name, wall, cpu in rows(label, run(tree, script, extra)):
                     got.setdefault(name, {}).setdefault(side, []).append((wall, cpu))
     print(
-        "| benchmark | before: cycle wall / CPU per run (s) | after: cycle wall / CPU per run (s) | CPU median after/before |"
+        "| benchmark | before: cycle wall / CPU per run (s) | after: cycle wall / CPU per run (s) "
+        "| CPU median after/before |"
     )
     print("|---|---|---|---|")
     for name, sides in got.items():
