@@ -55,11 +55,11 @@ def run_session(snap: Snapshot, conf: SchedulerConf) -> tuple[Session, CycleResu
         action_errors = []
         for name in conf.actions:
             t = perf_counter()
-            mark = len(ssn.journal)
+            mark = len(ssn.journal)  # (begin_job empties it: then nothing before the failure is undone)
             try:
                 ACTIONS[name].execute(ssn)
-            except Exception as e:  # not one job's (those are isolated inside the action): undo the action whole
-                ssn.undo_to(mark)
+            except Exception as e:  # not one job's (those are isolated inside the action): the action stops;
+                ssn.undo_to(mark)  # what its finished jobs committed stands, anything half-done is undone
                 action_errors.append((name, f"{type(e).__name__}: {e}"))
             stats[f"action_{name}_s"] = perf_counter() - t
         result = close_session(ssn)

@@ -117,4 +117,4 @@ class CycleResult:
     queues: list[QueueStatus] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
     job_errors: list[JobError] = field(default_factory=list)  # jobs left out of this cycle, each costing only itself
-    action_errors: list[tuple[str, str]] = field(default_factory=list)  # (action, error): an action undone whole
+    action_errors: list[tuple[str, str]] = field(default_factory=list)  # (action, error): an action stopped by an error

@@ -52,7 +52,7 @@ class Allocate:
         queue = JobQueue(ssn, candidates, ssn.conf.queue_depth(self.name))
         impossible: dict[tuple[int, bytes], tuple[int, str]] = {}  # (sig, request) -> (min count that failed, why)
         while (job := queue.pop()) is not None:
-            mark = len(ssn.journal)
+            mark = ssn.begin_job()
             try:
                 again = _allocate_gang(ssn, job) if not is_simple(job) else _allocate_job(ssn, job, impossible)
             except Exception as e:  # one job's failure costs only that job (Session.drop_job)
@@ -150,7 +150,7 @@ def _honor_nominations(ssn: Session, jobs: list[JobInfo]) -> None:
     """
     queue = JobQueue(ssn, jobs, ssn.conf.queue_depth(Allocate.name))
     while (job := queue.pop()) is not None:
-        mark = len(ssn.journal)
+        mark = ssn.begin_job()
         try:
             _honor_nomination(ssn, job)
         except Exception as e:  # one job's failure costs only that job (Session.drop_job)

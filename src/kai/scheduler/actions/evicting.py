@@ -73,7 +73,7 @@ class EvictingAction:
         queue = JobQueue(ssn, eligible, ssn.conf.queue_depth(self.name))
         failed: dict[tuple, tuple[int, str]] = {}  # KAI's scheduling signatures: skip jobs no easier than a failure
         while (job := queue.pop()) is not None:
-            mark = len(ssn.journal)
+            mark = ssn.begin_job()
             try:
                 placed = self._attempt(ssn, job, budget, failed)
             except Exception as e:  # one job's failure costs only that job (Session.drop_job)

@@ -41,7 +41,7 @@ class StaleGangEviction:
         for job in ssn.snap.jobs:
             if job.index in ssn.job_errors:
                 continue
-            mark = len(ssn.journal)
+            mark = ssn.begin_job()
             try:
                 self._check(ssn, job)
             except Exception as e:  # one job's failure costs only that job (Session.drop_job)
