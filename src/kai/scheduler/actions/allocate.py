@@ -51,12 +51,13 @@ class Allocate:
             candidates = [job for job in candidates if job.index not in ssn.job_errors and ssn.pending_tasks(job)]
         queue = JobQueue(ssn, candidates, ssn.conf.queue_depth(self.name))
         impossible: dict[tuple[int, bytes], tuple[int, str]] = {}  # (sig, request) -> (min count that failed, why)
+        journal = ssn.journal
         while (job := queue.pop()) is not None:
-            mark = ssn.begin_job()
+            journal.clear()  # Session.begin_job, inlined: a new job's attempt (10,000 of them in a big cycle)
             try:
                 again = _allocate_gang(ssn, job) if not is_simple(job) else _allocate_job(ssn, job, impossible)
             except Exception as e:  # one job's failure costs only that job (Session.drop_job)
-                ssn.drop_job(job, self.name, e, mark)
+                ssn.drop_job(job, self.name, e, 0)
                 continue
             if again:
                 queue.push(job)
@@ -200,8 +201,9 @@ def _place(ssn: Session, stmt: Statement, tasks: list[TaskInfo]) -> tuple[int, s
         choice = placer.best_node(task)
         if choice is None:
             return i, explain_no_node(ssn, task)
-        if choice.now:
-            stmt.allocate(task, choice.node, choice.gpus)
+        node, now, gpus = choice  # unpacked: cheaper than three attribute reads, 40,000 times a cycle
+        if now:
+            stmt.allocate(task, node, gpus)
         else:
-            stmt.pipeline(task, choice.node, choice.gpus)
+            stmt.pipeline(task, node, gpus)
     return len(tasks), ""
