@@ -5,7 +5,9 @@ page's Content-Security-Policy (``connect-src 'self'``: the script may talk to i
 the test checks the rendered DOM: queue names, a waiting job's reason (the one the scheduler wrote) and
 the node x GPU map, with no console message at all. A screenshot is kept as a test artifact
 (``test-artifacts/dashboard.png``). ``kai dashboard --kubeconfig`` (no scheduler) serves the same
-document from its own informers. What a kubelet does (mark bound pods Running) is played by the test.
+document from its own informers. What a kubelet does (mark bound pods Running) is played by the test;
+the half-GPU pod goes the real shared path (kai's admission webhook gives it its env, the binder makes
+a reservation pod), with the device plugin and the reservation container played by ``GpuNode``.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from typing import Any
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
+from kai.k8s._gpushare import ReservationOptions
 from kai.k8s.envtest import ControlPlane
 from tests.browser import chromium, console_lines
+from tests.k8s.gpushare import GpuNode, fake_nvml, gpu_uuids, nvidia_runtime_class, webhook_port
 from tests.k8s.sched import InProcess, Kubelet, options, wait_for
 from tests.k8s.test_explain_live import pod, queue, waiting_condition
 
@@ -49,12 +53,23 @@ def _cluster(admin: Client, ns: str, nodes: Any) -> None:
     admin.create(queue("db-team-b", 2, "db-dept"))
 
 
+__all__ = ["fake_nvml", "webhook_port"]  # fixtures
+
+
 def test_the_dashboard_in_chromium(
-    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes, tmp_path: Path
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes, tmp_path: Path, webhook_port: int, fake_nvml: Path
 ) -> None:
     _cluster(admin, ns, nodes)
+    nvidia_runtime_class(scheduler_cluster)
     kubelet = Kubelet(admin)
-    with InProcess(options(scheduler_cluster, dashboard_listen="127.0.0.1:0")) as run:
+    opts = options(
+        scheduler_cluster,
+        dashboard_listen="127.0.0.1:0",
+        webhook_listen=("127.0.0.1", webhook_port),
+        reservation=ReservationOptions(timeout_s=20),
+    )
+    with InProcess(opts) as run, GpuNode(admin, scheduler_cluster, "db-0", gpu_uuids("db-0", 4), fake_nvml):
+        wait_for(lambda: run.call(run.scheduler.webhook_serving), "the admission webhooks to serve")
         port = run.scheduler.dashboard_port
         assert port > 0
         admin.create(pod("a-runs", ns, 3, queue="db-team-a"))
