@@ -59,7 +59,7 @@ CONF = SchedulerConf(actions=("allocate",))
 
 def conf_for(gpu_policy: str = "") -> SchedulerConf:
     """The allocate-only configuration, with *gpu_policy* as ``placementStrategy.gpu`` if given."""
-    return SchedulerConf(actions=("allocate",), gpu_policy=gpu_policy) if gpu_policy else CONF
+    return CONF.with_plugin("gpupolicy", policy=gpu_policy) if gpu_policy else CONF
 
 
 @dataclass(frozen=True, slots=True)

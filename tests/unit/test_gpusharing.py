@@ -13,9 +13,9 @@ import pytest
 from kai.api.manifests import load_manifests
 from kai.api.objects import ObjectMeta, Pod
 from kai.scheduler.conf import SchedulerConf
-from kai.scheduler.gpusharing import GpuShare, parse_share
-from kai.scheduler.model import GPU, MILLI, TaskStatus
-from kai.scheduler.session import Session
+from kai.scheduler.cycle import open_session
+from kai.scheduler.gpusharing import parse_share
+from kai.scheduler.model import GPU, MILLI, GpuShare, TaskStatus
 from kai.sim.cluster import EmbeddedCluster
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -139,7 +139,7 @@ def test_snapshot_rebuilds_groups_from_labels() -> None:
 
 def test_statement_rollback_restores_every_gpu_array() -> None:
     snap = _cluster().snapshot()
-    ssn = Session(snap, SchedulerConf())
+    ssn = open_session(snap, SchedulerConf())
     by_name = {t.name: t for t in snap.tasks}
     arrays = lambda: [ssn.idle.copy(), ssn.releasing.copy(), *ssn.gpu_arrays()]  # noqa: E731
     before = arrays()
@@ -158,11 +158,10 @@ def test_statement_rollback_restores_every_gpu_array() -> None:
 
 def test_whole_gpu_takes_the_last_whole_gpu_only() -> None:
     snap = _cluster().snapshot()
-    ssn = Session(snap, SchedulerConf())
+    ssn = open_session(snap, SchedulerConf())
     pending = next(t for t in snap.tasks if t.name == "pending")
     # 3 GPUs: groups X and Y hold two; one whole GPU is idle, and the 0.6 fraction takes it as a new group
-    node, now = ssn.placer.best_node(pending)
-    assert (node, now) == (0, True)
+    assert ssn.placer.best_node(pending) == (0, True, None)
     stmt = ssn.statement()
     stmt.allocate(pending, 0)
     slot = ssn.gpus[pending.index][0]

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kai.scheduler import placement
+from kai.scheduler.cycle import open_session
 from kai.scheduler.model import ACTIVE_ALLOCATED, TaskInfo, TaskStatus
 from kai.scheduler.placement import Placer
 from kai.scheduler.session import Session, Statement
@@ -58,10 +59,10 @@ def play_statement_ops(
             pending = [t for t in ssn.snap.tasks if ssn.status[t.index] == TaskStatus.PENDING]
             if pending:
                 t = data.draw(st.sampled_from(pending), label="task")
-                row, now = ssn.placer.best_node(t)
-                if row >= 0:
-                    all_now &= now
-                    (stmt.allocate if now else stmt.pipeline)(t, row)
+                choice = ssn.placer.best_node(t)
+                if choice is not None:
+                    all_now &= choice.now
+                    (stmt.allocate if choice.now else stmt.pipeline)(t, choice.node, choice.gpus)
         elif op == "evict":
             candidates = victims(ssn)
             if candidates:
@@ -107,9 +108,7 @@ def test_binpack_fills_the_fullest_node_and_spread_the_emptiest() -> None:
     t = next(t for t in ssn.snap.tasks if t.name == "new-0")
     assert ssn.snap.nodes.names[ssn.placer.best_node(t)[0]] == "b"  # binpack: 3 free beats 8 free
 
-    from dataclasses import replace
-
-    spread = Session(ssn.snap, replace(ssn.conf, placement_gpu="spread"))
+    spread = open_session(ssn.snap, ssn.conf.with_placement(gpu="spread"))
     assert spread.snap.nodes.names[spread.placer.best_node(t)[0]] == "a"
 
 
@@ -126,19 +125,17 @@ def test_best_node_stays_current_as_fractions_fill_gpus(placement_gpu: str) -> N
         doc = pod(f"f{j:02d}-0", f"f{j:02d}", cpu="500m", gpu=0)
         doc["metadata"]["annotations"]["gpu-fraction"] = fraction
         docs.append(doc)
-    from dataclasses import replace
-
     plain = session_from(docs)
-    ssn = Session(plain.snap, replace(plain.conf, placement_gpu=placement_gpu))
+    ssn = open_session(plain.snap, plain.conf.with_placement(gpu=placement_gpu))
     stmt = ssn.statement()
     placed = 0
     for t in ssn.snap.tasks:
-        row, now = ssn.placer.best_node(t)
-        if row < 0:
+        choice = ssn.placer.best_node(t)
+        if choice is None:
             continue
         for keep in (False, True):  # placed, rolled back (its node regains what it had), placed again
             mark = stmt.checkpoint()
-            (stmt.allocate if now else stmt.pipeline)(t, row)
+            (stmt.allocate if choice.now else stmt.pipeline)(t, choice.node, choice.gpus)
             assert_placer_current(ssn)
             if not keep:
                 stmt.rollback(mark)

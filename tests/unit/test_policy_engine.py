@@ -20,8 +20,11 @@ from kai.api.manifests import load_manifests
 from kai.api.objects import GPU_POLICIES
 from kai.scheduler import policyplacer
 from kai.scheduler.conf import ConfigError, SchedulerConf
+from kai.scheduler.cycle import open_session
 from kai.scheduler.gpupolicy import POLICY_NAMES
 from kai.scheduler.model import ACTIVE_USED, TaskInfo, TaskStatus
+from kai.scheduler.plugins import check_conf
+from kai.scheduler.plugins.gpupolicy import GpuPolicy
 from kai.scheduler.policyplacer import PolicyPlacer
 from kai.scheduler.session import Session
 from kai.sim.cluster import EmbeddedCluster
@@ -54,24 +57,30 @@ def conf_of(text: str) -> SchedulerConf:
     return SchedulerConf.from_shard(objects[0][1])  # type: ignore[arg-type]
 
 
+def args_of(conf: SchedulerConf, plugin: str) -> dict[str, Any] | None:
+    """The arguments of *plugin* if it is enabled, else None."""
+    setting = conf.plugin(plugin)
+    return dict(setting.arguments) if setting is not None and setting.enabled else None
+
+
 @pytest.mark.parametrize("policy", GPU_POLICIES)
 def test_a_policy_keeps_binpack_as_its_fallback_and_keeps_consolidation(policy: str) -> None:
     conf = conf_of(shard(policy))
-    assert (conf.gpu_policy, conf.placement_gpu, conf.placement_cpu) == (policy, "binpack", "binpack")
+    assert args_of(conf, "gpupolicy") == {"policy": policy}
+    assert args_of(conf, "nodeplacement") == {"gpu": "binpack", "cpu": "binpack"}
     assert "consolidation" in conf.actions
 
 
 def test_binpack_and_spread_set_no_policy() -> None:
-    assert conf_of(shard("binpack")).gpu_policy == ""
-    assert conf_of(shard("spread")).gpu_policy == ""
-    assert conf_of(shard("random", {"gpu-policy-seed": "11"})).gpu_policy_seed == 11
+    assert args_of(conf_of(shard("binpack")), "gpupolicy") is None
+    assert args_of(conf_of(shard("spread")), "gpupolicy") is None
+    seeded = conf_of(shard("random", {"gpu-policy-seed": "11"}))
+    assert args_of(seeded, "gpupolicy") == {"policy": "random", "seed": "11"}
 
 
 def test_conf_rejects_an_unknown_policy() -> None:
-    with pytest.raises(
-        ConfigError, match=r"placementStrategy\.gpu: 'tetris' is not one of binpack, spread, fragmentation"
-    ):
-        SchedulerConf(gpu_policy="tetris")
+    with pytest.raises(ConfigError, match=r"gpupolicy\.arguments\.policy: 'tetris' is not one of fragmentation"):
+        check_conf(SchedulerConf().with_plugin("gpupolicy", policy="tetris"))
 
 
 BASE = textwrap.dedent(
@@ -172,7 +181,14 @@ def session(docs: list[dict[str, Any]], policy: str, seed: int = 0) -> Session:
     objects, _ = load_manifests([("c.yaml", yaml.safe_dump_all([queue("root"), queue("team", "root"), *docs]))])
     cluster = EmbeddedCluster(now=0.0)
     cluster.apply(objects)
-    return Session(cluster.snapshot(), SchedulerConf(gpu_policy=policy, gpu_policy_seed=seed))
+    return open_session(cluster.snapshot(), SchedulerConf().with_plugin("gpupolicy", policy=policy, seed=seed))
+
+
+def policy_of(ssn: Session) -> PolicyPlacer:
+    """The Session's gpupolicy plugin's PolicyPlacer (made on its first question)."""
+    plugin = ssn.hooks.plugins["gpupolicy"]
+    assert isinstance(plugin, GpuPolicy)
+    return plugin._policy(ssn)
 
 
 def task_named(ssn: Session, name: str) -> TaskInfo:
@@ -193,8 +209,7 @@ def test_freestate_reads_gpu_groups_whole_gpus_models_and_memory_units() -> None
         ],
         "fragmentation",
     )
-    pp = ssn.placer.policy
-    assert pp is not None
+    pp = policy_of(ssn)
     st_ = pp.state
     # node a: one whole GPU held (not tracked per device), a group on slot 2 with 0.75 free, 2 whole idle
     assert st_.gpu[0].tolist() == [1000, 1000, 750, 0]
@@ -221,20 +236,18 @@ def test_shared_pod_takes_the_gpu_the_policy_picked() -> None:
     for seed in range(12):
         ssn = session(docs, "random", seed)
         t = task_named(ssn, "new")
-        row, now = ssn.placer.best_node(t)
-        assert (row, now) == (0, True)
-        hint = ssn.placer.policy._hint  # type: ignore[union-attr]
-        assert hint is not None
+        choice = ssn.placer.best_node(t)
+        assert choice is not None and choice[:2] == (0, True) and choice.gpus is not None
         stmt = ssn.statement()
-        stmt.allocate(t, row)
-        assert ssn.gpus[t.index] == hint[3]
-        picked.add(hint[3][0])
+        stmt.allocate(t, choice.node, choice.gpus)
+        assert ssn.gpus[t.index] == choice.gpus  # the policy's GPU, handed over explicitly (no side channel)
+        picked.add(choice.gpus[0])
     assert picked == {0, 1, 2}  # both groups and the fresh GPU (slot 2) were picked for some seed
 
 
-def test_a_stale_pick_is_not_used() -> None:
-    """The pick is only honoured when nothing changed since the policy chose it: here another pod took
-    the picked group's room in between, so the Session chooses (gpupack) and the task still fits."""
+def test_a_stale_choice_is_not_used() -> None:
+    """A Choice is honoured when its GPUs can still take the pod: here another pod took the chosen group's
+    room in between, so the Session chooses (gpupack) and the task still fits."""
     ssn = session(
         [
             gpu_node("a", gpus=2),
@@ -245,13 +258,12 @@ def test_a_stale_pick_is_not_used() -> None:
         "bestfit",
     )
     first, second = task_named(ssn, "first"), task_named(ssn, "second")
-    row, _ = ssn.placer.best_node(first)
-    assert ssn.placer.policy._hint[3] == (0,)  # type: ignore[union-attr,index]  # the fuller GPU
+    choice = ssn.placer.best_node(first)
+    assert choice is not None and choice.gpus == (0,)  # the fuller GPU
     stmt = ssn.statement()
-    stmt.allocate(second, row)  # not what the policy was asked about: the Session's own choice, slot 0
+    stmt.allocate(second, choice.node)  # not what the policy was asked about: the Session's own choice, slot 0
     assert ssn.gpus[second.index] == (0,)
-    assert ssn.placer.policy.gpus_for(first, row) is None  # type: ignore[union-attr]
-    stmt.allocate(first, row)  # slot 0 has 0.1 left now: gpupack takes the other GPU
+    stmt.allocate(first, choice.node, choice.gpus)  # slot 0 has 0.1 left now: gpupack takes the other GPU
     assert ssn.gpus[first.index] == (1,)
 
 
@@ -268,10 +280,7 @@ def test_a_pick_the_session_cannot_honour_falls_back_to_its_own_choice() -> None
         "bestfit",
     )
     t = task_named(ssn, "p")
-    pp = ssn.placer.policy
-    assert pp is not None
-    pp._hint = (t.index, 0, len(ssn.node_log), (0,))
-    ssn.statement().allocate(t, 0)
+    ssn.statement().allocate(t, 0, (0,))  # a Choice of GPU 0, which has 0.1 free
     assert ssn.gpus[t.index] == (1,)  # gpupack: the group with room
 
 
@@ -281,18 +290,18 @@ def test_no_node_fits_now_falls_back_to_pipelining() -> None:
         "fragmentation",
     )
     t = task_named(ssn, "next")
-    assert ssn.placer.best_node(t) == (0, False)  # the Placer's own path: onto the releasing GPU
-    assert ssn.placer.policy.placed == 0  # type: ignore[union-attr]
+    assert ssn.placer.best_node(t) == (0, False, None)  # the Placer's own path: onto the releasing GPU
+    assert policy_of(ssn).placed == 0
 
 
 def test_the_policy_chooses_only_among_allowed_nodes() -> None:
     ssn = session([gpu_node("a"), gpu_node("b"), gpu_node("c"), *a_pod("p", gpu=1)], "bestfit")
     t = task_named(ssn, "p")
-    assert ssn.placer.best_node(t) == (0, True)  # all equal: the first name
+    assert ssn.placer.best_node(t) == (0, True, None)  # all equal: the first name
     allowed = np.array([False, False, True])
-    assert ssn.placer.best_node(t, allowed) == (2, True)
+    assert ssn.placer.best_node(t, allowed) == (2, True, None)
     bonus = np.array([0.0, 5.0, 5.0])  # a topology preference: the policy chooses among the preferred
-    assert ssn.placer.best_node(t, None, bonus) == (1, True)
+    assert ssn.placer.best_node(t, None, bonus) == (1, True, None)
 
 
 def test_gpu_model_selectors_restrict_the_policy_and_its_shapes() -> None:
@@ -300,8 +309,8 @@ def test_gpu_model_selectors_restrict_the_policy_and_its_shapes() -> None:
     sel[1]["spec"]["nodeSelector"] = {C.LABEL_GPU_PRODUCT: "T4"}
     ssn = session([gpu_node("a", product="A100"), gpu_node("b", product="T4"), *sel], "fragmentation")
     t = task_named(ssn, "t4-only")
-    assert ssn.placer.best_node(t) == (1, True)
-    req = ssn.placer.policy._request(t)  # type: ignore[union-attr]
+    assert ssn.placer.best_node(t) == (1, True, None)
+    req = policy_of(ssn)._request(t)
     assert req is not None and req.models == (1,)
 
 
@@ -346,10 +355,9 @@ def exact_tags(ssn: Session, pp: PolicyPlacer) -> np.ndarray:
 
 
 def assert_state_current(ssn: Session, tags_exact: bool) -> None:
-    kept = ssn.placer.policy
-    assert kept is not None
+    kept = policy_of(ssn)
     kept._sync()
-    fresh = PolicyPlacer(ssn)
+    fresh = PolicyPlacer(ssn, kept.name, 0)
     for field in ("cpu", "memory", "gpu", "model"):
         assert np.array_equal(getattr(kept.state, field), getattr(fresh.state, field)), field
     if kept.name == "gpuclustering" and tags_exact:

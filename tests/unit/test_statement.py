@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from kai.api.manifests import load_manifests
 from kai.scheduler.conf import SchedulerConf
+from kai.scheduler.cycle import open_session
 from kai.scheduler.model import ACTIVE_ALLOCATED, CPU, GPU, MILLI, QRES_COLUMNS, TaskInfo, TaskStatus
 from kai.scheduler.session import Session
 from kai.sim.cluster import EmbeddedCluster
@@ -84,7 +85,7 @@ def session_from(docs: list[dict[str, Any]]) -> Session:
     objects, _ = load_manifests([("cluster.yaml", text)])
     cluster = EmbeddedCluster(now=NOW)
     cluster.apply(objects)
-    return Session(cluster.snapshot(), SchedulerConf())
+    return open_session(cluster.snapshot(), SchedulerConf())
 
 
 def base_docs() -> list[dict[str, Any]]:

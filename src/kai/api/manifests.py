@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
 from kai.api import constants as C
 from kai.api.errors import ManifestError
+from kai.api.limits import check_shape
 from kai.api.objects import (
     ApiObject,
+    parse_namespace,
     parse_node,
     parse_pod,
     parse_podgroup,
@@ -29,12 +31,30 @@ from kai.api.objects import (
     parse_topology,
 )
 from kai.api.pdb import parse_pdb
+from kai.api.storage import (
+    StorageObject,
+    parse_csinode,
+    parse_persistent_volume,
+    parse_persistent_volume_claim,
+    parse_storage_class,
+)
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload
 
 try:  # the C loader is ~10x faster on large manifests
-    _Loader: type = yaml.CSafeLoader
+    _Base: type = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML without libyaml
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
+
+
+class _Loader(_Base):  # type: ignore[misc,valid-type]
+    """YAML 1.1 without implicit timestamps: Kubernetes reads ``2026-01-01T00:00:00Z`` as a string, and so does
+    kai, so that a bad date is an error naming its field (``parse_time``) rather than a YAML error."""
+
+    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, Any]]]] = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in _Base.yaml_implicit_resolvers.items()
+    }
+
 
 PARSERS: dict[tuple[str, str], Callable[[dict[str, Any]], ApiObject]] = {
     ("v1", "Node"): parse_node,
@@ -45,17 +65,31 @@ PARSERS: dict[tuple[str, str], Callable[[dict[str, Any]], ApiObject]] = {
     (C.TOPOLOGY_API_VERSION, "Topology"): parse_topology,
     (C.SHARD_API_VERSION, "SchedulingShard"): parse_shard,
     ("policy/v1", "PodDisruptionBudget"): parse_pdb,
+    ("v1", "Namespace"): parse_namespace,
+    ("storage.k8s.io/v1", "StorageClass"): parse_storage_class,
+    ("v1", "PersistentVolume"): parse_persistent_volume,
+    ("v1", "PersistentVolumeClaim"): parse_persistent_volume_claim,
+    ("storage.k8s.io/v1", "CSINode"): parse_csinode,
 }
 
 NAMESPACED_KINDS = frozenset(
-    {"Pod", "PodGroup", "PodDisruptionBudget", "Secret", "ConfigMap", "Service", "ServiceAccount"}
+    {
+        "Pod",
+        "PodGroup",
+        "PodDisruptionBudget",
+        "PersistentVolumeClaim",
+        "Secret",
+        "ConfigMap",
+        "Service",
+        "ServiceAccount",
+    }
     | {k for _, k in WORKLOAD_KINDS}
 )
 
-ManifestObject = ApiObject | Workload
+ManifestObject = ApiObject | Workload | StorageObject
 
 # Kinds a user applies beside their workloads that carry nothing for a scheduler.
-IGNORED_KINDS = frozenset({"Secret", "ConfigMap", "Namespace", "Service", "ServiceAccount"})
+IGNORED_KINDS = frozenset({"Secret", "ConfigMap", "Service", "ServiceAccount"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +122,9 @@ def parse_document(doc: Any, source: str) -> ManifestObject | Ignored:
         raise ManifestError("is required", source=source, obj=ref, field="kind")
     if not api_version:
         raise ManifestError("is required", source=source, obj=ref, field="apiVersion")
+    for value, name in ((kind, "kind"), (api_version, "apiVersion")):
+        if not isinstance(value, str):
+            raise ManifestError(f"expected a string, got {type(value).__name__}", source=source, obj=ref, field=name)
     parser: Callable[[dict[str, Any]], ManifestObject] | None = PARSERS.get((str(api_version), str(kind)))
     if parser is None and (str(api_version), str(kind)) in WORKLOAD_KINDS:
         parser = parse_workload
@@ -112,9 +149,15 @@ def iter_documents(text: str, source: str) -> Iterator[Any]:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         raise ManifestError(f"{where}malformed YAML: {getattr(e, 'problem', e)}", source=source) from None
-    for doc in docs:
+    except (ValueError, TypeError, OverflowError) as e:  # a scalar PyYAML's constructors refuse (a 5,000-digit int)
+        raise ManifestError(f"malformed YAML: {str(e)[:200]}", source=source) from None
+    for i, doc in enumerate(docs):
         if doc is None:
             continue
+        try:
+            check_shape(doc)
+        except ManifestError as e:
+            raise e.located(source=source, obj=object_ref(doc) or f"document {i + 1}") from None
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
             yield from (d for d in doc["items"] if d is not None)
         else:

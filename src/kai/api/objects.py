@@ -14,85 +14,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kai.api import constants as C
-from kai.api.duration import parse_duration
+from kai.api._read import _bool, _duration, _int, _list, _map, _number, _required, _str, _str_map
 from kai.api.errors import ManifestError
-from kai.api.quantity import QuantityError, to_milli, to_units
+from kai.api.podspec import (
+    HostPort,
+    PodAffinity,
+    SpreadConstraint,
+    parse_claims,
+    parse_host_ports,
+    parse_pod_affinity,
+    parse_spread,
+)
+from kai.api.quantity import MAX_AMOUNT, QuantityError, parse_quantity, to_milli, to_units
+from kai.api.queueaccess import parse_allowed_namespaces
+from kai.api.selectors import SelectorRequirement, parse_requirement
 
 Resources = dict[str, int]  # resource name -> amount in base units (cpu: millicores)
-
-
-# ---------------------------------------------------------------------------------------------
-# Small readers: each raises ManifestError(field=...) so the message names the field.
-# ---------------------------------------------------------------------------------------------
-
-
-def _map(obj: Any, path: str) -> dict[str, Any]:
-    if obj is None:
-        return {}
-    if not isinstance(obj, dict):
-        raise ManifestError(f"expected a mapping, got {type(obj).__name__}", field=path)
-    return obj
-
-
-def _list(obj: Any, path: str) -> list[Any]:
-    if obj is None:
-        return []
-    if not isinstance(obj, list):
-        raise ManifestError(f"expected a list, got {type(obj).__name__}", field=path)
-    return obj
-
-
-def _str(obj: Any, path: str, default: str = "") -> str:
-    if obj is None:
-        return default
-    if isinstance(obj, (dict, list)):
-        raise ManifestError(f"expected a string, got {type(obj).__name__}", field=path)
-    return str(obj)
-
-
-def _str_map(obj: Any, path: str) -> dict[str, str]:
-    return {str(k): _str(v, f"{path}.{k}") for k, v in _map(obj, path).items()}
-
-
-def _number(obj: Any, path: str, default: float) -> float:
-    if obj is None:
-        return default
-    if isinstance(obj, bool) or not isinstance(obj, (int, float, str)):
-        raise ManifestError(f"{obj!r} is not a number", field=path)
-    try:
-        return float(obj)
-    except ValueError:
-        raise ManifestError(f"{obj!r} is not a number", field=path) from None
-
-
-def _int(obj: Any, path: str, default: int | None) -> int | None:
-    if obj is None:
-        return default
-    if isinstance(obj, bool) or not isinstance(obj, (int, str)):
-        raise ManifestError(f"{obj!r} is not an integer", field=path)
-    try:
-        return int(obj)
-    except ValueError:
-        raise ManifestError(f"{obj!r} is not an integer", field=path) from None
-
-
-def _bool(obj: Any, path: str, default: bool) -> bool:
-    if obj is None:
-        return default
-    if isinstance(obj, bool):
-        return obj
-    if isinstance(obj, str) and obj.lower() in ("true", "false"):
-        return obj.lower() == "true"
-    raise ManifestError(f"{obj!r} is not a boolean", field=path)
-
-
-def _duration(obj: Any, path: str) -> float | None:
-    if obj is None:
-        return None
-    try:
-        return parse_duration(obj)
-    except ValueError as e:
-        raise ManifestError(str(e), field=path) from None
 
 
 def parse_time(obj: Any, path: str) -> float | None:
@@ -117,18 +54,45 @@ def format_time(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_resources(obj: Any, path: str) -> Resources:
-    """A ResourceList (``{cpu: 500m, memory: 1Gi, nvidia.com/gpu: 1}``) in base units."""
+def is_extended_resource(name: str) -> bool:
+    """A resource outside Kubernetes' own (``nvidia.com/gpu``, ``example.com/foo``): the API server takes only
+    whole numbers of these (apimachinery's IsExtendedResourceName)."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def parse_resources(obj: Any, path: str, oversize: list[str] | None = None) -> Resources:
+    """A ResourceList (``{cpu: 500m, memory: 1Gi, nvidia.com/gpu: 1}``) in base units.
+
+    An amount above ``MAX_AMOUNT`` (which the API server accepts: ``cpu: 1e16``) is saturated at it and its
+    field appended to *oversize*, so the caller can report it while the object keeps counting as what it is
+    (a bound pod that asks for everything fills its node). Without *oversize* such an amount is an error."""
     out: Resources = {}
     for name, value in _map(obj, path).items():
         name = str(name)
+        field_path = f"{path}.{name}"
         try:
-            out[name] = to_milli(value) if name == C.RESOURCE_CPU else to_units(value)
+            if is_extended_resource(name) and parse_quantity(value).denominator != 1:
+                raise ManifestError(
+                    f"{value!r} is not a whole number: extended resources are counted in whole units"
+                    + (" (ask for part of a GPU with the gpu-fraction annotation)" if name == C.RESOURCE_GPU else ""),
+                    field=field_path,
+                )
+            amount = to_milli(value) if name == C.RESOURCE_CPU else to_units(value)
         except QuantityError as e:
-            raise ManifestError(str(e), field=f"{path}.{name}") from None
-        if out[name] < 0:
-            raise ManifestError(f"{value!r} is negative", field=f"{path}.{name}")
+            raise ManifestError(str(e), field=field_path) from None
+        if amount < 0:
+            raise ManifestError(f"{value!r} is negative", field=field_path)
+        if amount > MAX_AMOUNT:
+            if oversize is None:
+                raise ManifestError(oversize_message(value), field=field_path)
+            oversize.append(f"{field_path}: {oversize_message(value)}")
+            amount = MAX_AMOUNT
+        out[name] = amount
     return out
+
+
+def oversize_message(value: Any) -> str:
+    return f"{str(value)[:40]!r} is more than kai can account for (at most 2^50 base units: bytes, millicores, counts)"
 
 
 def _add(into: Resources, other: Resources) -> None:
@@ -168,11 +132,16 @@ class ObjectMeta:
     resource_version: int = 0
 
 
+MAX_NAME = 253  # a DNS subdomain, the longest name the API server accepts for any kind
+
+
 def parse_meta(doc: dict[str, Any], kind: str, *, namespaced: bool) -> ObjectMeta:
     m = _map(doc.get("metadata"), "metadata")
     name = _str(m.get("name"), "metadata.name")
     if not name:
         raise ManifestError("is required", field="metadata.name")
+    if len(name) > MAX_NAME:
+        raise ManifestError(f"{name[:40]!r}... is longer than {MAX_NAME} characters", field="metadata.name")
     ns = _str(m.get("namespace"), "metadata.namespace", "default") if namespaced else None
     owners = []
     for i, o in enumerate(_list(m.get("ownerReferences"), "metadata.ownerReferences")):
@@ -221,6 +190,7 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    oversize: tuple[str, ...] = ()  # "field: message" of amounts saturated at MAX_AMOUNT (parse_resources)
 
     kind = "Node"
 
@@ -233,7 +203,8 @@ def parse_node(doc: dict[str, Any]) -> Node:
     alloc_path = "status.allocatable"
     if alloc_src is None:  # kubelet copies capacity when allocatable is absent
         alloc_src, alloc_path = status.get("capacity"), "status.capacity"
-    allocatable = parse_resources(alloc_src, alloc_path)
+    oversize: list[str] = []
+    allocatable = parse_resources(alloc_src, alloc_path, oversize)
     allocatable.setdefault(C.RESOURCE_PODS, 110)
     taints = []
     for i, t in enumerate(_list(spec.get("taints"), "spec.taints")):
@@ -254,6 +225,7 @@ def parse_node(doc: dict[str, Any]) -> Node:
         taints=tuple(taints),
         unschedulable=_bool(spec.get("unschedulable"), "spec.unschedulable", False),
         ready=ready,
+        oversize=tuple(oversize),
     )
 
 
@@ -263,13 +235,6 @@ def parse_node(doc: dict[str, Any]) -> Node:
 
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 TOLERATION_OPERATORS = ("Equal", "Exists")
-
-
-@dataclass(frozen=True, slots=True)
-class SelectorRequirement:
-    key: str
-    operator: str
-    values: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,8 +272,21 @@ class Pod:
     start_time: float | None = None  # status.startTime: when the pod last started (min runtime counts from it)
     # status.conditions' Ready: None when the pod has no such condition (a manifest for kai sim)
     ready_condition: bool | None = None
+    # "field: message" of requests saturated at MAX_AMOUNT (parse_resources): such a pod is never placed by kai,
+    # and a bound one counts as asking for everything
+    oversize: tuple[str, ...] = ()
+    # placement rules that tie the pod to other pods and to storage (kai.api.podspec)
+    pod_affinity: PodAffinity | None = None  # inter-pod affinity and anti-affinity
+    spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints
+    host_ports: tuple[HostPort, ...] = ()
+    claims: tuple[str, ...] = ()  # PersistentVolumeClaims of its volumes, in its namespace
 
     kind = "Pod"
+
+    @property
+    def placement_rules(self) -> bool:
+        """The pod's place depends on other pods or on storage (affinity, spread, host ports, claims)."""
+        return bool(self.pod_affinity or self.spread or self.host_ports or self.claims)
 
     @property
     def healthy(self) -> bool:
@@ -334,77 +312,21 @@ def parse_go_int(text: str) -> int | None:
 
 
 def _parse_requirement(r: Any, p: str) -> SelectorRequirement:
-    r = _map(r, p)
-    op = _str(r.get("operator"), f"{p}.operator")
-    if op not in SELECTOR_OPERATORS:
-        raise ManifestError(f"{op!r} is not one of {', '.join(SELECTOR_OPERATORS)}", field=f"{p}.operator")
-    values = tuple(_str(v, f"{p}.values[{i}]") for i, v in enumerate(_list(r.get("values"), f"{p}.values")))
-    if op in ("In", "NotIn") and not values:
-        raise ManifestError(f"operator {op} needs at least one value", field=f"{p}.values")
-    if op in ("Exists", "DoesNotExist") and values:
-        raise ManifestError(f"operator {op} takes no values", field=f"{p}.values")
-    if op in ("Gt", "Lt"):
-        if len(values) != 1:
-            raise ManifestError(f"operator {op} needs exactly one value", field=f"{p}.values")
-        if parse_go_int(values[0]) is None:
-            raise ManifestError(f"{values[0]!r} is not an integer", field=f"{p}.values[0]")
-    return SelectorRequirement(_str(r.get("key"), f"{p}.key"), op, values)
-
-
-def _container_requests(c: dict[str, Any], p: str) -> Resources:
-    """requests, with limits standing in for a missing request (as the API server defaults)."""
-    res = _map(c.get("resources"), f"{p}.resources")
-    req = parse_resources(res.get("requests"), f"{p}.resources.requests")
-    for k, v in parse_resources(res.get("limits"), f"{p}.resources.limits").items():
-        req.setdefault(k, v)
+    """A node selector requirement: a label requirement, or Gt/Lt with one integer value."""
+    req = parse_requirement(r, p, SELECTOR_OPERATORS, _str)  # node label values may be written unquoted
+    if req.operator in ("Gt", "Lt"):
+        if len(req.values) != 1:
+            raise ManifestError(f"operator {req.operator} needs exactly one value", field=f"{p}.values")
+        if parse_go_int(req.values[0]) is None:
+            raise ManifestError(f"{req.values[0]!r} is not an integer", field=f"{p}.values[0]")
     return req
 
 
-def effective_requests(spec: dict[str, Any], prefix: str = "spec") -> tuple[Resources, tuple[str, ...]]:
-    """The pod's request as kube-scheduler computes it.
-
-    max(sum of app containers + sidecars, each init container + the sidecars started before it),
-    plus the pod overhead, plus one ``pods`` slot.
-    """
-    total: Resources = {}
-    names = []
-    for i, c in enumerate(_list(spec.get("containers"), f"{prefix}.containers")):
-        p = f"{prefix}.containers[{i}]"
-        c = _map(c, p)
-        names.append(_str(c.get("name"), f"{p}.name"))
-        _add(total, _container_requests(c, p))
-    sidecars: Resources = {}
-    init_peak: Resources = {}
-    for i, c in enumerate(_list(spec.get("initContainers"), f"{prefix}.initContainers")):
-        p = f"{prefix}.initContainers[{i}]"
-        c = _map(c, p)
-        req = _container_requests(c, p)
-        if c.get("restartPolicy") == "Always":  # a sidecar runs for the pod's whole life
-            _add(sidecars, req)
-            _max_into(init_peak, sidecars)
-        else:
-            step = dict(sidecars)
-            _add(step, req)
-            _max_into(init_peak, step)
-    _add(total, sidecars)
-    _max_into(total, init_peak)
-    _add(total, parse_resources(spec.get("overhead"), f"{prefix}.overhead"))
-    total[C.RESOURCE_PODS] = total.get(C.RESOURCE_PODS, 0) + 1
-    return total, tuple(names)
-
-
-def parse_pod(doc: dict[str, Any]) -> Pod:
-    meta = parse_meta(doc, "Pod", namespaced=True)
-    spec = _map(doc.get("spec"), "spec")
-    status = _map(doc.get("status"), "status")
-    requests, names = effective_requests(spec)
+def parse_node_selector_terms(obj: Any, path: str) -> tuple[SelectorTerm, ...]:
+    """``nodeSelectorTerms`` (ORed; each term's requirements ANDed) of a node affinity or a PV's nodeAffinity."""
     terms: list[SelectorTerm] = []
-    affinity = _map(spec.get("affinity"), "spec.affinity")
-    na = _map(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
-    req_path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    required = _map(na.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
-    for i, t in enumerate(_list(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")):
-        p = f"{req_path}.nodeSelectorTerms[{i}]"
+    for i, t in enumerate(_list(obj, path)):
+        p = f"{path}[{i}]"
         t = _map(t, p)
         exprs = tuple(
             _parse_requirement(r, f"{p}.matchExpressions[{j}]")
@@ -418,6 +340,74 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
             if f.key != "metadata.name":
                 raise ManifestError("only metadata.name is supported", field=f"{p}.matchFields[{j}].key")
         terms.append(SelectorTerm(exprs, fields))
+    return tuple(terms)
+
+
+def _container_requests(c: dict[str, Any], p: str, oversize: list[str] | None) -> Resources:
+    """requests, with limits standing in for a missing request (as the API server defaults)."""
+    res = _map(c.get("resources"), f"{p}.resources")
+    req = parse_resources(res.get("requests"), f"{p}.resources.requests", oversize)
+    for k, v in parse_resources(res.get("limits"), f"{p}.resources.limits", oversize).items():
+        req.setdefault(k, v)
+    return req
+
+
+def effective_requests(
+    spec: dict[str, Any], prefix: str = "spec", oversize: list[str] | None = None
+) -> tuple[Resources, tuple[str, ...]]:
+    """The pod's request as kube-scheduler computes it.
+
+    max(sum of app containers + sidecars, each init container + the sidecars started before it),
+    plus the pod overhead, plus one ``pods`` slot. A total above MAX_AMOUNT is saturated and reported in
+    *oversize* like a single amount (``parse_resources``).
+    """
+    total: Resources = {}
+    names = []
+    for i, c in enumerate(_list(spec.get("containers"), f"{prefix}.containers")):
+        p = f"{prefix}.containers[{i}]"
+        c = _map(c, p)
+        names.append(_str(c.get("name"), f"{p}.name"))
+        _add(total, _container_requests(c, p, oversize))
+    sidecars: Resources = {}
+    init_peak: Resources = {}
+    for i, c in enumerate(_list(spec.get("initContainers"), f"{prefix}.initContainers")):
+        p = f"{prefix}.initContainers[{i}]"
+        c = _map(c, p)
+        req = _container_requests(c, p, oversize)
+        if c.get("restartPolicy") == "Always":  # a sidecar runs for the pod's whole life
+            _add(sidecars, req)
+            _max_into(init_peak, sidecars)
+        else:
+            step = dict(sidecars)
+            _add(step, req)
+            _max_into(init_peak, step)
+    _add(total, sidecars)
+    _max_into(total, init_peak)
+    _add(total, parse_resources(spec.get("overhead"), f"{prefix}.overhead", oversize))
+    total[C.RESOURCE_PODS] = total.get(C.RESOURCE_PODS, 0) + 1
+    for name, amount in total.items():
+        if amount > MAX_AMOUNT:
+            if oversize is None:
+                raise ManifestError(oversize_message(amount), field=f"{prefix}.containers[*].resources ({name})")
+            if not oversize:  # each amount was in range; their sum is not
+                oversize.append(f"{prefix}.containers[*].resources ({name}): {oversize_message(amount)}")
+            total[name] = MAX_AMOUNT
+    return total, tuple(names)
+
+
+def parse_pod(doc: dict[str, Any]) -> Pod:
+    meta = parse_meta(doc, "Pod", namespaced=True)
+    spec = _map(doc.get("spec"), "spec")
+    status = _map(doc.get("status"), "status")
+    oversize: list[str] = []
+    requests, names = effective_requests(spec, oversize=oversize)
+    affinity = _map(spec.get("affinity"), "spec.affinity")
+    namespace = meta.namespace or "default"
+    pod_affinity = parse_pod_affinity(affinity, namespace, meta.labels)
+    na = _map(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    req_path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _map(na.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
+    terms = parse_node_selector_terms(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
     tolerations = []
     for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations")):
         p = f"spec.tolerations[{i}]"
@@ -452,12 +442,45 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
         nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
         start_time=parse_time(status.get("startTime"), "status.startTime"),
         ready_condition=ready,
+        oversize=tuple(oversize),
+        pod_affinity=pod_affinity,
+        spread=parse_spread(spec.get("topologySpreadConstraints"), meta.labels),
+        host_ports=parse_host_ports(spec),
+        claims=parse_claims(spec, meta.name),
         container_names=names,
         init_container_names=tuple(
             _str(_map(c, f"spec.initContainers[{i}]").get("name"), f"spec.initContainers[{i}].name")
             for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers"))
         ),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Namespace
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Namespace:
+    """Only its labels matter to a scheduler: an affinity term's namespaceSelector matches them."""
+
+    meta: ObjectMeta
+
+    kind = "Namespace"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Its labels, with the one the API server always sets (kubernetes.io/metadata.name)."""
+        return {**self.meta.labels, C.LABEL_NAMESPACE_NAME: self.meta.name}
+
+
+def parse_namespace(doc: dict[str, Any]) -> Namespace:
+    return Namespace(parse_meta(doc, "Namespace", namespaced=False))
+
+
+def namespace_labels(name: str) -> dict[str, str]:
+    """The labels of a namespace kai has not seen: the one the API server sets on every namespace."""
+    return {C.LABEL_NAMESPACE_NAME: name}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,6 +506,8 @@ class Queue:
     resources: dict[str, QueueResource] = field(default_factory=dict)  # keys: gpu, cpu, memory
     preempt_min_runtime: float | None = None
     reclaim_min_runtime: float | None = None
+    # kai's queue access rule (kai.api.queueaccess): namespace patterns that may use it; None = any
+    allowed_namespaces: tuple[str, ...] | None = None
 
     kind = "Queue"
 
@@ -508,6 +533,12 @@ def parse_queue(doc: dict[str, Any]) -> Queue:
             raise ManifestError(f"{q.limit:g} is negative (use -1 for no limit)", field=f"{p}.limit")
         if q.over_quota_weight < 0:
             raise ManifestError(f"{q.over_quota_weight:g} is negative", field=f"{p}.overQuotaWeight")
+        if rd.get("limit") is not None and q.quota >= 0 and q.limit >= 0 and q.limit < q.quota:  # explicit only:
+            raise ManifestError(
+                # an unset limit keeps KAI's meaning (a hard cap of 0) for manifests written for KAI
+                f"{q.limit:g} is below the quota {q.quota:g} (a limit caps what the queue may hold; use -1 for none)",
+                field=f"{p}.limit",
+            )
         for extra in set(rd) - {"quota", "limit", "overQuotaWeight"}:
             raise ManifestError("unknown field (expected quota, limit, overQuotaWeight)", field=f"{p}.{extra}")
         resources[r] = q
@@ -527,6 +558,7 @@ def parse_queue(doc: dict[str, Any]) -> Queue:
         resources=resources,
         preempt_min_runtime=pmr,
         reclaim_min_runtime=rmr,
+        allowed_namespaces=parse_allowed_namespaces(meta.annotations.get(C.ANNOTATION_QUEUE_ALLOWED_NAMESPACES)),
     )
 
 
@@ -562,6 +594,9 @@ class PodGroup:
     sub_groups: tuple[SubGroup, ...] = ()
     topology_constraint: TopologyConstraint | None = None
     mark_unschedulable: bool = True
+    # spec.schedulingBackoff: -1 (default, no backoff) or 1; with 1, KAI prefixes the unschedulable messages with
+    # the node pool ("Node-Pool 'default': ..."), as kai does
+    scheduling_backoff: int = -1
     preemption_delay: float | None = None
     staleness_grace_period: float | None = None
     stale_since: float | None = None  # annotation kai.scheduler/stale-podgroup-timestamp (set by stale gang eviction)
@@ -615,6 +650,13 @@ def _validate_subgroups(groups: list[SubGroup], base: str) -> None:
             raise ManifestError("a leaf subgroup needs minMember", field=f"{base}[{i}].minMember")
 
 
+def _scheduling_backoff(value: Any) -> int:
+    backoff = _int(value, "spec.schedulingBackoff", -1)
+    if backoff not in (-1, 1):
+        raise ManifestError(f"{backoff} is not supported (KAI supports 1 and -1)", field="spec.schedulingBackoff")
+    return backoff if backoff is not None else -1
+
+
 def parse_podgroup(doc: dict[str, Any]) -> PodGroup:
     meta = parse_meta(doc, "PodGroup", namespaced=True)
     spec = _map(doc.get("spec"), "spec")
@@ -652,6 +694,7 @@ def parse_podgroup(doc: dict[str, Any]) -> PodGroup:
         sub_groups=tuple(subgroups),
         topology_constraint=_topology_constraint(spec.get("topologyConstraint"), "spec.topologyConstraint"),
         mark_unschedulable=_bool(spec.get("markUnschedulable"), "spec.markUnschedulable", True),
+        scheduling_backoff=_scheduling_backoff(spec.get("schedulingBackoff")),
         preemption_delay=delay,
         staleness_grace_period=_duration(spec.get("stalenessGracePeriod"), "spec.stalenessGracePeriod"),
         stale_since=parse_time(
@@ -712,9 +755,7 @@ def parse_topology(doc: dict[str, Any]) -> Topology:
     for i, lv in enumerate(_list(spec.get("levels"), "spec.levels")):
         p = f"spec.levels[{i}]"
         lv = _map(lv, p)
-        label = _str(lv.get("nodeLabel"), f"{p}.nodeLabel")
-        if not label:
-            raise ManifestError("is required", field=f"{p}.nodeLabel")
+        label = _required(lv.get("nodeLabel"), f"{p}.nodeLabel")
         levels.append(TopologyLevel(label, _str(lv.get("alias"), f"{p}.alias")))
     if not 1 <= len(levels) <= 16:
         raise ManifestError("needs 1 to 16 levels", field="spec.levels")
@@ -795,6 +836,12 @@ def _usage_params(spec: dict[str, Any]) -> dict[str, float | None]:
         return {}
     db = _map(spec.get("usageDBConfig"), "spec.usageDBConfig")
     params = _map(db.get("usageParams"), "spec.usageDBConfig.usageParams")
+    window_type = _str(params.get("windowType"), "spec.usageDBConfig.usageParams.windowType", "sliding")
+    if window_type != "sliding":  # tumbling and cron windows reset usage on a schedule kai does not model
+        raise ManifestError(
+            f"{window_type!r}: kai computes usage over a sliding window only",
+            field="spec.usageDBConfig.usageParams.windowType",
+        )
     window = _duration(params.get("windowSize"), "spec.usageDBConfig.usageParams.windowSize")
     half_life = _duration(params.get("halfLifePeriod"), "spec.usageDBConfig.usageParams.halfLifePeriod")
     window = 7 * 24 * 3600.0 if window is None else window  # KAI's default window: one week
@@ -805,4 +852,4 @@ def _usage_params(spec: dict[str, Any]) -> dict[str, float | None]:
     return {"usage_window": window, "usage_half_life": half_life}
 
 
-ApiObject = Node | Pod | Queue | PodGroup | PriorityClass | Topology | SchedulingShard
+ApiObject = Node | Pod | Queue | PodGroup | PriorityClass | Topology | SchedulingShard | Namespace

@@ -42,6 +42,14 @@ _QUANTITY = re.compile(
     r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$"
 )
 
+# The largest amount kai accounts for in one quantity, in base units (bytes, millicores, counts): 2^50, about
+# 1.1e15 (1 PiB of memory, 1.1e12 cores). Node and queue sums stay exact in int64 with room for 2^13 such
+# amounts between two saturations (see kai.scheduler.snapshot). The API server accepts far larger quantities
+# (``cpu: 1e16``); kai saturates them at this bound and the object parser reports the field (``Pod.oversize``).
+MAX_AMOUNT = 2**50
+MAX_TEXT = 64  # characters in a quantity string: longer is no quantity anyone writes (and bounds the parse)
+_MAX_EXPONENT = 100  # |exponent| beyond which the value is surely above MAX_AMOUNT or rounds to the same unit
+
 
 class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
@@ -59,12 +67,17 @@ def parse_quantity(value: str | int | float) -> Fraction:
         return Fraction(str(value))
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity")
+    if len(value) > MAX_TEXT:
+        raise QuantityError(f"{value[:20]!r}... is not a quantity (more than {MAX_TEXT} characters)")
     m = _QUANTITY.match(value.strip())
     if m is None:
         raise QuantityError(f"{value!r} is not a quantity (expected e.g. 500m, 2, 15Gi, 1G, 1e9)")
     number = Fraction(m.group("num"))
     if m.group("exp"):
-        return number * Fraction(10) ** int(m.group("exp")[1:])
+        # bounded: 10**(10**9) would take the parser minutes; past the bound the result is the same after
+        # saturation (large) or rounding up (small)
+        exponent = max(-_MAX_EXPONENT, min(_MAX_EXPONENT, int(m.group("exp")[1:])))
+        return number * Fraction(10) ** exponent
     return number * _SUFFIX[m.group("suffix") or ""]
 
 

@@ -4,7 +4,7 @@ Rules: kai reads only a few fields of each owner kind (those the pod-grouper and
 controllers use), so an owner is stored raw and each reader checks the fields it uses, through
 ``Fields``, which names the object and the field in every error. ``WORKLOAD_KINDS`` lists the
 (apiVersion, kind) pairs kai accepts as owners: the kinds KAI's pod-grouper has a plugin for
-(reference section 7), plus Knative's Configuration and Revision, which sit in a Knative Service's
+(kai-behaviour §7), plus Knative's Configuration and Revision, which sit in a Knative Service's
 owner chain.
 """
 
@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kai.api._read import INT32
 from kai.api.errors import ManifestError, OwnerSpecError
+from kai.api.limits import check_shape
 from kai.api.objects import ObjectMeta, Pod, parse_go_int, parse_meta
 
 # (apiVersion, kind) of every owner kind kai reads. The pod-grouper's registry and the simulated
@@ -89,6 +91,7 @@ def parse_workload(doc: dict[str, Any]) -> Workload:
     """A manifest of one of WORKLOAD_KINDS; only the metadata is checked here (readers check the rest)."""
     kind = str(doc.get("kind"))
     meta = parse_meta(doc, kind, namespaced=True)
+    check_shape(doc)  # before the deep copy: an owner from the API server may nest arbitrarily (unknown fields)
     return Workload(meta=meta, api_version=str(doc.get("apiVersion")), kind=kind, doc=copy.deepcopy(doc))
 
 
@@ -150,7 +153,9 @@ class Fields:
         if v is None:
             return default
         if isinstance(v, bool) or not isinstance(v, int):
-            raise self.error(f"{v!r} is not an integer", *path)
+            raise self.error(f"{str(v)[:40]!r} is not an integer", *path)
+        if not INT32[0] <= v <= INT32[1]:  # Kubernetes' counts are int32
+            raise self.error(f"{v} is out of range ({INT32[0]} to {INT32[1]})", *path)
         return v
 
     def string(self, *path: str | int, default: str = "") -> str:

@@ -6,7 +6,8 @@ Rules:
   started under (``kai.k8s._fence``); once the Lease is lost the next write raises ``Fenced`` and the
   rest of the cycle's writes are cancelled. This is the only place the binder decides which API it
   writes through.
-* **Binds** are plain POSTs to ``pods/{name}/binding`` (a typed client raises on the answer after the
+* **Binds** are plain POSTs to ``pods/{name}/binding``, after the pod's volumes are bound (``_volumes``:
+  the decision says which claim gets which volume) (a typed client raises on the answer after the
   bind succeeded), ``bind_concurrency`` at a time, each carrying the pod's uid so a pod recreated
   under the same name is never bound by mistake. 201 = bound; 409 = already bound (by an earlier
   replica or an earlier cycle whose answer was lost); 404 = gone. When the answer is unclear (the
@@ -30,9 +31,11 @@ import logging
 import time
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kai.api import constants as C
 from kai.api.gpugroups import gpu_group_labels
+from kai.api.objects import Pod
 from kai.k8s._api import Api, ApiError
 from kai.k8s._assume import Assumed, AssumedBind, is_group_label
 from kai.k8s._events import EventRecorder
@@ -41,8 +44,12 @@ from kai.k8s._fence import Fence
 from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
 from kai.k8s._status import StatusWriter
+from kai.k8s._volumes import VolumeBinder, VolumeBindError
 from kai.scheduler.decisions import Bind, CycleResult, Event
 from kai.store import Key, Store
+
+if TYPE_CHECKING:
+    from kai.k8s._gpushare import GpuSharingBinder
 
 log = logging.getLogger("kai.k8s.apply")
 
@@ -91,12 +98,14 @@ class Applier:
         self.fence = fence if fence is not None else Fence.open_always()
         self.assumed = Assumed()
         self.status = StatusWriter(store, pods, podgroups, queues, metrics, qps=status_qps, burst=status_burst)
+        self.volumes = VolumeBinder(api)
         self.pdb_api_version = pdb_api_version
         self._concurrency = bind_concurrency
         self._bound = metrics.binds.labels("bound")  # labelled once: .labels() locks and looks up per call
         self._scheduled = metrics.scheduled.labels("allocate")
         self._uids: dict[Key, str] = {}
         self._w: Any = api  # the writer of the cycle being applied (fenced to its term)
+        self.gpu_sharing: GpuSharingBinder | None = None  # set by the scheduler: shared binds go through it
 
     async def apply(self, result: CycleResult, uids: dict[Key, str] | None = None, *, term: int = 0) -> ApplyStats:
         """Send *result*, writing under Lease *term* (Fenced is raised, and the writes still under way
@@ -137,6 +146,8 @@ class Applier:
         self.events.record(events + extra)
         writes = self.status.writes(result, bound, self._w, quiet=self.assumed.broken)
         await self._gather(self._counted(w, stats) for w in writes)
+        if self.gpu_sharing is not None:  # reservation pods of emptied GPU groups go (kai.k8s._gpushare)
+            await self.gpu_sharing.sync({g for a in self.assumed.binds.values() for g in a.gpu_groups}, self._w)
         stats.status_s = time.perf_counter() - t0 - stats.bind_s
         return stats
 
@@ -175,6 +186,29 @@ class Applier:
         pod = self.store.get("Pod", key)
         if pod is None or self._uids.get(key, pod.meta.uid) != pod.meta.uid:
             return
+        if b.gpu_groups and self.gpu_sharing is not None:
+            # GPU sharing: reservation pods, ConfigMaps and labels first, in the background (kai.k8s._gpushare),
+            # writing under this cycle's Lease term
+            self.gpu_sharing.submit(b, pod, self, self._w)
+            return
+        await self.send_bind(b, pod, self._w, stats, extra)
+
+    async def send_bind(
+        self,
+        b: Bind,
+        pod: Pod,
+        writer: Any,
+        stats: ApplyStats | None = None,
+        extra: list[Event] | None = None,
+        *,
+        labels: bool = True,
+    ) -> bool:
+        """POST the binding of *pod* through *writer* (a cycle's fenced Api), after its volumes and, when
+        *labels* and it has groups, its GPU group labels; whether it counts as bound now (an unclear answer
+        is read back first). A failure goes to *extra* as a FailedBinding event; ``Fenced`` is raised."""
+        stats = stats if stats is not None else ApplyStats()
+        extra = extra if extra is not None else []
+        key = (b.pod.namespace, b.pod.name)
         uid = pod.meta.uid
         base = f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}"
         body = {
@@ -185,55 +219,63 @@ class Applier:
         }
         t0 = time.perf_counter()
         try:
-            if b.gpu_groups:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
-                labels: dict[str, str | None] = {k: None for k in pod.meta.labels if is_group_label(k)}
-                labels.update(gpu_group_labels(b.gpu_groups))
-                await self._w.request(
-                    "PATCH", base, body={"metadata": {"labels": labels, "uid": uid}}, content_type=MERGE
+            if b.gpu_groups and labels:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
+                patch: dict[str, str | None] = {k: None for k in pod.meta.labels if is_group_label(k)}
+                patch.update(gpu_group_labels(b.gpu_groups))
+                await writer.request(
+                    "PATCH", base, body={"metadata": {"labels": patch, "uid": uid}}, content_type=MERGE
                 )
-            await self._w.request("POST", f"{base}/binding", body=body)
+            if b.volumes:  # its volumes first, bound and waited for (kube-scheduler's VolumeBinding PreBind)
+                await self.volumes.bind(b, writer)
+            await writer.request("POST", f"{base}/binding", body=body)
+        except VolumeBindError as e:  # the pod's bind was never sent
+            self._failed(b, e, stats, extra)
+            return False
         except ApiError as e:
             if e.code == 404:
                 self.metrics.binds.labels("gone").inc()
-                return
+                return False
             if e.code == 409 or e.code == 0 or e.code >= 500:  # it may have happened: ask the API server
-                await self._unclear(b, uid, e, stats, extra)
-                return
+                return await self._unclear(b, uid, e, stats, extra)
             self._failed(b, e, stats, extra)
-            return
+            return False
         self.metrics.bind_latency.observe((time.perf_counter() - t0) * 1000)
         self._bound.inc()
         self._scheduled.inc()
         self.assumed.binds[key] = AssumedBind(uid, b.node, time.monotonic(), tuple(b.gpu_groups))
         stats.bound += 1
+        return True
 
-    async def _unclear(self, b: Bind, uid: str, err: ApiError, stats: ApplyStats, extra: list[Event]) -> None:
-        """A bind whose answer does not say whether it happened: read the pod back (module docstring)."""
+    async def _unclear(self, b: Bind, uid: str, err: ApiError, stats: ApplyStats, extra: list[Event]) -> bool:
+        """A bind whose answer does not say whether it happened: read the pod back (module docstring);
+        whether it counts as bound (in doubt counts, where it was sent)."""
         key = (b.pod.namespace, b.pod.name)
         try:
             doc = await self.api.request("GET", f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}")
         except ApiError as e:
             if e.code == 404:
                 self.metrics.binds.labels("gone").inc()
-                return
+                return False
             # Unknown: count the pod where it was sent until the watch tells (Assumed's "doubt").
             self.assumed.binds[key] = AssumedBind(uid, b.node, time.monotonic(), tuple(b.gpu_groups), doubt=True)
             self.metrics.binds.labels("doubt").inc()
             log.warning(
                 "bind in doubt", extra={"pod": str(b.pod), "node": b.node, "error": str(err), "read_back": str(e)}
             )
-            return
+            return True
         meta = doc.get("metadata") or {}
         node = (doc.get("spec") or {}).get("nodeName") or ""
         if meta.get("uid") != uid:
             self.metrics.binds.labels("gone").inc()  # replaced by another pod of the same name
-        elif node:
+            return False
+        if node:
             stats.already_bound += 1
             self.metrics.binds.labels("conflict").inc()
             groups = tuple(b.gpu_groups) if node == b.node else ()
             self.assumed.binds[key] = AssumedBind(uid, node, time.monotonic(), groups)
-        else:
-            self._failed(b, err, stats, extra)
+            return True
+        self._failed(b, err, stats, extra)
+        return False
 
     def _failed(self, b: Bind, e: ApiError, stats: ApplyStats, extra: list[Event]) -> None:
         stats.bind_failed += 1
@@ -258,19 +300,39 @@ class Applier:
                 self.assumed.bound_ok(key)
             else:
                 failed.setdefault(gang, []).append(key)
-        now = time.monotonic()
         for gang, keys in failed.items():
-            if gang not in done:
+            if gang in done:
+                self._break(gang, keys, done[gang], extra)
+
+    def shared_bind_failed(self, b: Bind) -> list[Event]:
+        """A shared-GPU bind done in the background (``kai.k8s._gpushare``) did not go through after the
+        cycle that decided it had ended: if other pods of its gang are bound (or being bound), the gang is
+        broken, as when its binds fail within a cycle. The events to record."""
+        gang = (b.pod.namespace, b.podgroup)
+        key = (b.pod.namespace, b.pod.name)
+        others = 0
+        for pod in self.store.list("Pod"):
+            pkey = (pod.meta.namespace or "", pod.meta.name)
+            if pkey == key or pkey[0] != gang[0] or pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME) != gang[1]:
                 continue
-            self.assumed.broken[gang] = now
-            for key in keys:
-                pod = self.store.get("Pod", key)
-                if pod is not None:
-                    self.assumed.hold_back(key, pod.meta.uid, now)
-            n = len(keys)
-            message = (
-                f"{n} of {n + done[gang]} binds of gang {gang[0]}/{gang[1]} failed; if its bound pods do not meet "
-                "its minimum on their own they are evicted at once, and the gang is placed whole again"
-            )
-            extra.append(Event(f"PodGroup/{gang[0]}/{gang[1]}", "Warning", "FailedBinding", message))
-            log.warning("gang bound in part", extra={"podgroup": f"{gang[0]}/{gang[1]}", "failed": n})
+            if pod.node_name or pkey in self.assumed.binds:
+                others += 1
+        extra: list[Event] = []
+        if others:
+            self._break(gang, [key], others, extra)
+        return extra
+
+    def _break(self, gang: Key, failed: list[Key], bound: int, extra: list[Event]) -> None:
+        now = time.monotonic()
+        self.assumed.broken[gang] = now
+        for key in failed:
+            pod = self.store.get("Pod", key)
+            if pod is not None:
+                self.assumed.hold_back(key, pod.meta.uid, now)
+        n = len(failed)
+        message = (
+            f"{n} of {n + bound} binds of gang {gang[0]}/{gang[1]} failed; if its bound pods do not meet "
+            "its minimum on their own they are evicted at once, and the gang is placed whole again"
+        )
+        extra.append(Event(f"PodGroup/{gang[0]}/{gang[1]}", "Warning", "FailedBinding", message))
+        log.warning("gang bound in part", extra={"podgroup": f"{gang[0]}/{gang[1]}", "failed": n})

@@ -17,6 +17,9 @@ Theory of operation (client-go's leaderelection, LeaseLock):
 * Anything unexpected while trying (a bug, an answer that is not a Lease) counts as a failed try: it
   is logged and tried again, and never ends the renewal loop early.
 * Defaults: lease 15 s, renew deadline 10 s, retry 2 s (client-go's); flags shorten them for tests.
+* A Lease namespace that does not exist is a set-up error, not a state to wait out: ``acquire``
+  raises LeaseNamespaceMissing at the first attempt, and ``kai scheduler`` exits saying so
+  (``kai install`` creates the namespace). Any other failure is retried.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ from kai.k8s._api import Api, ApiError
 from kai.k8s._fence import Fence
 
 log = logging.getLogger("kai.k8s.leader")
+
+
+class LeaseNamespaceMissing(RuntimeError):
+    """The Lease's namespace does not exist, so no replica can ever lead; the message says what to do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +69,7 @@ class LeaderElector:
         self._led = False
         self._renew_until = 0.0  # monotonic: a renewal is not sent after this (the Fence's deadline)
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{config.namespace}/leases/{config.name}"
+        self._namespace_missing = False  # the last create of the Lease was refused for that reason
 
     @property
     def is_leader(self) -> bool:
@@ -69,6 +77,7 @@ class LeaderElector:
         return self._led and self.fence.current() is not None
 
     async def acquire(self) -> None:
+        """Return once this identity holds the Lease; LeaseNamespaceMissing if its namespace does not exist."""
         logged = False
         while True:
             sent = time.monotonic()
@@ -77,6 +86,13 @@ class LeaderElector:
                 self.fence.grant(self._term, sent + self.config.renew_deadline_s)
                 log.info("became leader", extra={"identity": self.identity, "lease": self._path, "term": self._term})
                 return
+            if self._namespace_missing:
+                ns = self.config.namespace
+                raise LeaseNamespaceMissing(
+                    f'the leader-election Lease cannot be created: namespace "{ns}" does not exist. '
+                    f"Create it (`kai install` does, or `kubectl create namespace {ns}`), "
+                    "or name another with --leader-elect-namespace"
+                )
             if not logged:
                 log.info("waiting for the lease", extra={"identity": self.identity, "holder": self._holder()})
                 logged = True
@@ -169,6 +185,8 @@ class LeaderElector:
                     "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases", body=body
                 )
             except ApiError as e2:
+                # A create into a collection is 404 only when its namespace is missing.
+                self._namespace_missing = e2.code == 404
                 if e2.code == 409:
                     log.info("lease create lost", extra={"error": str(e2)})
                 else:  # e.g. the namespace does not exist, or RBAC refuses: say so, keep trying

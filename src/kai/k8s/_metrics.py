@@ -1,4 +1,4 @@
-"""Prometheus metrics with KAI's names (prefix ``kai_``, reference section 8) and the HTTP endpoints
+"""Prometheus metrics with KAI's names (prefix ``kai_``, kai-behaviour §8) and the HTTP endpoints
 ``/metrics``, ``/healthz`` and ``/readyz``.
 
 Rules: one registry per process object (tests run several schedulers in one interpreter); the engine
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from kai.k8s._httpd import Answer, serve
 from kai.scheduler.decisions import CycleResult
 
 log = logging.getLogger("kai.k8s.metrics")
@@ -100,8 +101,29 @@ class Metrics:
         self.cycle_age = Gauge(
             "seconds_since_last_cycle", "Seconds since the last cycle completed.", namespace=PREFIX, registry=r
         )
+        self.job_errors = Counter(  # labelled by action only: bounded, whatever the number of jobs
+            "cycle_job_errors",
+            "Jobs left out of a cycle because scheduling them raised (each costs only itself).",
+            ["action"],
+            namespace=PREFIX,
+            registry=r,
+        )
+        self.admission_latency = Histogram(
+            "admission_latency",
+            "One admission webhook request, read to answer written.",
+            unit=ms,
+            namespace=PREFIX,
+            registry=r,
+            buckets=(0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0),
+        )
+        self.admission_requests = Counter(
+            "admission_requests", "Admission webhook requests.", ["webhook", "allowed"], namespace=PREFIX, registry=r
+        )
+        self.reservations = Counter(
+            "gpu_reservations", "GPU reservation pod changes.", ["op"], namespace=PREFIX, registry=r
+        )
         self._evicted_series: OrderedDict[str, list[tuple[str, ...]]] = OrderedDict()  # PodGroup uid → label sets
-        self._queues: set[str] = set()
+        self._queues: dict[str, tuple[str, str, str]] = {}  # queue → its labels now
 
     def count_eviction(self, podgroup: str, uid: str, nodepool: str, action: str) -> None:
         """One pod evicted. The series lives while its PodGroup does (``forget_podgroup``), and at most
@@ -129,22 +151,30 @@ class Metrics:
 
     def record_cycle(self, result: CycleResult, *, e2e_s: float, snapshot_s: float, apply_s: float) -> None:
         self.cycles.inc()
+        for error in result.job_errors:
+            self.job_errors.labels(error.action).inc()
+        for action, _ in result.action_errors:
+            self.job_errors.labels(action).inc()
         self.e2e.set(e2e_s * 1000)
         self.open_session.set((snapshot_s + result.stats.get("open_session_s", 0.0)) * 1000)
         self.close_session.set(apply_s * 1000)
         for k, v in result.stats.items():
             if k.startswith("action_") and k.endswith("_s"):
                 self.action.labels(k[len("action_") : -2]).set(v * 1000)
-        names = {q.name for q in result.queues}
-        for gone in self._queues - names:  # a deleted queue's series go with it
+        # KAI's labels: name, metadata name, display name. A deleted (or renamed) queue's series go with it.
+        now = {q.name: (q.name, q.name, q.display_name or q.name) for q in result.queues}
+        for gone, labels in self._queues.items():
+            if now.get(gone) == labels:
+                continue
             for m in (self.fair_share_gpu, self.fair_share_cpu, self.fair_share_mem, self.gpu_usage, self.cpu_usage):
-                self._remove(m, [(gone, gone, gone)])
-            self._remove(self.mem_usage, [(gone, gone, gone)])
-            for m in (self.allocated_gpus, self.deserved_gpus):
-                self._remove(m, [(gone,)])
-        self._queues = names
+                self._remove(m, [labels])
+            self._remove(self.mem_usage, [labels])
+            if gone not in now:
+                for m in (self.allocated_gpus, self.deserved_gpus):
+                    self._remove(m, [(gone,)])
+        self._queues = now
         for q in result.queues:
-            labels = (q.name, q.name, q.name)
+            labels = now[q.name]
             self.fair_share_gpu.labels(*labels).set(max(q.fair_share["gpu"], 0))
             self.fair_share_cpu.labels(*labels).set(q.fair_share["cpu"] / 1000)
             self.fair_share_mem.labels(*labels).set(q.fair_share["memory"] / 1e9)
@@ -164,30 +194,12 @@ Probe = Callable[[], tuple[bool, str]]
 async def serve_http(host: str, port: int, metrics: Metrics, *, healthz: Probe, readyz: Probe) -> asyncio.Server:
     """A minimal HTTP/1.1 server for the three endpoints (one request per connection)."""
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
-            parts = head.split(b" ", 2)
-            path = parts[1].decode(errors="replace").split("?", 1)[0] if len(parts) > 1 else "/"
-            if path == "/metrics":
-                status, ctype, body = 200, CONTENT_TYPE_LATEST, metrics.exposition()
-            elif path in ("/healthz", "/readyz"):
-                ok, text = (healthz if path == "/healthz" else readyz)()
-                status, ctype, body = (200 if ok else 503), "text/plain; charset=utf-8", text.encode()
-            else:
-                status, ctype, body = 404, "text/plain; charset=utf-8", b"not found"
-            reason = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}[status]
-            writer.write(
-                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n".encode()
-                + body
-            )
-            await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+    async def route(method: str, path: str) -> Answer:
+        if path == "/metrics":
+            return 200, CONTENT_TYPE_LATEST, metrics.exposition(), {}
+        if path in ("/healthz", "/readyz"):
+            ok, text = (healthz if path == "/healthz" else readyz)()
+            return (200 if ok else 503), "text/plain; charset=utf-8", text.encode(), {}
+        return 404, "text/plain; charset=utf-8", b"not found", {}
 
-    return await asyncio.start_server(handle, host, port)
+    return await serve(host, port, route)

@@ -39,6 +39,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ from kai.k8s._apply import Applier
 from kai.k8s._decode import KINDS, PDB_V1BETA1, KindSpec
 from kai.k8s._events import EventRecorder
 from kai.k8s._fence import Fence, Fenced
+from kai.k8s._gpushare import GpuSharingBinder, ReservationOptions
 from kai.k8s._grouper import PodGrouper, needs_group
 from kai.k8s._informer import PROGRESS_DEADLINE_S, WATCH_TIMEOUT_S, Informer
 from kai.k8s._leader import LeaderElector, LeaseConfig
@@ -58,6 +60,7 @@ from kai.scheduler.decisions import CycleResult, Event
 from kai.store import Key, Store
 
 if TYPE_CHECKING:
+    from kai.k8s._webhookproc import WebhookProcess
     from kai.scheduler.conf import SchedulerConf
 
 log = logging.getLogger("kai.k8s.scheduler")
@@ -65,6 +68,7 @@ log = logging.getLogger("kai.k8s.scheduler")
 EXIT_OK = 0
 EXIT_LOST_LEASE = 1
 NEW_POD_DEBOUNCE_S = 0.02  # a burst of new pods becomes one cycle
+DEFAULT_RESERVATION_IMAGE = "kai:0.1.0"  # deploy/scheduler.yaml's image
 
 
 @dataclass
@@ -90,6 +94,15 @@ class SchedulerOptions:
     # collector is enabled again once the initial objects are frozen (end of _start_informers), by a
     # leader and a standby alike.
     gc_paused_until_synced: bool = False
+    # GPU sharing and admission (docs/gpu-sharing.md): the webhooks' HTTPS address (None: not served), the
+    # namespace of their certificate Secret, the runtime class given to fraction pods, the reservation pods
+    webhook_listen: tuple[str, int] | None = None
+    webhook_cert_namespace: str = "kai-scheduler"
+    webhook_metrics_port: int | None = None  # the webhook process's own /metrics (kai_admission_*)
+    webhook_refresh_s: float = 60.0  # how often the webhook process checks its certificate
+    gpu_fraction_runtime_class: str = C.DEFAULT_GPU_FRACTION_RUNTIME_CLASS
+    reservation: ReservationOptions = field(default_factory=ReservationOptions)
+    dashboard_listen: str = ""  # host:port of the read-only dashboard (kai.k8s._dashboard); "" = off
 
 
 @dataclass
@@ -124,6 +137,8 @@ class KaiScheduler:
         self.grouper: PodGrouper | None = None
         self.events: EventRecorder | None = None
         self.http_port = 0
+        self.webhook: WebhookProcess | None = None
+        self.dashboard_port = 0
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._started_sync = False
@@ -132,6 +147,7 @@ class KaiScheduler:
         self._cycle_wanted_since: float | None = None  # monotonic: a cycle was due and none has completed since
         self.last_cycle_end: float | None = None
         self._logged_not_live: tuple[str, ...] = ()
+        self.cycle_listeners: list[Callable[[CycleResult, CycleRecord], None]] = []  # after each applied cycle
 
     # ---- probes ----------------------------------------------------------------------------
 
@@ -162,9 +178,14 @@ class KaiScheduler:
         if not self.synced():
             missing = self.not_live() or [k.kind for k in KINDS if k.kind not in self.informers]
             return False, f"informers not live: {', '.join(missing)}"
+        if self.options.webhook_listen is not None and not self.webhook_serving():
+            return False, "admission webhooks not serving yet"
         if self.leader is not None and not self.leader.is_leader:
             return True, "ok (standby)"
         return True, "ok"
+
+    def webhook_serving(self) -> bool:
+        return self.webhook is not None and self.webhook.serving
 
     def stop(self) -> None:
         self._stop.set()
@@ -175,7 +196,7 @@ class KaiScheduler:
     async def run(self) -> int:
         """Run until stop() (exit 0) or until the Lease is lost (exit 1)."""
         self.api = Api(load_config(self.options.kubeconfig), max_connections=self.options.max_connections)
-        server = None
+        server = dashboard = None
         try:
             if self.options.metrics_port is not None:
                 server = await serve_http(
@@ -186,9 +207,16 @@ class KaiScheduler:
                     readyz=self._readyz,
                 )
                 self.http_port = server.sockets[0].getsockname()[1]
+            if self.options.dashboard_listen:
+                from kai.k8s._dashboard import start_dashboard
+
+                dashboard = await start_dashboard(self, self.options.dashboard_listen)
+                self.dashboard_port = dashboard.sockets[0].getsockname()[1]
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
             # kube-scheduler's are); nothing is written (PodGroups, events, binds) before the Lease is held.
             syncing = asyncio.ensure_future(self._start_informers())
+            if self.options.webhook_listen is not None:  # served by a standby too
+                self.supervisor.start("webhook", self._start_webhook)
             _preload_engine()
             stopped = asyncio.ensure_future(self._stop.wait())
             hold: asyncio.Future[Any] | None = None
@@ -198,10 +226,14 @@ class KaiScheduler:
                 self.leader = LeaderElector(lease_api, self.identity, self.options.lease, self.fence)
                 acquired = asyncio.ensure_future(self.leader.acquire())
                 await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
-                if not acquired.done():
+                failed = acquired.exception() if acquired.done() else None  # LeaseNamespaceMissing
+                if not acquired.done() or failed is not None:
                     acquired.cancel()
                     syncing.cancel()
                     await asyncio.gather(acquired, syncing, return_exceptions=True)
+                    if failed is not None:
+                        stopped.cancel()
+                        raise failed
                     return EXIT_OK
                 self.metrics.leader.set(1)
                 # Renew the Lease from the moment it is held: a long first sync must not let it lapse.
@@ -230,6 +262,10 @@ class KaiScheduler:
             await self.supervisor.close()  # the Lease renewal last of all: it is one of them
             if self.grouper is not None:
                 await self.grouper.close()
+            if self.webhook is not None:
+                await self.webhook.stop()
+            if self.applier is not None and self.applier.gpu_sharing is not None:
+                await self.applier.gpu_sharing.close()
             if self.events is not None:
                 if self.fence.current() is not None:
                     with contextlib.suppress(asyncio.TimeoutError):
@@ -238,8 +274,9 @@ class KaiScheduler:
             if self.leader is not None:
                 await self.leader.release()
                 await self.leader.api.close()
-            if server is not None:
-                server.close()
+            for srv in (server, dashboard):
+                if srv is not None:
+                    srv.close()
             await self.api.close()
 
     async def _start_informers(self) -> float:
@@ -283,6 +320,15 @@ class KaiScheduler:
             status_qps=self.options.status_qps,
             status_burst=self.options.status_burst,
         )
+        self.applier.gpu_sharing = GpuSharingBinder(
+            api,
+            self.store,
+            self.events,
+            self.metrics,
+            self.options.reservation,
+            wake=self._wake_soon,
+            supervisor=self.supervisor,
+        )
         await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
         # The initial objects live for the process's life: frozen, the collector stops rescanning them.
         # Here, not once leading: a standby may wait for the Lease for days, its collector running.
@@ -316,7 +362,50 @@ class KaiScheduler:
         for pod in self.store.list("Pod"):
             if needs_group(pod):
                 self.grouper.enqueue((pod.meta.namespace or "", pod.meta.name))
+        await self._reservation_image()
         self.supervisor.start("cycle-loop", self._loop)
+
+    async def _reservation_image(self) -> None:
+        """Reservation pods run ``kai resource-reservation`` in kai's own image: without --reservation-image,
+        the image of this pod's first container (POD_NAME and POD_NAMESPACE from the downward API)."""
+        binder = self.applier.gpu_sharing if self.applier is not None else None
+        name, ns = os.environ.get("POD_NAME", ""), os.environ.get("POD_NAMESPACE", "")
+        if binder is None or binder.options.image or not name or not ns or self.api is None:
+            if binder is not None and not binder.options.image:
+                binder.options = dataclasses.replace(binder.options, image=DEFAULT_RESERVATION_IMAGE)
+            return
+        image = DEFAULT_RESERVATION_IMAGE
+        try:
+            me = await self.api.request("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+            image = ((me.get("spec") or {}).get("containers") or [{}])[0].get("image") or image
+        except ApiError as e:
+            log.warning("own pod not read; reservation pods use the default image", extra={"error": str(e)})
+        binder.options = dataclasses.replace(binder.options, image=image)
+
+    async def _start_webhook(self) -> None:
+        """Serve the admission webhooks from a process of their own (kai.k8s._webhookproc), restarted if it
+        exits, for as long as this one runs (a supervised task: a failure here starts the same process
+        keeper again)."""
+        from kai.k8s._webhookproc import WebhookConfig, WebhookProcess
+
+        assert self.options.webhook_listen is not None
+        host, port = self.options.webhook_listen
+        if self.webhook is not None:
+            await self.webhook.supervise()
+            return
+        self.webhook = WebhookProcess(
+            WebhookConfig(
+                kubeconfig=self.options.kubeconfig,
+                host=host,
+                port=port,
+                cert_namespace=self.options.webhook_cert_namespace,
+                gpu_fraction_runtime_class=self.options.gpu_fraction_runtime_class,
+                metrics_port=self.options.webhook_metrics_port,
+                refresh_s=self.options.webhook_refresh_s,
+                log_level=logging.getLevelName(logging.getLogger("kai").getEffectiveLevel()).lower(),
+            )
+        )
+        await self.webhook.supervise()
 
     async def _pdb_spec(self) -> KindSpec:
         """policy/v1 where served (1.21+), else policy/v1beta1 (Kubernetes 1.20)."""
@@ -422,11 +511,12 @@ class KaiScheduler:
 
     def conf(self) -> SchedulerConf:
         from kai.scheduler.conf import ConfigError, SchedulerConf
+        from kai.scheduler.plugins import check_conf
 
         shards = {s.meta.name: s for s in self.store.list("SchedulingShard")}
         shard = shards.get(self.options.shard)
         try:
-            conf = SchedulerConf.from_shard(shard, actions=self.options.actions)
+            conf = check_conf(SchedulerConf.from_shard(shard, actions=self.options.actions))
             self._conf_error = ""
             return conf
         except ConfigError as e:
@@ -438,7 +528,9 @@ class KaiScheduler:
     async def cycle(self) -> CycleRecord:
         """One cycle: snapshot, engine, apply."""
         from kai.scheduler.cycle import run_cycle
+        from kai.scheduler.plugins import task_order_of
         from kai.scheduler.snapshot import build_snapshot
+        from kai.scheduler.storage import storage_of
 
         assert self.applier is not None
         term = self.fence.current()  # the Lease term this cycle writes under, taken before it decides
@@ -450,6 +542,7 @@ class KaiScheduler:
         mono = time.monotonic()
         assumed.expire(self.store, mono, self.informers["Pod"].heard_since)
         pods = assumed.pods(self.store, now, mono)
+        conf = self.conf()
         snap = build_snapshot(
             nodes=self.store.list("Node"),
             pods=pods,
@@ -459,15 +552,25 @@ class KaiScheduler:
             now=now,
             pdbs=self.store.list("PodDisruptionBudget"),
             topologies=self.store.list("Topology"),
+            task_order=task_order_of(conf),
+            namespaces=self.store.list("Namespace"),
+            storage=storage_of(self.store),
         )
         t1 = time.perf_counter()
-        result = await asyncio.to_thread(run_cycle, snap, self.conf())
+        result = await asyncio.to_thread(run_cycle, snap, conf)
         t2 = time.perf_counter()
         uids = {(p.meta.namespace or "", p.meta.name): p.meta.uid for p in pods}
         stats = await self.applier.apply(result, uids, term=term)
         t3 = time.perf_counter()
         self.last_result = result
         self.metrics.record_cycle(result, e2e_s=t3 - t0, snapshot_s=t1 - t0, apply_s=t3 - t2)
+        for error in result.job_errors:  # a bug one job's shape triggers: logged whole, the job was left out
+            log.error(
+                "job left out of the cycle",
+                extra={"podgroup": error.podgroup, "action": error.action, "error": error.message},
+            )
+        for action, message in result.action_errors:
+            log.error("action undone", extra={"action": action, "error": message})
         for kind, inf in self.informers.items():  # lists after the first one: re-lists after 410 Gone
             gone = inf.relists - 1 - self._relists_counted.get(kind, 0)
             if gone > 0:
@@ -483,6 +586,11 @@ class KaiScheduler:
             engine_s=t2 - t1,
         )
         self.cycles.append(rec)
+        for listener in self.cycle_listeners:  # the dashboard's history; a failing listener costs only itself
+            try:
+                listener(result, rec)
+            except Exception:
+                log.exception("cycle listener failed")
         if result.binds or result.evictions or stats.bind_failed:
             log.info(
                 "cycle",

@@ -12,6 +12,9 @@ Rules:
   such a stable run makes ``healthy()`` false, so ``/healthz`` fails and Kubernetes restarts the pod;
   once it has run for ``stable_s`` again, it counts as healthy again.
 * A task that returns normally is done and is not restarted (a one-shot task, or one told to stop).
+* One-shot tasks (a shared-GPU bind done in the background) are ``spawn``ed: never restarted, but a
+  failure is logged and counted the same way, and ``failing_after`` failures of one name in a row (no
+  success between) make ``healthy()`` false too. ``close()`` cancels them with the others.
 * Names label a metric, so they come from a small fixed set ("informer/Pod", "podgrouper", ...):
   several workers of one kind share a name.
 """
@@ -61,6 +64,8 @@ class Supervisor:
         self.stable_s = stable_s
         self.failing_after = failing_after
         self.tasks: list[Supervised] = []
+        self._oneshot: dict[str, Supervised] = {}  # name -> the record its one-shot tasks share
+        self._spawned: set[asyncio.Task[None]] = set()
 
     def start(
         self,
@@ -74,6 +79,32 @@ class Supervisor:
         entry.task = asyncio.ensure_future(self._keep(entry, run, on_failure))
         self.tasks.append(entry)
         return entry
+
+    def spawn(self, name: str, run: Callable[[], Awaitable[Any]]) -> asyncio.Task[None]:
+        """Run ``run()`` once; a failure is recorded (module docstring) and not retried."""
+        entry = self._oneshot.get(name)
+        if entry is None:
+            entry = self._oneshot[name] = Supervised(name)
+            self.tasks.append(entry)
+        task = asyncio.ensure_future(self._once(entry, run))
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+        return task
+
+    async def _once(self, entry: Supervised, run: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            await run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # logged and counted; the task's owner made it safe to drop
+            entry.failures += 1
+            entry.consecutive += 1
+            entry.last_error = f"{type(e).__name__}: {e}"[:500]
+            log.error("task failed", exc_info=True, extra={"task": entry.name, "failures": entry.failures})
+            if self._count is not None:
+                self._count(entry.name)
+        else:
+            entry.consecutive = 0
 
     async def _keep(
         self,
@@ -132,8 +163,9 @@ class Supervisor:
 
     async def close(self) -> None:
         """Cancel every task and wait for them to end."""
-        tasks = [t.task for t in self.tasks if t.task is not None]
+        tasks = [t.task for t in self.tasks if t.task is not None] + list(self._spawned)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.tasks.clear()
+        self._oneshot.clear()

@@ -9,8 +9,8 @@
 from __future__ import annotations
 
 from kai.scheduler.explain import fmt_amount, qres_name
-from kai.scheduler.model import JobInfo, TaskInfo
-from kai.scheduler.session import JobFailure, Session
+from kai.scheduler.model import JobFailure, JobInfo, TaskInfo
+from kai.scheduler.session import Session
 
 
 def job_request(tasks: list[TaskInfo]) -> tuple[int, int, int]:

@@ -19,40 +19,65 @@ from kai.scheduler.decisions import (
     CycleResult,
     Event,
     Evict,
+    JobError,
     Pipeline,
     PodGroupStatus,
     PodRef,
     QueueStatus,
 )
 from kai.scheduler.model import ACTIVE_ALLOCATED, MILLI, QRES, TaskStatus
+from kai.scheduler.placement import Placer
+from kai.scheduler.plugins import build_hooks
 from kai.scheduler.session import Session
-from kai.scheduler.snapshot import Snapshot
+from kai.scheduler.snapshot import INVALID_GPU_REQUEST, Snapshot
 
 UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
-INVALID_GPU_REQUEST = "InvalidGpuRequest"  # Warning event on a pod whose GPU-sharing annotations are bad
+NODE_POOL = "default"  # the node pool a scheduler serves, as KAI names it (one pool per SchedulingShard)
+SCHEDULING_ERROR = "SchedulingError"  # Warning event on a PodGroup left out of a cycle (Session.drop_job)
 
 
 def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
     """Run *conf*'s actions on *snap*; returns what to bind, pipeline and evict, and why the rest waits."""
+    return run_session(snap, conf)[1]
+
+
+def run_session(snap: Snapshot, conf: SchedulerConf) -> tuple[Session, CycleResult]:
+    """``run_cycle``, also handing back the closed Session: ``kai explain`` reads its final state (queue
+    accounting, failures, the eviction actions' notes) to say why a job waits. Nothing more is computed."""
     t0 = perf_counter()  # durations only: measuring is not reading the scheduling clock
     # A cycle makes many short-lived objects and no reference cycles worth collecting; the
     # cyclic collector would otherwise rescan the whole snapshot (50k pods) several times per cycle.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        ssn = Session(snap, conf)
+        ssn = open_session(snap, conf)
         stats = {"open_session_s": perf_counter() - t0}
+        action_errors = []
         for name in conf.actions:
             t = perf_counter()
-            ACTIONS[name].execute(ssn)
+            mark = len(ssn.journal)  # (begin_job empties it: then nothing before the failure is undone)
+            try:
+                ACTIONS[name].execute(ssn)
+            except Exception as e:  # not one job's (those are isolated inside the action): the action stops;
+                ssn.undo_to(mark)  # what its finished jobs committed stands, anything half-done is undone
+                action_errors.append((name, f"{type(e).__name__}: {e}"))
             stats[f"action_{name}_s"] = perf_counter() - t
         result = close_session(ssn)
+        result.action_errors = action_errors
     finally:
         if gc_was_enabled:
             gc.enable()
     stats["cycle_s"] = perf_counter() - t0
     result.stats = stats
-    return result
+    return ssn, result
+
+
+def open_session(snap: Snapshot, conf: SchedulerConf) -> Session:
+    """A Session on *snap* with *conf*'s plugins (made anew: they keep state for this Session only) and the
+    Placer that answers where each task goes."""
+    ssn = Session(snap, conf, build_hooks(conf))
+    ssn.placer = Placer(ssn)
+    return ssn
 
 
 def _api_units(v) -> dict[str, float]:
@@ -79,7 +104,8 @@ def close_session(ssn: Session) -> CycleResult:
         pod_obj = f"Pod/{ref_s}"
         if new == allocated:
             node = names[node_of[ti]]
-            res.binds.append(Bind(ref, node, job.name, ssn.gpu_group_names(t) if t.share is not None else ()))
+            groups = ssn.gpu_group_names(t) if t.share is not None else ()
+            res.binds.append(Bind(ref, node, job.name, groups, ssn.volume_bindings.get(ti, ())))
             message = f"Successfully assigned pod {ref_s} to node {node}"
             res.events.append(Event(pod_obj, "Normal", "Scheduled", message))
         elif new == pipelined:
@@ -100,23 +126,24 @@ def close_session(ssn: Session) -> CycleResult:
     for ti in sorted(ssn.invalid):  # bad GPU-sharing annotations: the pod says why it is never placed
         t = snap.tasks[ti]
         if ssn.status[ti] == TaskStatus.PENDING:
-            res.events.append(Event(f"Pod/{t.namespace}/{t.name}", "Warning", INVALID_GPU_REQUEST, t.share_error))
+            res.events.append(Event(f"Pod/{t.namespace}/{t.name}", "Warning", t.spec_error_reason, t.spec_error))
 
     status, pending_status, any_invalid = ssn.status, TaskStatus.PENDING, bool(ssn.invalid)
-    failures, stale_since, eviction_notes = ssn.failures, ssn.stale_since, ssn.notes
+    failures, stale_since, eviction_notes, job_errors = ssn.failures, ssn.stale_since, ssn.notes, ssn.job_errors
     for job in snap.jobs:
         conditions: tuple[Condition, ...] = ()
         failure = failures.get(job.index)
         # Whether the job has a pending pod matters below only with one of these three; without them (most
         # jobs of a big cycle) the branches do not read it, so its statuses are not scanned.
-        if job.unschedulable_reason or not ssn.job_ready(job) or job.index in eviction_notes:
+        if job.unschedulable_reason or not ssn.job_ready(job) or job.index in eviction_notes or job.index in job_errors:
             pending = pending_status in [status[ti] for ti in job.tasks]
         else:
             pending = False
         invalid = [ti for ti in job.tasks if ti in ssn.invalid and status[ti] == pending_status] if any_invalid else []
         if invalid and not ssn.job_ready(job):
             bad = snap.tasks[invalid[0]]
-            message = f"Pod {bad.namespace}/{bad.name} has an invalid GPU request: {bad.share_error}"
+            what = "GPU request" if bad.spec_error_reason == INVALID_GPU_REQUEST else "request"
+            message = f"Pod {bad.namespace}/{bad.name} has an invalid {what}: {bad.spec_error}"
             if len(invalid) > 1:
                 message += f" (and {len(invalid) - 1} more pods)"
             conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", "Unschedulable", message),)
@@ -139,6 +166,11 @@ def close_session(ssn: Session) -> CycleResult:
             )
             conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", "NotReady", message),)
             res.events.append(Event(f"PodGroup/{job.ref}", "Normal", "NotReady", message))
+        elif job.index in job_errors:
+            if pending:
+                action, error = job_errors[job.index]
+                message = f"kai could not schedule this workload this cycle: {action} failed on it ({error})"
+                conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", SCHEDULING_ERROR, message),)
         elif failure is not None or (pending and job.index in ssn.notes):
             reason, message = (failure.reason, failure.message) if failure is not None else ("Unschedulable", "")
             notes = ssn.notes.get(job.index)
@@ -148,11 +180,24 @@ def close_session(ssn: Session) -> CycleResult:
                 conditions = (Condition(UNSCHEDULABLE_CONDITION, "True", reason, message),)
             res.events.append(Event(f"PodGroup/{job.ref}", "Warning", "Unschedulable", message))
         pg = job.podgroup
+        if conditions and pg.scheduling_backoff == 1:  # KAI's node-pool prefix (one pool per scheduler here)
+            conditions = tuple(
+                Condition(c.type, c.status, c.reason, f"Node-Pool '{NODE_POOL}': {c.message}") for c in conditions
+            )
         if job.index in stale_since:
             stale, stale_changed = stale_since[job.index], True
         else:
             stale, stale_changed = pg.stale_since, False
         res.podgroups.append(PodGroupStatus(pg.meta.namespace or "", pg.meta.name, conditions, stale, stale_changed))
+
+    for ji, (action, error) in sorted(ssn.job_errors.items()):
+        job = jobs[ji]
+        message = (
+            f"kai left this workload out of the scheduling cycle: {action} failed on it ({error}); "
+            "every other workload was scheduled. Please report this as a kai bug."
+        )
+        res.job_errors.append(JobError(job.ref, action, error))
+        res.events.append(Event(f"PodGroup/{job.ref}", "Warning", SCHEDULING_ERROR, message))
 
     for obj, type_, reason, message in ssn.events:
         res.events.append(Event(obj, type_, reason, message))
@@ -169,6 +214,7 @@ def close_session(ssn: Session) -> CycleResult:
                 requested=_api_units(qs.req[q.index]),
                 deserved=_api_units(q.deserved),
                 limit=_api_units(q.limit),
+                display_name=q.display_name,
             )
         )
     assert tuple(QRES) == ("gpu", "cpu", "memory")

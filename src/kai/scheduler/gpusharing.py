@@ -1,4 +1,4 @@
-"""GPU sharing: fractional GPU requests and per-GPU accounting (reference section 5).
+"""GPU sharing: fractional GPU requests and per-GPU accounting (kai-behaviour §5).
 
 Requests are pod annotations (KAI's keys): ``gpu-fraction: "0.5"`` (a share of one GPU),
 ``gpu-memory: "2000"`` (MiB of one GPU), ``gpu-fraction-num-devices: "N"`` (the same portion
@@ -37,46 +37,7 @@ import numpy as np
 
 from kai.api import constants as C
 from kai.api.objects import Pod, parse_go_int
-from kai.scheduler.model import MILLI
-
-UNITS_PER_MIB = 1000  # per-GPU memory units: 1/1000 MiB
-
-
-@dataclass(frozen=True, slots=True)
-class GpuShare:
-    """A fractional GPU request: the same portion on each of ``devices`` GPUs."""
-
-    fraction_milli: int  # share of one GPU in milli-GPU; 0 for a gpu-memory request
-    memory_mib: int  # MiB of one GPU; 0 for a fraction request
-    devices: int = 1
-    container: str = ""  # gpu-fraction-container-name ("" = the first container)
-
-    def units(self, cap: int) -> int:
-        """Memory units one device's portion takes on a GPU of *cap* units."""
-        if self.fraction_milli:
-            return self.fraction_milli * cap // MILLI
-        return self.memory_mib * UNITS_PER_MIB
-
-    def units_array(self, cap: np.ndarray) -> np.ndarray:
-        if self.fraction_milli:
-            return self.fraction_milli * cap // MILLI
-        return np.full(cap.shape, self.memory_mib * UNITS_PER_MIB, dtype=np.int64)
-
-    def accounted_milli(self, gpu_memory_mib: int) -> int:
-        """The GPU amount queues are charged (milli-GPU, all devices): f x N, or for gpu-memory the share
-        of a GPU of *gpu_memory_mib* rounded up to 0.01 GPU, as KAI's getGpuMemoryFractionalOnNode."""
-        if self.fraction_milli:
-            return self.fraction_milli * self.devices
-        hundredths = -(-self.memory_mib * 100 // max(gpu_memory_mib, 1))
-        return min(hundredths, 100) * 10 * self.devices
-
-    def describe(self) -> str:
-        """'0.5 GPU' / '2000 MiB of GPU memory', with ' on each of 2 GPUs' for several devices."""
-        if self.fraction_milli:
-            amount = f"{self.fraction_milli / MILLI:g} GPU"
-        else:
-            amount = f"{self.memory_mib} MiB of GPU memory"
-        return amount if self.devices == 1 else f"{amount} on each of {self.devices} GPUs"
+from kai.scheduler.model import MILLI, GpuShare
 
 
 def _field(key: str) -> str:

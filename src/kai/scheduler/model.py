@@ -14,21 +14,104 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kai.api.objects import Pod, PodGroup
-
-if TYPE_CHECKING:
-    from kai.scheduler.gpusharing import GpuShare
-    from kai.scheduler.subgroups import Gang
+from kai.api.objects import Pod, PodGroup, TopologyConstraint
 
 CPU, MEMORY, GPU, PODS = 0, 1, 2, 3  # fixed node resource columns; extended resources follow
 BASE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
 QRES = ("gpu", "cpu", "memory")
 QRES_COLUMNS = np.array([GPU, CPU, MEMORY])  # node column of each queue resource
 MILLI = 1000
+UNITS_PER_MIB = 1000  # per-GPU memory units: 1/1000 MiB
+
+
+@dataclass(frozen=True, slots=True)
+class GpuShare:
+    """A fractional GPU request: the same portion on each of ``devices`` GPUs."""
+
+    fraction_milli: int  # share of one GPU in milli-GPU; 0 for a gpu-memory request
+    memory_mib: int  # MiB of one GPU; 0 for a fraction request
+    devices: int = 1
+    container: str = ""  # gpu-fraction-container-name ("" = the first container)
+
+    def units(self, cap: int) -> int:
+        """Memory units one device's portion takes on a GPU of *cap* units."""
+        if self.fraction_milli:
+            return self.fraction_milli * cap // MILLI
+        return self.memory_mib * UNITS_PER_MIB
+
+    def units_array(self, cap: np.ndarray) -> np.ndarray:
+        if self.fraction_milli:
+            return self.fraction_milli * cap // MILLI
+        return np.full(cap.shape, self.memory_mib * UNITS_PER_MIB, dtype=np.int64)
+
+    def accounted_milli(self, gpu_memory_mib: int) -> int:
+        """The GPU amount queues are charged (milli-GPU, all devices): f x N, or for gpu-memory the share
+        of a GPU of *gpu_memory_mib* rounded up to 0.01 GPU, as KAI's getGpuMemoryFractionalOnNode."""
+        if self.fraction_milli:
+            return self.fraction_milli * self.devices
+        hundredths = -(-self.memory_mib * 100 // max(gpu_memory_mib, 1))
+        return min(hundredths, 100) * 10 * self.devices
+
+    def describe(self) -> str:
+        """'0.5 GPU' / '2000 MiB of GPU memory', with ' on each of 2 GPUs' for several devices."""
+        if self.fraction_milli:
+            amount = f"{self.fraction_milli / MILLI:g} GPU"
+        else:
+            amount = f"{self.memory_mib} MiB of GPU memory"
+        return amount if self.devices == 1 else f"{amount} on each of {self.devices} GPUs"
+
+
+@dataclass(slots=True)
+class GangNode:
+    """One subgroup: a set (has children) or a leaf (has pods)."""
+
+    name: str  # "" for the root
+    parent: int  # -1 for the root
+    children: list[int] = field(default_factory=list)
+    min_member: int = 0  # leaf: pods needed; root set: pods needed in all (0 = no such rule)
+    min_subgroup: int | None = None  # set: children needed (None = all of them)
+    constraint: TopologyConstraint | None = None
+    tasks: list[int] = field(default_factory=list)  # leaf: task indices, in task order
+    counted: bool = True  # False for the implicit leaf of pods that name no subgroup
+    leaf: bool = True
+
+    @property
+    def label(self) -> str:
+        return f"subgroup {self.name}" if self.name else "the podgroup"
+
+
+@dataclass(slots=True)
+class Gang:
+    nodes: list[GangNode]  # 0 is the root; a parent always comes before its children
+    leaf_of: dict[int, int]  # task index -> leaf node (empty for a flat gang: use ``leaf``)
+    min_pods: int
+    constrained: bool  # some node has a topology constraint with a topology or a level
+
+    @property
+    def flat(self) -> bool:
+        """One leaf holding every pod: the classic gang with one minMember."""
+        return len(self.nodes) == 1
+
+    def leaf(self, task: int) -> int:
+        """The leaf holding *task*."""
+        return self.leaf_of[task] if self.leaf_of else 0
+
+    def required(self, node: int) -> int:
+        """Children a set needs satisfied."""
+        g = self.nodes[node]
+        counted = sum(1 for c in g.children if self.nodes[c].counted)
+        return counted if g.min_subgroup is None else g.min_subgroup
+
+    def path(self, node: int) -> list[int]:
+        """Root first, down to *node*."""
+        out = []
+        while node >= 0:
+            out.append(node)
+            node = self.nodes[node].parent
+        return out[::-1]
 
 
 class TaskStatus(enum.IntEnum):
@@ -67,7 +150,10 @@ class TaskInfo:
     nominated: int = -1  # node row of status.nominatedNodeName (room an eviction made for it), -1 if none
     share: GpuShare | None = None  # a fractional GPU request (gpu-fraction / gpu-memory annotations)
     gpu_slots: tuple[int, ...] = ()  # the GPU groups (slots of its node) a placed shared pod holds
-    share_error: str = ""  # why its GPU-sharing annotations are invalid ("" = they are fine); it stays pending
+    # why kai will not place it ("" = nothing wrong): bad GPU-sharing annotations, or a request above what kai can
+    # account for; the field is named. Only a pod kai still has to place has one: a bound pod counts as it is bound.
+    spec_error: str = ""
+    spec_error_reason: str = ""  # the event reason: InvalidGpuRequest | InvalidRequest
 
     @property
     def namespace(self) -> str:
@@ -126,10 +212,19 @@ class QueueInfo:
     over_quota_weight: np.ndarray  # (3,) float64
     preempt_min_runtime: float | None = None  # seconds; None = not set on this queue (look further up)
     reclaim_min_runtime: float | None = None
+    display_name: str = ""  # spec.displayName ("" = none): metrics and outputs show it beside the name
 
     @property
     def is_leaf(self) -> bool:
         return not self.children
+
+
+@dataclass(slots=True)
+class JobFailure:
+    """Why a job got nothing (or less than it needs) this cycle: KAI reason code + user words."""
+
+    reason: str  # Unschedulable | OverLimit | NonPreemptibleOverQuota | QueueDoesNotExist | NotReady | ...
+    message: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ Job order (first difference wins): higher priority; a job below minAvailable
 before one at it, before one above it (elastic); older creation; lower UID.
 
 Queue order, applied at every level of the tree between sibling queues, each
-represented by the best pending job of its subtree (reference 4.4.3):
+represented by the best pending job of its subtree (kai-behaviour §4.4.3):
 1. not over-utilized (fairShare < allocated in all of gpu, cpu, memory) first;
 2. starved (allocated + job <= quota in every resource) first;
 3. higher queue priority;
@@ -34,12 +34,6 @@ from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import Session
 
 INF = math.inf
-
-
-def job_order_key(ssn: Session, job: JobInfo) -> tuple:
-    allocated = ssn.job_allocated[job.index]
-    elastic = 0 if allocated < job.min_available else (1 if allocated == job.min_available else 2)
-    return (-job.priority, elastic, job.creation, job.podgroup.meta.uid)  # (JobInfo.uid without the property call)
 
 
 def _share(x: float, allocatable: float, total: float) -> float:
@@ -145,7 +139,7 @@ def deserved_shares(ssn: Session) -> list[list[float]]:
 class JobQueue:
     """Pending jobs in KAI's hierarchical queue order."""
 
-    def __init__(self, ssn: Session, jobs: Iterable[JobInfo]) -> None:
+    def __init__(self, ssn: Session, jobs: Iterable[JobInfo], depth: int | None = None) -> None:
         self.ssn = ssn
         snap = ssn.snap
         nq = len(snap.queues)
@@ -172,19 +166,19 @@ class JobQueue:
                 self._unranked[q.index] = set()
         self._parent = [q.parent for q in snap.queues]
         self._request: dict[int, tuple[int, int, int]] = {}  # job -> QRES request of its tasks to allocate
-        self._total = snap.total.tolist()
-        self._deserved = deserved_shares(ssn)
         self._roots = [q.index for q in snap.queues if q.parent < 0]
-        self._fair = ssn.queues.fair_share.tolist()
-        self._neg_priority = [-q.priority for q in snap.queues]
         self._tie_break: dict[tuple[int, ...], int] = {}
-        # fair share is fixed for the session, so each queue's allocatable share is too
-        self._allocatable_share = allocatable_shares(ssn)
-        self._divisors = [share_divisors(a, self._total) for a in self._allocatable_share]
+        order = ssn.hooks.queue_order(ssn)  # proportion's; without it, the older queue first
+        self.queue_key = order.queue_key if order is not None else _creation_key(ssn)
+        self._tie_breaker = order.tie_break if order is not None else min
         self._is_leaf = [q.is_leaf for q in snap.queues]
         initial, request, count = self._initial, self._request, self._count
+        job_order = ssn.hooks.job_order
+        jobs = list(jobs)
+        if depth is not None:  # queueDepthPerAction: only the first *depth* jobs of each leaf queue, in job order
+            jobs = _first_per_queue(ssn, jobs, depth)
         for job in jobs:
-            initial.setdefault(job.queue, []).append((*job_order_key(ssn, job), job.index))
+            initial.setdefault(job.queue, []).append((*job_order(ssn, job), job.index))
             request[job.index] = job_request(ssn.tasks_to_allocate(job))
         for qi, entries in initial.items():
             entries.sort(reverse=True)
@@ -214,7 +208,7 @@ class JobQueue:
 
     def push(self, job: JobInfo, tasks: list[TaskInfo] | None = None) -> None:
         """Queue *job*; *tasks*: ``ssn.tasks_to_allocate(job)`` if the caller has it at hand."""
-        heapq.heappush(self._heaps.setdefault(job.queue, []), (*job_order_key(self.ssn, job), job.index))
+        heapq.heappush(self._heaps.setdefault(job.queue, []), (*self.ssn.hooks.job_order(self.ssn, job), job.index))
         if tasks is None:
             tasks = self.ssn.tasks_to_allocate(job)
         self._request[job.index] = job_request(tasks)
@@ -255,26 +249,6 @@ class JobQueue:
             self._best[qi] = best
         return best
 
-    def queue_key(self, qi: int, req: list[float] | tuple[int, ...]) -> tuple:
-        """Rules 1-6 of the queue order for queue *qi* with a job requesting *req* (QRES base units)."""
-        divisors = self._divisors[qi]
-        if divisors is not None:
-            return plain_queue_order_key(
-                self.ssn.queues.alloc[qi], req, self._fair[qi], self._deserved[qi], divisors, self._neg_priority[qi]
-            )
-        return queue_order_key(
-            self.ssn.queues.alloc[qi],
-            req,
-            self._fair[qi],
-            self._deserved[qi],
-            self._allocatable_share[qi],
-            self._total,
-            self._neg_priority[qi],
-        )
-
-    def _allocatable(self, qi: int) -> list[float]:
-        return self._allocatable_share[qi]
-
     def _choose(self, parent: int) -> int:
         """The child of *parent* (-1: among the roots) to take the next job from; -1 if none has a job."""
         ranked = self._ranked[parent]
@@ -294,13 +268,71 @@ class JobQueue:
         tied = [c for k, c in ranked if k == best_key]
         key = tuple(tied)
         best = self._tie_break.get(key)
-        if best is None:  # rules 7-8 depend only on fixed per-queue values, so the outcome is cached
-            queues = self.ssn.snap.queues
-            tied.sort(key=lambda c: (queues[c].creation, queues[c].uid))
-            best = tied[0]
-            for c in tied[1:]:  # rule 7: a strictly smaller allocatable share wins over the older queue
-                a, b = self._allocatable(c), self._allocatable(best)
-                if all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b)):
-                    best = c
-            self._tie_break[key] = best
+        if best is None:  # the tie-break depends only on fixed per-queue values, so the outcome is cached
+            best = self._tie_break[key] = self._tie_breaker(tied)
+        return best
+
+
+def _creation_key(ssn: Session):
+    """Queue order without a queue-order plugin: the older queue first."""
+    queues = ssn.snap.queues
+
+    def key(qi: int, req: object) -> tuple:
+        return (queues[qi].creation, queues[qi].uid)
+
+    return key
+
+
+def _first_per_queue(ssn: Session, jobs: list[JobInfo], depth: int) -> list[JobInfo]:
+    """KAI's MaxJobsQueueDepth: each leaf queue offers at most *depth* jobs to the action, the first in job order."""
+    by_queue: dict[int, list[JobInfo]] = {}
+    for job in jobs:
+        by_queue.setdefault(job.queue, []).append(job)
+    kept = []
+    for queue_jobs in by_queue.values():
+        queue_jobs.sort(key=lambda j: ssn.hooks.job_order(ssn, j))
+        kept.extend(queue_jobs[:depth])
+    return kept
+
+
+class ProportionQueueOrder:
+    """KAI's proportion queue order (rules 1-8 of the module docstring) for one Session: fair shares, quotas
+    and allocatable shares are fixed for it; allocations are read live from the Session."""
+
+    def __init__(self, ssn: Session) -> None:
+        snap = ssn.snap
+        self.ssn = ssn
+        self._total = snap.total.tolist()
+        self._deserved = deserved_shares(ssn)
+        self._fair = ssn.queues.fair_share.tolist()
+        self._neg_priority = [-q.priority for q in snap.queues]
+        self._allocatable_share = allocatable_shares(ssn)
+        self._divisors = [share_divisors(a, self._total) for a in self._allocatable_share]
+
+    def queue_key(self, qi: int, req: list[float] | tuple[int, ...]) -> tuple:
+        """Rules 1-6 of the queue order for queue *qi* with a job requesting *req* (QRES base units)."""
+        divisors = self._divisors[qi]
+        if divisors is not None:
+            return plain_queue_order_key(
+                self.ssn.queues.alloc[qi], req, self._fair[qi], self._deserved[qi], divisors, self._neg_priority[qi]
+            )
+        return queue_order_key(
+            self.ssn.queues.alloc[qi],
+            req,
+            self._fair[qi],
+            self._deserved[qi],
+            self._allocatable_share[qi],
+            self._total,
+            self._neg_priority[qi],
+        )
+
+    def tie_break(self, tied: list[int]) -> int:
+        """Rules 7-8: the older queue, unless another has a strictly smaller allocatable share."""
+        queues = self.ssn.snap.queues
+        tied = sorted(tied, key=lambda c: (queues[c].creation, queues[c].uid))
+        best = tied[0]
+        for c in tied[1:]:
+            a, b = self._allocatable_share[c], self._allocatable_share[best]
+            if all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b)):
+                best = c
         return best

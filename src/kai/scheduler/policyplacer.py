@@ -34,13 +34,13 @@ the GPU nodes its static predicates allow (None when that is all of them).
 
 Purity per cycle: ``fgd`` and ``fragmentation`` take their target workload from the Snapshot's pods
 (pending and running, in snapshot order), never from earlier cycles; ``random`` draws from a
-generator seeded with ``SchedulerConf.gpu_policy_seed`` (``spec.args.gpu-policy-seed``, default 0)
+generator seeded with ``the gpupolicy plugin's ``seed`` argument (``spec.args.gpu-policy-seed``, default 0)
 once per Session. So a cycle's decisions are a function of its Snapshot and configuration.
 
-GPU choice: for a shared pod, the device the policy picks is remembered with the Session's log
-length; ``Statement.allocate`` of that task on that node, with nothing changed since, takes exactly
-that slot (a fresh one when the device was a whole idle GPU). A whole-GPU task's devices are not
-tracked by the engine (any whole idle GPUs are alike), so nothing is kept for it.
+GPU choice: for a shared pod, the device the policy picks is part of its answer (``Choice.gpus``), which
+the caller hands to ``Statement.allocate``: exactly that slot (a fresh one when the device was a whole
+idle GPU). A whole-GPU task's devices are not tracked by the engine (any whole idle GPUs are alike), so
+nothing is chosen for it.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from kai.api import constants as C
+from kai.scheduler.framework import Choice
 from kai.scheduler.gpupolicy import (
     MILLI,
     N_TAGS,
@@ -79,9 +80,9 @@ def model_ids(ssn: Session) -> tuple[np.ndarray, int]:
 class PolicyPlacer:
     """The policy, its FreeState and what it needs per task, for one Session."""
 
-    def __init__(self, ssn: Session) -> None:
+    def __init__(self, ssn: Session, name: str, seed: int = 0) -> None:
         self.ssn = ssn
-        self.name = ssn.conf.gpu_policy
+        self.name = name
         nodes = ssn.snap.nodes
         g = ssn.snap.gpus
         self.model, self.n_models = model_ids(ssn)
@@ -89,7 +90,7 @@ class PolicyPlacer:
         self._count = nodes.allocatable[:, GPU] // MILLI  # devices per node (0 on a MIG-mixed node)
         self._cap_list, self._count_list = self._cap.tolist(), self._count.tolist()
         self._width = max(int(g.pods.shape[1]) if g.pods.ndim == 2 else 0, 1)
-        self.rng = np.random.default_rng(ssn.conf.gpu_policy_seed)
+        self.rng = np.random.default_rng(seed)
         self._requests: dict[tuple[int, bytes], PodRequest | None] = {}
         self._models: dict[int, tuple[int, ...] | None] = {}  # per signature
         self._all_models = tuple(int(m) for m in np.unique(self.model[self.model >= 0]))
@@ -113,7 +114,6 @@ class PolicyPlacer:
         self._refresh(slice(None))
         self._synced = len(ssn.node_log)
         self.policy: GpuPolicy = self._make()
-        self._hint: tuple[int, int, int, tuple[int, ...]] | None = None  # task, node, log length, slots
         self.placed = 0  # placements the policy chose (for tests and stats)
 
     # --- the FreeState ------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ class PolicyPlacer:
         wanted = ACTIVE_ALLOCATED | {TaskStatus.PENDING}
         reqs = []
         for t in ssn.snap.tasks:
-            if t.status in wanted and not t.share_error:
+            if t.status in wanted and not t.spec_error:
                 r = self._request(t)
                 if r is not None:
                     reqs.append(r)
@@ -266,9 +266,9 @@ class PolicyPlacer:
         fits_now: np.ndarray,
         allowed: np.ndarray | None,
         bonus: np.ndarray | None,
-    ) -> tuple[int, bool] | None:
-        """(node row, True) chosen by the policy among the nodes that allow *task* and fit it now; None
-        when there is no such node or the policy declines (the Placer then decides)."""
+    ) -> Choice | None:
+        """The node (fits now) and, for a shared pod, the GPU slot the policy chose among the nodes that allow
+        *task* and fit it now; None when there is no such node or the policy declines (the Placer decides)."""
         req = self._request(task)
         if req is None:
             return None
@@ -286,16 +286,6 @@ class PolicyPlacer:
             return None
         row = placement.node
         self.placed += 1
-        if task.share is not None:
-            self._hint = (task.index, row, len(self.ssn.node_log), placement.gpus)
         if self._clustering and req.tag >= 0:
             self._on_node.setdefault(row, {})[task.index] = req.tag
-        return row, True
-
-    def gpus_for(self, task: TaskInfo, node: int) -> tuple[int, ...] | None:
-        """The slots the policy picked for shared *task* on *node*, if the Session has not changed since."""
-        hint = self._hint
-        if hint is None or hint[0] != task.index or hint[1] != node or hint[2] != len(self.ssn.node_log):
-            return None
-        self._hint = None
-        return hint[3]
+        return Choice(row, True, tuple(placement.gpus) if task.share is not None else None)

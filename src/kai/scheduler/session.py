@@ -14,28 +14,41 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from kai.scheduler.conf import SchedulerConf
-from kai.scheduler.fairshare import QueueShareInput, compute_fair_share
+from kai.scheduler.framework import Choice, Hooks, NodeVerdict
 from kai.scheduler.gpusharing import LATER, NOW, Pick, choose, default_group_name, shared_free_milli
 from kai.scheduler.model import (
     ACTIVE_ALLOCATED,
     ALIVE,
     GPU,
     MILLI,
+    JobFailure,
     JobInfo,
     TaskInfo,
     TaskStatus,
 )
-from kai.scheduler.predicates import NodeLabels, StaticFit, static_fit
+from kai.scheduler.predicates import NodeLabels
 from kai.scheduler.snapshot import Snapshot
 
-if TYPE_CHECKING:
-    from kai.scheduler.placement import Placer
 
+class NodeChooser(Protocol):
+    """What the Session's ``placer`` answers (kai.scheduler.placement.Placer, which the cycle makes)."""
+
+    def best_node(
+        self, task: TaskInfo, allowed: np.ndarray | None = None, bonus: np.ndarray | None = None
+    ) -> Choice | None: ...
+
+
+class _NoPlacer:
+    def best_node(self, task: TaskInfo, allowed: np.ndarray | None = None, bonus: np.ndarray | None = None) -> None:
+        raise RuntimeError("the Session has no Placer: open it with kai.scheduler.cycle.open_session")
+
+
+_NO_PLACER = _NoPlacer()
 QGPU = 0  # column of GPUs in queue vectors
 _ALIVE_UNGATED = ALIVE - {TaskStatus.GATED}
 # Module constants for the statuses the hot path compares against: reading an enum member as a class attribute
@@ -78,26 +91,26 @@ class _SavedGpus:
     gpus: tuple[int, ...]  # the task's slots before
 
 
-@dataclass(slots=True)
-class JobFailure:
-    """Why a job got nothing (or less than it needs) this cycle: KAI reason code + user words."""
-
-    reason: str  # Unschedulable | OverLimit | NonPreemptibleOverQuota | QueueDoesNotExist | NotReady | ...
-    message: str
-
-
 def _copy(rows: tuple[list[int], list[int], list[int], list[int]]) -> tuple[list[int], list[int], list[int], list[int]]:
     return (rows[0][:], rows[1][:], rows[2][:], rows[3][:])
 
 
 class Statement:
-    """Tentative changes to a Session, undone in reverse by ``rollback``."""
+    """Tentative changes to a Session, undone in reverse by ``rollback``.
+
+    The operations go into the Session's one undo log (``Session.journal``); a Statement is the part of it
+    from where it opened. Statements follow each other, never interleave (an action opens one, then commits
+    or rolls it back). ``commit`` keeps the operations in the journal until the next job's attempt begins
+    (``Session.begin_job``), so a job whose attempt fails after a commit (``Session.drop_job``) is still
+    undone whole."""
 
     def __init__(self, ssn: Session) -> None:
         self._ssn = ssn
-        self._log: list[_Op] = []
+        self._log = ssn.journal
+        self._start = len(self._log)
 
     def checkpoint(self) -> int:
+        """A position to ``rollback`` to (the journal's length now)."""
         return len(self._log)
 
     def allocate(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> None:
@@ -145,11 +158,9 @@ class Statement:
         assert share is not None
         rows = ssn.gpu_slots[node]
         pipelined = status == _PIPELINED
-        hinted = ssn.policy_gpus(task, node) if gpus is None else None  # kai: the GPU policy's pick, if any
-        chosen = gpus if gpus is not None else hinted
-        picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, gpus=chosen, rows=rows)
-        if picks is None and hinted is not None:  # the pick cannot be honoured: the Session's own choice
-            picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, rows=rows)
+        picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, gpus=gpus, rows=rows)
+        if picks is None and gpus is not None:  # the slots asked for cannot take it (a stale Choice): the Session's
+            picks = ssn.pick_gpus(task, node, allow_releasing=pipelined, rows=rows)  # own choice, never an error
         if picks is None:
             node_name = ssn.snap.nodes.names[node]
             raise AssertionError(f"{task.namespace}/{task.name} does not fit the GPUs of node {node_name}")
@@ -230,47 +241,60 @@ class Statement:
         ssn.changed.add(task.index)
         ssn._evictable.pop(task.job, None)
 
-    def rollback(self, to: int = 0) -> None:
-        ssn = self._ssn
-        while len(self._log) > to:
-            op = self._log.pop()
-            task = ssn.snap.tasks[op.task]
-            if op.kind == "allocate":
-                ssn.idle[op.node] += task.request
-            elif op.kind == "pipeline":
-                assert op.from_releasing is not None
-                ssn.releasing[op.node] += op.from_releasing
-                ssn.idle[op.node] += task.request - op.from_releasing
-            elif op.kind == "evict":
-                ssn.releasing[op.node] -= task.request
-            elif op.kind == "shared_allocate":
-                placed = op.placed
-                assert placed is not None
-                ssn.idle[op.node] += placed.req
-                idle, _, pods, _ = ssn.gpu_slots[op.node]
-                for s in placed.slots:
-                    idle[s] += placed.need
-                    pods[s] -= 1
-                ssn.summarize_groups(op.node)
-                ssn.gpus[op.task] = placed.gpus
-            elif op.kind == "shared":
-                saved = op.saved
-                assert saved is not None
-                ssn.idle[op.node] = saved.idle
-                ssn.releasing[op.node] = saved.releasing
-                ssn.gpu_slots[op.node] = saved.rows
-                ssn.summarize_groups(op.node)
-                ssn.gpus[op.task] = saved.gpus
-            if op.kind != "status":
-                ssn.log_node(op.node, freed=True)  # (an eviction's undo frees nothing; counting it is only safe)
-            ssn._set(task, op.prev_status, op.prev_node)
+    def rollback(self, to: int | None = None) -> None:
+        """Undo this Statement's operations after *to* (a ``checkpoint``; default: all of them)."""
+        self._ssn.undo_to(self._start if to is None else max(to, self._start))
 
     def commit(self) -> None:
-        self._log.clear()
+        self._start = len(self._log)
 
     @property
     def tasks_touched(self) -> list[int]:
-        return [op.task for op in self._log]
+        return [op.task for op in self._log[self._start :]]
+
+
+def _undo(ssn: Session, to: int) -> None:
+    """Undo the journal's operations after position *to*, newest first (``Session.undo_to``)."""
+    log = ssn.journal
+    while len(log) > to:
+        op = log.pop()
+        task = ssn.snap.tasks[op.task]
+        if op.kind == "allocate":
+            ssn.idle[op.node] += task.request
+        elif op.kind == "pipeline":
+            assert op.from_releasing is not None
+            ssn.releasing[op.node] += op.from_releasing
+            ssn.idle[op.node] += task.request - op.from_releasing
+        elif op.kind == "evict":
+            ssn.releasing[op.node] -= task.request
+        elif op.kind == "shared_allocate":
+            placed = op.placed
+            assert placed is not None
+            ssn.idle[op.node] += placed.req
+            idle, _, pods, _ = ssn.gpu_slots[op.node]
+            for s in placed.slots:
+                idle[s] += placed.need
+                pods[s] -= 1
+            ssn.summarize_groups(op.node)
+            ssn.gpus[op.task] = placed.gpus
+        elif op.kind == "shared":
+            saved = op.saved
+            assert saved is not None
+            ssn.idle[op.node] = saved.idle
+            ssn.releasing[op.node] = saved.releasing
+            ssn.gpu_slots[op.node] = saved.rows
+            ssn.summarize_groups(op.node)
+            ssn.gpus[op.task] = saved.gpus
+        if op.kind != "status":
+            ssn.log_node(op.node, freed=True)  # (an eviction's undo frees nothing; counting it is only safe)
+        ssn._set(task, op.prev_status, op.prev_node)
+
+
+def _int64_rows(rows: list[list[int]]) -> np.ndarray:
+    """Per-queue sums (Python ints, exact) as an int64 (Q, 3) array, saturated where a sum passes int64 (only
+    absurd input gets there: every amount is at most 2^50, kai.api.quantity)."""
+    bound = 2**63 - 1
+    return np.array([[min(max(v, -bound), bound) for v in row] for row in rows], dtype=np.int64).reshape(-1, 3)
 
 
 class QueueState:
@@ -299,23 +323,27 @@ class QueueState:
 
     @property
     def allocated(self) -> np.ndarray:
-        return np.array(self.alloc, dtype=np.int64).reshape(-1, 3)
+        return _int64_rows(self.alloc)
 
     @property
     def allocated_non_preemptible(self) -> np.ndarray:
-        return np.array(self.alloc_np, dtype=np.int64).reshape(-1, 3)
+        return _int64_rows(self.alloc_np)
 
     @property
     def requested(self) -> np.ndarray:
-        return np.array(self.req, dtype=np.int64).reshape(-1, 3)
+        return _int64_rows(self.req)
 
 
 class Session:
     """The working state of one cycle. Actions read and change it only through Statements."""
 
-    def __init__(self, snap: Snapshot, conf: SchedulerConf) -> None:
+    def __init__(self, snap: Snapshot, conf: SchedulerConf, hooks: Hooks) -> None:
         self.snap = snap
         self.conf = conf
+        self.hooks = hooks  # the enabled plugins (kai.scheduler.plugins.build_hooks), composed per extension point
+        # the node chooser the cycle gives the Session (kai.scheduler.placement.Placer); it follows every change
+        # made through Statements
+        self.placer: NodeChooser = _NO_PLACER
         nodes = snap.nodes
         self.idle = nodes.allocatable - nodes.used
         self.releasing = nodes.releasing.copy()
@@ -335,16 +363,16 @@ class Session:
         self.group_max_later = [-1] * nodes.n
         for row in np.flatnonzero((gpus.pods > 0).any(axis=1)).tolist() if gpus.pods.size else ():
             self.summarize_groups(row)
-        self.invalid = {t.index for t in snap.tasks if t.share_error}  # bad GPU-sharing annotations: never placed
+        self.invalid = {t.index for t in snap.tasks if t.spec_error}  # bad GPU-sharing annotations: never placed
         self._node_requests: dict[tuple[bytes, int], np.ndarray] = {}  # shared pods' node-column requests
         self.gpu_cap: list[int] = snap.gpus.cap.tolist()  # units per GPU, per node
         self._sharing_nodes: list[bool] = snap.gpus.sharing_nodes.tolist()
-        self._gpu_pack = conf.placement_gpu == "binpack"  # gpupack, else gpuspread (gpusharing.choose)
+        self._gpu_pack = hooks.gpu_order(self) == "pack"  # gpupack, else gpuspread (gpusharing.choose)
         self._shared_free: tuple[int, np.ndarray] | None = None  # (node_log length, free_gpu_milli's shared part)
         self._all_gpu_arrays: tuple[int, tuple[np.ndarray, ...]] | None = None  # (node_log length, gpu_arrays())
         self.job_allocated = [0] * len(snap.jobs)  # active-allocated task count per job
         self.labels = NodeLabels(nodes)
-        self._static: dict[int, StaticFit] = {}
+        self._static: dict[int, NodeVerdict] = {}
         self.failures: dict[int, JobFailure] = {}
         self.events: list[tuple[str, str, str, str]] = []  # (object, type, reason, message)
         self.eviction_reasons: dict[int, tuple[str, str]] = {}  # task -> (action, message)
@@ -353,6 +381,9 @@ class Session:
         # other change only takes, and the Placer relies on that (see ``log_node``)
         self.node_freed: list[int] = []
         self.changed: set[int] = set()  # tasks whose status or node changed (close_session reports only these)
+        self.journal: list[_Op] = []  # the changes of the current job's attempt, for undo (Statement, begin_job)
+        # jobs left out of the rest of the cycle after their attempt raised: job -> (action, what went wrong)
+        self.job_errors: dict[int, tuple[str, str]] = {}
         self._ready = [False] * len(snap.jobs)  # per job, job_ready (filled by _open_queues: one pass over the tasks)
         self.notes: dict[int, list[str]] = {}  # job -> why eviction actions could not make room for it
         self.cache: dict[str, Any] = {}  # values derived from the snapshot alone, computed once per session
@@ -367,12 +398,15 @@ class Session:
                 for t in pdb.tasks:
                     self._pdbs_of.setdefault(t, []).append(i)
         self.stale_since: dict[int, float | None] = {}  # job -> new stale timestamp (None = clear it)
-        self._placer: Placer | None = None
         # scale for binpack scores: one more than the largest allocatable per resource
         self.score_scale = (nodes.allocatable.max(axis=0) + 1) if nodes.n else np.ones(len(snap.resources))
         self.queues = self._open_queues()
         self.queue_limits = [q.limit.tolist() for q in snap.queues]  # QRES base units, -1 = none
         self.queue_quotas = [q.deserved.tolist() for q in snap.queues]
+        # what must be bound with a pod before it is bound (a WaitForFirstConsumer claim's volume): task -> bindings,
+        # kept by the plugin whose rule chose them (kai.scheduler.podrules), read by close_session
+        self.volume_bindings: dict[int, tuple[Any, ...]] = {}
+        hooks.session_opened(self)  # plugins with no stateful work this Session step out of the stateful points
 
     # --- accounting ---------------------------------------------------------------------------
 
@@ -397,7 +431,7 @@ class Session:
             for ti in job.tasks:
                 t = tasks[ti]
                 status = t.status
-                if status in _ALIVE_UNGATED and not t.share_error:
+                if status in _ALIVE_UNGATED and not t.spec_error:
                     alive += 1
                 if status in ACTIVE_ALLOCATED:
                     g, c, m = t.qreq
@@ -405,7 +439,7 @@ class Session:
                     ac += c
                     am += m
                     count += 1
-                elif status == _PENDING and not t.share_error:
+                elif status == _PENDING and not t.spec_error:
                     g, c, m = t.qreq
                     pg += g
                     pc += c
@@ -431,48 +465,22 @@ class Session:
                     row[0] += ag
                     row[1] += ac
                     row[2] += am
-        fair = self._fair_share(np.array(req, dtype=np.int64).reshape(-1, 3))
+        fair = self.hooks.fair_share(self, np.array(req, dtype=np.float64).reshape(-1, 3))  # float: sums pass int64
         return QueueState(alloc, alloc_np, req, fair, ancestors)
-
-    def _fair_share(self, requested: np.ndarray) -> np.ndarray:
-        snap = self.snap
-        if not snap.queues:
-            return np.zeros((0, 3))
-        # fairshare works in GPUs (so over-quota GPU shares floor to whole GPUs, as KAI's), millicores, bytes
-        to_api = np.array([1.0 / MILLI, 1.0, 1.0])
-        inputs = []
-        age = {q.index: r for r, q in enumerate(sorted(snap.queues, key=lambda q: (q.creation, q.uid)))}
-        usage = snap.queue_usage  # time-based fair share: normalized historical usage per queue
-        for q in snap.queues:
-            conv = lambda v: np.where(v == -1, -1.0, v * to_api)  # noqa: E731
-            inputs.append(
-                QueueShareInput(
-                    name=q.name,
-                    parent=snap.queues[q.parent].name if q.parent >= 0 else None,
-                    priority=q.priority,
-                    age_rank=age[q.index],
-                    deserved=conv(q.deserved),
-                    limit=conv(q.limit),
-                    over_quota_weight=q.over_quota_weight.copy(),
-                    request=requested[q.index] * to_api if q.is_leaf else np.zeros(3),
-                    usage=None if usage is None or q.name not in usage else np.array(usage[q.name], dtype=float),
-                )
-            )
-        shares = compute_fair_share(inputs, snap.total * to_api, k_value=self.conf.k_value)
-        out = np.zeros((len(snap.queues), 3))
-        for q in snap.queues:
-            out[q.index] = shares[q.name] / to_api
-        return out
 
     def _set(self, task: TaskInfo, status: TaskStatus, node: int) -> None:
         """Change one task's status and keep job and queue accounting in step."""
         old = self.status[task.index]
+        old_node = self.node[task.index]
         was, now = old in ACTIVE_ALLOCATED, status in ACTIVE_ALLOCATED
         self.status[task.index] = status
         self.node[task.index] = node
         self.changed.add(task.index)
         self._evictable.pop(task.job, None)
         self._pending.pop(task.job, None)
+        notify = self.hooks.on_task_change
+        if notify is not None:  # plugins with per-node state (NodeRule) follow every change, undo included
+            notify(self, task, old, old_node)
         if was == now:
             return
         job = self.snap.jobs[task.job]
@@ -506,23 +514,37 @@ class Session:
     def statement(self) -> Statement:
         return Statement(self)
 
-    @property
-    def placer(self) -> Placer:
-        """The session's node chooser; it follows every change made through Statements."""
-        if self._placer is None:
-            from kai.scheduler.placement import Placer  # placement imports this module
+    def begin_job(self) -> int:
+        """A job's attempt starts (no Statement is open): the changes before it will never be undone, so the
+        journal is emptied (a cycle that commits 40,000 placements keeps no log of them); returns the mark
+        ``drop_job`` undoes to if the attempt raises."""
+        self.journal.clear()
+        return 0
 
-            self._placer = Placer(self)
-        return self._placer
+    def undo_to(self, mark: int) -> None:
+        """Undo every change after journal position *mark* (``len(journal)`` taken earlier), newest first."""
+        _undo(self, mark)
 
-    def static_fit(self, task: TaskInfo) -> StaticFit:
+    def drop_job(self, job: JobInfo, action: str, error: Exception, mark: int) -> None:
+        """Leave *job* out of the rest of the cycle: its attempt in *action* raised *error*.
+
+        Everything the attempt changed after journal position *mark* is undone, committed or not, so the
+        cycle goes on for every other job as if this one had not been tried. One job's bad input or a bug
+        its shape triggers costs only that job (reported as a Warning event and in
+        ``CycleResult.job_errors``), never the cycle."""
+        self.undo_to(mark)
+        self.failures.pop(job.index, None)
+        self.notes.pop(job.index, None)
+        self.job_errors[job.index] = (action, f"{type(error).__name__}: {error}")
+
+    def static_fit(self, task: TaskInfo) -> NodeVerdict:
+        """The nodes tasks of *task*'s scheduling signature may ever use (the predicate plugins, ANDed), cached
+        per signature for the Session (a signature includes any GPU share)."""
         sf = self._static.get(task.signature)
         if sf is None:
-            sf = static_fit(self.snap.nodes, self.labels, self.snap.signature_pods[task.signature])
-            if task.share is not None:  # the share is part of the signature
-                no = ~self.snap.gpus.sharing_nodes
-                sf = StaticFit(sf.mask & ~no, (*sf.failures, ("have no GPUs to share (no GPUs, or MIG)", no)))
-            self._static[task.signature] = sf
+            sf = self._static[task.signature] = self.hooks.predicate(
+                self, self.snap.signature_pods[task.signature], task.share
+            )
         return sf
 
     def job_ready(self, job: JobInfo) -> bool:
@@ -689,13 +711,6 @@ class Session:
         now = [i for i, p, g in zip(idle, pods, gone) if p > g]
         return now, [i + r for i, r, p, g in zip(idle, rel, pods, gone) if p > g]
 
-    def policy_gpus(self, task: TaskInfo, node: int) -> tuple[int, ...] | None:
-        """The GPU slots a GPU placement policy (``policyplacer``) just picked for *task* on *node*, if any."""
-        placer = self._placer
-        if placer is None or placer.policy is None:
-            return None
-        return placer.policy.gpus_for(task, node)
-
     def pick_gpus(
         self,
         task: TaskInfo,
@@ -742,7 +757,20 @@ class Session:
 
     def fit_on(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> int:
         """NOW if *task* fits on *node*'s idle resources, LATER if only with what is being released,
-        0 if not at all (static predicates are the caller's business)."""
+        0 if not at all. The task's stateful rules (inter-pod affinity, spread, ports, volumes) count: a row
+        they refuse is 0, one they allow only once the pods being released are gone is LATER. Static
+        predicates are the caller's business."""
+        fit = self._resource_fit(task, node, gpus)
+        if fit and self.hooks.has_node_filter:
+            rules = self.hooks.node_rules(self, task)
+            if rules:
+                if not rules.allows(node):
+                    return 0
+                if fit == NOW and not rules.allows_now(node):
+                    return LATER
+        return fit
+
+    def _resource_fit(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None) -> int:
         req = self.node_request(task)
         cols = np.flatnonzero(req)
         idle = self.idle[node, cols]

@@ -7,18 +7,18 @@ that "ties go to the lower row" means "ties go to the node name ascending"
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from kai.api import constants as C
 from kai.api.gpugroups import group_labels
-from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology
+from kai.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, Topology, parse_go_int
 from kai.api.pdb import PodDisruptionBudget
+from kai.api.quantity import MAX_AMOUNT
+from kai.api.queueaccess import access_denied
 from kai.scheduler.gpusharing import (
-    UNITS_PER_MIB,
-    GpuShare,
     GpuTable,
     Placed,
     build_gpu_table,
@@ -31,15 +31,22 @@ from kai.scheduler.model import (
     MILLI,
     QRES,
     QRES_COLUMNS,
+    UNITS_PER_MIB,
+    GpuShare,
     JobInfo,
     NodeTable,
     QueueInfo,
     TaskInfo,
     TaskStatus,
 )
+from kai.scheduler.storage import NO_STORAGE, Storage
 from kai.scheduler.subgroups import attach_gang
+from kai.scheduler.taskorder import default_task_order
 
 MB = 1_000_000  # the Queue CRD's memory unit (KAI: "mebibytes" holding 10^6)
+INVALID_GPU_REQUEST = "InvalidGpuRequest"  # a pod's GPU-sharing annotations are bad
+INVALID_REQUEST = "InvalidRequest"  # a pod asks for more than kai can account for (Pod.oversize)
+_TO_PLACE = frozenset({TaskStatus.PENDING, TaskStatus.GATED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +64,23 @@ class Snapshot:
     pdbs: tuple[PdbInfo, ...] = ()
     queue_usage: dict[str, tuple[float, float, float]] | None = None  # time-based fair share; None = off
     topologies: tuple[Topology, ...] = ()  # Topology CRs; domains are built per session (kai.scheduler.topology)
+    # pods on nodes that are not kai's tasks (other schedulers', ungrouped ones): what inter-pod affinity, spread
+    # and host ports count besides the tasks
+    others: tuple[OtherPod, ...] = ()
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # namespace -> labels (namespaceSelector)
+    storage: Storage = NO_STORAGE
+    # some pod (task or other) has inter-pod affinity, spread constraints, host ports or claims: without any, the
+    # stateful node rules have nothing to do
+    pod_rules: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OtherPod:
+    """A pod on a node that is not one of kai's tasks: it stays where it is for the whole cycle."""
+
+    pod: Pod
+    node: int  # row in the node table
+    releasing: bool  # terminating
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +121,39 @@ def _resource_columns(nodes: Iterable[Node], pods: Iterable[Pod]) -> tuple[str, 
 def _vector(res: dict[str, int], col: dict[str, int], n_res: int) -> np.ndarray:
     v = np.zeros(n_res, dtype=np.int64)
     for k, amount in res.items():
-        v[col[k]] = amount * MILLI if k == C.RESOURCE_GPU else amount
+        v[col[k]] = min(amount * MILLI, MAX_AMOUNT) if k == C.RESOURCE_GPU else amount
     return v
+
+
+# Sums of amounts (each at most MAX_AMOUNT = 2^50, kai.api.quantity) are saturated at SATURATED = 2^61 every
+# SATURATE_EVERY additions: between two saturations they grow by at most 2^11 * 2^50 = 2^61, so an int64 column
+# never wraps (NumPy's += would wrap silently). Only absurd input (thousands of saturated pods on one node)
+# ever reaches the bound; for it, "full" is the honest answer.
+SATURATED = 2**61
+SATURATE_EVERY = 2**11
+
+
+def _saturate(*arrays: np.ndarray) -> None:
+    for a in arrays:
+        np.minimum(a, SATURATED, out=a)
+
+
+def _clamp_whole_releasing(
+    allocatable: np.ndarray, used: np.ndarray, releasing: np.ndarray, groups: np.ndarray
+) -> None:
+    """One GPU model on over-committed input: a whole GPU that a releasing whole-GPU pod frees needs a device no
+    GPU group holds. Where the node's GPU groups and whole-GPU pods claim more devices than it has (a cluster
+    where two schedulers disagreed, say), only as many whole GPUs count as releasing as there are devices left
+    for them, so the node-level fit (``gpusharing.fit_rows_single``) and the per-device choice
+    (``gpusharing.choose``) agree. Called before the groups are added to *used*; consistent input is untouched."""
+    devices = allocatable[:, GPU] // MILLI
+    whole_used = used[:, GPU] // MILLI  # whole-GPU pods (groups not added yet), releasing ones included
+    whole_rel = np.maximum(releasing[:, GPU], 0) // MILLI
+    free_devices = np.maximum(devices - groups - (whole_used - whole_rel), 0)  # devices neither held nor grouped
+    excess = whole_rel - free_devices
+    over = excess > 0
+    if over.any():
+        releasing[over, GPU] -= np.minimum(excess[over], whole_rel[over]) * MILLI
 
 
 def _node_taints(node: Node) -> tuple[tuple[str, str, str], ...]:
@@ -114,15 +169,15 @@ def _node_taints(node: Node) -> tuple[tuple[str, str, str], ...]:
 def _gpu_memory_mib(labels: dict[str, str]) -> int:
     """nvidia.com/gpu.memory (MiB per GPU); KAI's default 100 when missing or not a positive integer."""
     text = labels.get(C.LABEL_GPU_MEMORY, "")
-    try:
-        value = int(text)
-    except ValueError:
-        return C.DEFAULT_GPU_MEMORY_MIB
-    return value if value > 0 else C.DEFAULT_GPU_MEMORY_MIB
+    value = parse_go_int(text) if len(text) < 20 else None
+    return value if value is not None and 0 < value <= MAX_GPU_MEMORY_MIB else C.DEFAULT_GPU_MEMORY_MIB
+
+
+MAX_GPU_MEMORY_MIB = 2**30  # per GPU (1 PiB): a larger label value is as unusable as a malformed one
 
 
 def task_status(pod: Pod) -> TaskStatus:
-    """KAI's pod status model (reference 1.4), from what the API shows."""
+    """KAI's pod status model (kai-behaviour §1.4), from what the API shows."""
     if pod.phase == "Succeeded":
         return TaskStatus.SUCCEEDED
     if pod.phase == "Failed":
@@ -153,7 +208,19 @@ _SHARE_KEYS = (
 )
 
 
-def _share_of(pod: Pod, max_gpu_memory_mib: int) -> tuple[GpuShare | None, str]:
+def max_gpu_memory_mib(nodes: Iterable[Node]) -> int:
+    """The largest per-GPU memory (MiB) of the nodes that can share GPUs: a gpu-memory request above it fits
+    nowhere (KAI's scheduler checks the same on use)."""
+    best = 0
+    for n in nodes:
+        labels = n.meta.labels
+        if n.allocatable.get(C.RESOURCE_GPU, 0) > 0 and labels.get(C.LABEL_MIG_STRATEGY, "none") in ("", "none"):
+            best = max(best, _gpu_memory_mib(labels))
+    return best or C.DEFAULT_GPU_MEMORY_MIB
+
+
+def share_of(pod: Pod, max_gpu_memory_mib: int) -> tuple[GpuShare | None, str]:
+    """The pod's GPU share and, if its GPU-sharing annotations are invalid, why ("" when they are fine)."""
     ann = pod.meta.annotations
     if not ann or not any(k in ann for k in _SHARE_KEYS):
         return None, ""
@@ -164,25 +231,6 @@ def _share_of(pod: Pod, max_gpu_memory_mib: int) -> tuple[GpuShare | None, str]:
             f"any node's GPUs (the largest has {max_gpu_memory_mib} MiB, label {C.LABEL_GPU_MEMORY})"
         )
     return share, error
-
-
-def _task_order_key(pod: Pod) -> tuple:
-    """kubeflow master/launcher first, Ray head first, then kai.scheduler/task-priority (labelled and higher
-    first), then creation time and name (KAI's TaskOrderFn tiers)."""
-    role = pod.meta.labels.get(C.LABEL_KUBEFLOW_JOB_ROLE, "")
-    head = pod.meta.labels.get(C.LABEL_RAY_NODE_TYPE, "") == "head"
-    prio_text = pod.meta.labels.get(C.LABEL_TASK_PRIORITY)
-    try:
-        prio = (0, -int(prio_text)) if prio_text is not None else (1, 0)
-    except ValueError:
-        prio = (1, 0)
-    return (
-        0 if role in ("master", "launcher") else 1,
-        0 if head else 1,
-        prio,
-        pod.meta.creation_timestamp or 0.0,
-        pod.meta.name,
-    )
 
 
 def resolve_priority(pg: PodGroup, classes: dict[str, PriorityClass]) -> tuple[int, bool]:
@@ -244,6 +292,7 @@ def _build_queues(queues: list[Queue]) -> tuple[tuple[QueueInfo, ...], dict[str,
                 over_quota_weight=_ro(w),
                 preempt_min_runtime=q.preempt_min_runtime,
                 reclaim_min_runtime=q.reclaim_min_runtime,
+                display_name=q.display_name,
             )
         )
     for info in infos:
@@ -264,9 +313,13 @@ def build_snapshot(
     pdbs: Iterable[PodDisruptionBudget] = (),
     queue_usage: dict[str, tuple[float, float, float]] | None = None,
     topologies: Iterable[Topology] = (),
+    task_order: Callable[[Pod], tuple] = default_task_order,
+    namespaces: Iterable[Namespace] = (),
+    storage: Storage = NO_STORAGE,
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
-    scheduler belong to the PodGroup named by their ``pod-group-name`` annotation."""
+    scheduler belong to the PodGroup named by their ``pod-group-name`` annotation. *task_order*: the pod
+    order inside a job (``kai.scheduler.plugins.task_order_of(conf)``; KAI's default tiers otherwise)."""
     nodes = sorted(nodes, key=lambda n: n.meta.name)
     resources = _resource_columns(nodes, pods)
     col = {r: i for i, r in enumerate(resources)}
@@ -289,6 +342,8 @@ def build_snapshot(
 
     classes = {c.meta.name: c for c in priority_classes}
     queue_infos, queue_index = _build_queues(queues)
+    queue_by_name = {q.meta.name: q for q in queues}
+    any_rule = any(q.allowed_namespaces is not None for q in queues)  # access rules are rare: skip the walk
     pg_index: dict[tuple[str, str], int] = {}
     jobs: list[JobInfo] = []
     for pg in sorted(podgroups, key=lambda g: (g.meta.creation_timestamp or 0.0, g.meta.uid)):
@@ -299,6 +354,9 @@ def build_snapshot(
             reason = f"Queue '{pg.queue}' does not exist"
         elif not queue_infos[qi].is_leaf:
             reason = f"Queue '{pg.queue}' is not a leaf queue; only leaf queues hold jobs"
+            qi = -1
+        elif any_rule and (denied := access_denied(queue_by_name, pg.queue, pg.meta.namespace or "")):
+            reason = denied  # kai's queue access rule (the admission webhook refuses the same at create)
             qi = -1
         pg_index[(pg.meta.namespace or "", pg.meta.name)] = len(jobs)
         jobs.append(
@@ -321,11 +379,26 @@ def build_snapshot(
     tasks: list[TaskInfo] = []
     placed: list[Placed] = []
     placed_task: list[int] = []  # per Placed, its task index (-1: another scheduler's pod)
-    for pod in pods:
+    others: list[OtherPod] = []
+    pod_rules = False
+    for count, pod in enumerate(pods):
+        if count % SATURATE_EVERY == SATURATE_EVERY - 1:
+            _saturate(used, releasing, other_used)
         status = task_status(pod)
         node = node_row.get(pod.node_name, -1)
         req = _vector(pod.requests, col, n_res)
-        share, share_error = _share_of(pod, max_gpu_mem)
+        reservation = pod.meta.labels.get(C.LABEL_APP) == C.RESERVATION_APP
+        if reservation:
+            # A GPU reservation pod holds, towards the device plugin, the GPU its GPU group already takes
+            # from the node here: its other resources count on the node, its GPU does not (KAI's
+            # addTaskResources), and as a KAI utility pod it is not taken off the fair-share total.
+            req[GPU] = 0
+        share, spec_error = share_of(pod, max_gpu_mem)
+        reason = INVALID_GPU_REQUEST if spec_error else ""
+        if status not in _TO_PLACE:  # bound (or done): it holds what it holds, whatever its annotations say now
+            spec_error = reason = ""
+        elif pod.oversize and not spec_error:
+            spec_error, reason = pod.oversize[0], INVALID_REQUEST
         if status in ACTIVE_USED and node >= 0:
             used[node] += req  # a shared pod's GPU column is 0 here: it holds slots of GPU groups instead
             if status == TaskStatus.RELEASING:
@@ -336,13 +409,19 @@ def build_snapshot(
         if share is not None:
             node_mem = int(gpu_mem[node]) if node >= 0 else max_gpu_mem
             req[GPU] = share.accounted_milli(node_mem)  # what queues are charged (fractions count)
+        if pod.placement_rules:
+            pod_rules = True
         if pod.scheduler_name != scheduler_name:
-            if status in ACTIVE_USED and node >= 0 and ready[node]:
-                other_used += req
+            if status in ACTIVE_USED and node >= 0:
+                if ready[node] and not reservation:
+                    other_used += req
+                others.append(OtherPod(pod, node, status == TaskStatus.RELEASING))
             continue
         ji = pg_index.get((pod.meta.namespace or "", pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")))
-        if ji is None:
-            continue  # not grouped yet: the pod-grouper has not seen it
+        if ji is None:  # not grouped yet: the pod-grouper has not seen it
+            if status in ACTIVE_USED and node >= 0:
+                others.append(OtherPod(pod, node, status == TaskStatus.RELEASING))
+            continue
         key = _signature_key(pod, share)
         sig = sig_ids.setdefault(key, len(sig_ids))
         if sig == len(sig_pods):
@@ -356,11 +435,12 @@ def build_snapshot(
                 node=node,
                 request=_ro(req),
                 signature=sig,
-                order_key=_task_order_key(pod),
+                order_key=task_order(pod),
                 qreq=tuple(int(x) for x in req[QRES_COLUMNS]),
                 nominated=node_row.get(pod.nominated_node_name, -1) if status == TaskStatus.PENDING else -1,
                 share=share,
-                share_error=share_error,
+                spec_error=spec_error,
+                spec_error_reason=reason,
             )
         )
         jobs[ji].tasks.append(len(tasks) - 1)
@@ -380,10 +460,14 @@ def build_snapshot(
         if ti >= 0:
             tasks[ti].gpu_slots = tuple(p.slots)
     # every GPU group takes one whole GPU from its node; one whose pods are all releasing is a releasing GPU
-    used[:, GPU] += (gpus.pods > 0).sum(axis=1) * MILLI
+    _saturate(used, releasing, other_used)
+    groups = (gpus.pods > 0).sum(axis=1) if gpus.pods.size else np.zeros(len(nodes), dtype=np.int64)
+    _clamp_whole_releasing(allocatable, used, releasing, groups)
+    used[:, GPU] += groups * MILLI
     releasing[:, GPU] += ((gpus.pods > 0) & (gpus.pods == gpus.gone)).sum(axis=1) * MILLI
 
-    total = allocatable[ready].sum(axis=0) - other_used if len(nodes) else np.zeros(n_res, dtype=np.int64)
+    # in float64: 5,000 nodes of saturated allocatable would overflow an int64 sum (fair share is float anyway)
+    total = allocatable[ready].sum(axis=0, dtype=np.float64) - other_used if len(nodes) else np.zeros(n_res)
     total_q = np.maximum(total[QRES_COLUMNS], 0).astype(np.float64)
     table = NodeTable(
         names=tuple(n.meta.name for n in nodes),
@@ -410,4 +494,8 @@ def build_snapshot(
         pdbs=_pdb_infos(pdbs, pods, tasks),
         queue_usage=queue_usage,
         topologies=tuple(sorted(topologies, key=lambda t: t.meta.name)),
+        others=tuple(others),
+        namespaces={ns.meta.name: ns.labels for ns in namespaces},
+        storage=storage,
+        pod_rules=pod_rules,
     )

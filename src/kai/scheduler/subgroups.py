@@ -5,7 +5,7 @@ Session. The tree is built once per snapshot (``attach_gang``) and read by
 allocate, the eviction actions and stale gang eviction, so all of them agree
 on what "gang satisfied" means.
 
-Shape (reference 2.2, KAI's ``subgroup_info.FromPodGroup``):
+Shape (kai-behaviour §2.2, KAI's ``subgroup_info.FromPodGroup``):
 
 * a PodGroup without ``spec.subGroups`` is one leaf holding every pod, whose
   minimum is ``minMember``;
@@ -28,61 +28,10 @@ as the job's ``min_available`` so job order, victims' core/surplus split and
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
 
 from kai.api import constants as C
 from kai.api.objects import PodGroup, TopologyConstraint
-from kai.scheduler.model import TaskInfo, TaskStatus
-
-
-@dataclass(slots=True)
-class GangNode:
-    """One subgroup: a set (has children) or a leaf (has pods)."""
-
-    name: str  # "" for the root
-    parent: int  # -1 for the root
-    children: list[int] = field(default_factory=list)
-    min_member: int = 0  # leaf: pods needed; root set: pods needed in all (0 = no such rule)
-    min_subgroup: int | None = None  # set: children needed (None = all of them)
-    constraint: TopologyConstraint | None = None
-    tasks: list[int] = field(default_factory=list)  # leaf: task indices, in task order
-    counted: bool = True  # False for the implicit leaf of pods that name no subgroup
-    leaf: bool = True
-
-    @property
-    def label(self) -> str:
-        return f"subgroup {self.name}" if self.name else "the podgroup"
-
-
-@dataclass(slots=True)
-class Gang:
-    nodes: list[GangNode]  # 0 is the root; a parent always comes before its children
-    leaf_of: dict[int, int]  # task index -> leaf node (empty for a flat gang: use ``leaf``)
-    min_pods: int
-    constrained: bool  # some node has a topology constraint with a topology or a level
-
-    @property
-    def flat(self) -> bool:
-        """One leaf holding every pod: the classic gang with one minMember."""
-        return len(self.nodes) == 1
-
-    def leaf(self, task: int) -> int:
-        """The leaf holding *task*."""
-        return self.leaf_of[task] if self.leaf_of else 0
-
-    def required(self, node: int) -> int:
-        """Children a set needs satisfied."""
-        g = self.nodes[node]
-        counted = sum(1 for c in g.children if self.nodes[c].counted)
-        return counted if g.min_subgroup is None else g.min_subgroup
-
-    def path(self, node: int) -> list[int]:
-        """Root first, down to *node*."""
-        out = []
-        while node >= 0:
-            out.append(node)
-            node = self.nodes[node].parent
-        return out[::-1]
+from kai.scheduler.model import Gang, GangNode, TaskInfo, TaskStatus
 
 
 def _constrained(tc: TopologyConstraint | None) -> bool:
@@ -231,13 +180,6 @@ def surplus_task(gang: Gang, active: Sequence[int], min_available: int) -> int |
         if ok:
             return pos
     return None
-
-
-def leaf_order_key(gang: Gang, leaf: int, count: Sequence[int]) -> tuple:
-    """KAI's subgrouporder: unsatisfied first, then the lower allocated/min ratio, then spec order."""
-    g = gang.nodes[leaf]
-    ratio = count[leaf] / g.min_member if g.min_member > 0 else float("inf")
-    return (count[leaf] >= g.min_member, ratio, leaf)
 
 
 def pending_of(gang: Gang, node: int, status: Sequence[TaskStatus]) -> list[int]:

@@ -1,4 +1,4 @@
-"""Topology domains from node labels, and the domains a (sub)group may be placed in (reference 6).
+"""Topology domains from node labels, and the domains a (sub)group may be placed in (kai-behaviour §6).
 
 Rules: NumPy over nodes, no Python loop over nodes per task. A Topology's
 domains are built once per session (``topology_index``); everything else is a
@@ -346,3 +346,26 @@ def topology_index(ssn) -> TopologyIndex:
         snap = ssn.snap
         idx = ssn.cache["topology"] = TopologyIndex(snap.topologies, snap.nodes.labels)
     return idx
+
+
+def job_constraints_of(ssn, job) -> list[Constraint | None]:
+    """Each gang node of *job* with its constraint resolved against the Session's topologies (cached per job);
+    raises TopologyError naming the job (and subgroup) when a Topology or level is missing."""
+    idx = topology_index(ssn)
+    cached = idx.resolved.get(job.index)
+    if cached is not None:
+        if isinstance(cached, str):
+            raise TopologyError(cached)
+        return cached
+    gang = job.gang
+    assert gang is not None
+    try:
+        out = [
+            resolve(g.constraint, idx, f"podgroup {job.ref}" if g.parent < 0 else f"subgroup {g.name} of {job.ref}")
+            for g in gang.nodes
+        ]
+    except TopologyError as e:
+        idx.resolved[job.index] = str(e)
+        raise
+    idx.resolved[job.index] = out
+    return out

@@ -7,6 +7,9 @@ plays the parts of a real cluster the scheduler relies on: the workload controll
 (queues, parents, PodGroups, priority classes, owners) are checked when applied and reported as
 ManifestErrors naming the file, object and field the user wrote, so nothing is dropped silently.
 
+Claims are bound as a PV controller and a provisioner would (``kai.sim.volumes``): an Immediate claim when
+it exists, a WaitForFirstConsumer one with the volume kai chose when its pod is bound.
+
 Between two cycles the cluster moves on as a real one would: a pod bound last cycle is Running; an
 evicted pod is gone and its controller creates it again (a pod without one comes back as the same pod);
 a pipelined pod is Pending again; a pod whose ``kai.sim/duration`` has passed since it was bound has
@@ -43,14 +46,19 @@ from kai.api.objects import (
 )
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload, pod_as_owner
 from kai.podgrouper import Grouping, Origin, group_pod
-from kai.scheduler.conf import SchedulerConf
+from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.gpusharing import default_group_name, parse_share
+from kai.scheduler.plugins import check_conf, task_order_of
 from kai.scheduler.snapshot import Snapshot, build_snapshot
+from kai.scheduler.storage import storage_of
+from kai.scheduler.taskorder import default_task_order
 from kai.scheduler.usage import UsageLedger, UsageParams
+from kai.sim import checks
 from kai.sim.controllers import ADMISSION, Created, controller_for
 from kai.sim.lifetimes import Interruption, Lifetimes
+from kai.sim.volumes import bind_chosen, bind_immediate
 from kai.store import Key, Store, key_of
 
 SCHEDULE_PERIOD_S = 1.0  # simulated time between two cycles
@@ -135,7 +143,10 @@ class PodView:
 class EmbeddedCluster:
     """A Store plus the behaviour of the kubelet, controllers and pod-grouper that kai sim needs."""
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float, *, strict_input: bool = False) -> None:
+        # kai sim's input (not a test's cluster): what a real cluster may hold and kai handles per object
+        # (over-committed nodes, invalid GPU-sharing annotations, saturated amounts) is refused (kai.sim.checks)
+        self.strict_input = strict_input
         self.store = Store()
         self.now = now
         self.cycle = 0
@@ -174,14 +185,24 @@ class EmbeddedCluster:
         objects arriving between cycles use a small spacing so that they are younger than everything
         applied before them."""
         n = len(objects)
+        if (err := checks.duplicate(objects)) is not None:
+            raise err
         for i, (source, obj) in enumerate(objects):
             if obj.meta.creation_timestamp is None:
                 obj.meta.creation_timestamp = self.now - (n - i) * spacing
             self._put_new(obj, source)
         self._check_sim_annotations([obj for _, obj in objects])
+        for _, obj in objects:
+            if isinstance(obj, Workload) and (err := checks.workload_counts(obj)) is not None:
+                raise self._relocate(err)
         self._run_controllers(strict=True)
         self._group_pods(strict=True)
         self._validate()
+        bind_immediate(self.store, self.now)  # the PV controller: claims that do not wait for a pod
+        if self.strict_input and any(isinstance(obj, (Pod, Node)) for _, obj in objects):
+            err = checks.overcommitted(self.store.list("Node"), self.store.list("Pod"), self.now)
+            if err is not None:
+                raise self._relocate(err)
         for pod in self.store.list("Pod"):  # running pods given in the manifests: their duration counts from start
             if pod.node_name and pod.phase == "Running" and self._pod_id(pod) not in self.lifetimes:
                 self._start(pod, pod.start_time if pod.start_time is not None else self.now)
@@ -277,6 +298,12 @@ class EmbeddedCluster:
                 e.message, source=self._source(owner), obj=owner.ref, field=mapped if mapped is not None else e.field
             ) from None
         obj.meta.creation_timestamp = self.now if self.cycle > 0 else owner.meta.creation_timestamp
+        if isinstance(obj, Pod) and self.store.count("Pod") >= checks.MAX_SIM_PODS:
+            raise ManifestError(
+                f"makes pods past the {checks.MAX_SIM_PODS:,} kai sim holds at once",
+                source=self._source(owner),
+                obj=owner.ref,
+            )
         key = (obj.kind, key_of(obj))
         self._made[key] = _Made((owner.kind, key_of(owner)), made.maps)
         self._put_new(obj, self._source(owner))
@@ -437,7 +464,14 @@ class EmbeddedCluster:
                 if grouping is not None:
                     raise self._error_at(grouping.priority_from, message)
                 raise self._error(pg, "spec.priorityClassName", message)
-        for pod in self.store.list("Pod"):
+        pods = self.store.list("Pod")
+        if self.strict_input:
+            for obj in (*self.store.list("Node"), *pods):
+                if (err := checks.oversize(obj)) is not None:
+                    raise self._relocate(err)
+            if (err := checks.gpu_sharing(pods, self.store.list("Node"))) is not None:
+                raise self._relocate(err)
+        for pod in pods:
             if pod.scheduler_name != C.SCHEDULER_NAME:
                 continue
             field = f"metadata.annotations.{C.ANNOTATION_POD_GROUP_NAME}"
@@ -520,7 +554,8 @@ class EmbeddedCluster:
     def topologies(self) -> list[Topology]:
         return self.store.list("Topology")
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, conf: SchedulerConf | None = None) -> Snapshot:
+        """The Store as the engine sees it; *conf* orders each job's pods by its task-order plugins."""
         return build_snapshot(
             nodes=self.store.list("Node"),
             pods=self.store.list("Pod"),
@@ -531,6 +566,9 @@ class EmbeddedCluster:
             pdbs=self.store.list("PodDisruptionBudget"),
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
             topologies=self.topologies(),
+            task_order=task_order_of(conf) if conf is not None else default_task_order,
+            namespaces=self.store.list("Namespace"),
+            storage=storage_of(self.store),
         )
 
     def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
@@ -549,7 +587,7 @@ class EmbeddedCluster:
             shard = self.shard()
             if shard is not None and shard.usage_window is not None:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
-        snap = self.snapshot()
+        snap = self.snapshot(conf)
         result = run_cycle(snap, conf)
         self._record_gpu_groups(snap)
         self._apply(result)
@@ -587,6 +625,8 @@ class EmbeddedCluster:
         self._pipelined_gpus = {}
         self._evicted_last = set()
         for b in result.binds:
+            if b.volumes:  # kai binds a pod's volumes first (a provisioner makes the new ones)
+                bind_chosen(self.store, b.volumes, self.now)
             pod = self.store.get("Pod", (b.pod.namespace, b.pod.name))
             pod.node_name = b.node
             self._start(pod, self.now)  # kai.sim/duration counts from the bind
@@ -704,6 +744,7 @@ class EmbeddedCluster:
             self.store.put(pod)
         self._run_controllers(strict=False)
         self._group_pods(strict=False)
+        bind_immediate(self.store, self.now)
 
     def next_completion(self) -> float | None:
         """When the next running pod reaches its kai.sim/duration (None: none will)."""
@@ -943,3 +984,13 @@ class _GrouperView:
             for p in self._store.list("Pod")
             if (p.meta.namespace or "") == namespace and all(p.meta.labels.get(k) == v for k, v in labels.items())
         ]
+
+
+def shard_conf(cluster: EmbeddedCluster, actions: tuple[str, ...] | None) -> SchedulerConf:
+    """The scheduler configuration the cluster's SchedulingShard asks for; a bad value is a ManifestError in the
+    shard's file (``SchedulerConf.from_shard`` names the object and the field)."""
+    shard = cluster.shard()
+    try:
+        return check_conf(SchedulerConf.from_shard(shard, actions=actions))
+    except ConfigError as e:
+        raise ManifestError(str(e), source=cluster._source(shard) if shard is not None else "") from None

@@ -15,7 +15,7 @@ from kai.api.objects import format_time
 from kai.scheduler.actions.allocate import uniform_shape
 from kai.scheduler.actions.gang import is_simple, job_constraints, tasks_to_allocate
 from kai.scheduler.actions.solver import Budget, Scenario, Solver, SolveResult
-from kai.scheduler.capacity import check_capacity, job_request
+from kai.scheduler.capacity import job_request
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session
@@ -40,10 +40,6 @@ class EvictingAction:
 
     def victims(self, ssn: Session, job: JobInfo, req: tuple[int, int, int]) -> list[JobInfo]:
         raise NotImplementedError
-
-    def core_allowed(self, ssn: Session, preemptor: JobInfo, victim: JobInfo) -> bool:
-        """May *victim* lose its minAvailable core (not only surplus pods)? Min runtime says no while it runs."""
-        return True
 
     def validate(self, ssn: Session, scenario: Scenario) -> str | None:
         return None
@@ -73,53 +69,62 @@ class EvictingAction:
             for job in candidates:
                 ssn.note(job, self.name, idle)
             return
-        queue = JobQueue(ssn, [job for job in candidates if self._outside_delay(ssn, job)])
+        eligible = [job for job in candidates if self._outside_delay(ssn, job)]
+        queue = JobQueue(ssn, eligible, ssn.conf.queue_depth(self.name))
         failed: dict[tuple, tuple[int, str]] = {}  # KAI's scheduling signatures: skip jobs no easier than a failure
         while (job := queue.pop()) is not None:
-            if not is_simple(job):
-                try:
-                    job_constraints(ssn, job)
-                except TopologyError as e:
-                    if job.index not in ssn.failures:  # allocate, when it ran, already said so
-                        ssn.note(job, self.name, str(e))
-                    continue
-            tasks = tasks_to_allocate(ssn, job)
-            if not tasks:
+            mark = ssn.begin_job()
+            try:
+                placed = self._attempt(ssn, job, budget, failed)
+            except Exception as e:  # one job's failure costs only that job (Session.drop_job)
+                ssn.drop_job(job, self.name, e, mark)
                 continue
-            over = check_capacity(ssn, job, tasks)  # limits and non-preemptible quota bind evictions too
-            if over is not None:
-                ssn.failures[job.index] = over
-                continue
-            req = job_request(tasks)
-            shape = _shape(job, tasks)
-            if shape is not None and shape in failed and len(tasks) >= failed[shape][0]:
-                ssn.note(job, self.name, failed[shape][1])
-                continue
-            why = self.gate(ssn, job, req)
-            if why is None:
-                victims = self.victims(ssn, job, req)
-                if not victims:
-                    why = self.no_victims(ssn, job)
-                else:
-                    order = VictimOrder(ssn, victims, lambda v, job=job: self.core_allowed(ssn, job, v))
-                    solver = Solver(
-                        ssn,
-                        validator=self.validate,
-                        all_must_move=self.all_must_move,
-                        budget=budget,
-                    )
-                    result = solver.solve(job, tasks, order)
-                    if result.scenario is not None:
-                        self._record(ssn, result.scenario)
-                        if ssn.pending_tasks(job):
-                            queue.push(job)
-                        continue
-                    why = _summary(result)
-            ssn.note(job, self.name, why)
-            if shape is not None and (shape not in failed or len(tasks) < failed[shape][0]):
-                failed[shape] = (len(tasks), why)
-            if budget.action_left <= 0:
+            if placed:
+                if ssn.pending_tasks(job):
+                    queue.push(job)
+            elif placed is False and budget.action_left <= 0:
                 break
+
+    def _attempt(self, ssn: Session, job: JobInfo, budget: Budget, failed: dict[tuple, tuple[int, str]]) -> bool | None:
+        """One victim search for *job*: True if a scenario was committed, False if the search ran and found
+        none (the job's pending message says why), None if the job was ruled out before any search."""
+        if not is_simple(job):
+            try:
+                job_constraints(ssn, job)
+            except TopologyError as e:
+                if job.index not in ssn.failures:  # allocate, when it ran, already said so
+                    ssn.note(job, self.name, str(e))
+                return None
+        tasks = tasks_to_allocate(ssn, job)
+        if not tasks:
+            return None
+        over = ssn.hooks.job_over_capacity(ssn, job, tasks)  # limits, non-preemptible quota bind evictions too
+        if over is not None:
+            ssn.failures[job.index] = over
+            return None
+        req = job_request(tasks)
+        shape = _shape(ssn, job, tasks)
+        if shape is not None and shape in failed and len(tasks) >= failed[shape][0]:
+            ssn.note(job, self.name, failed[shape][1])
+            return None
+        why = self.gate(ssn, job, req)
+        if why is None:
+            victims = self.victims(ssn, job, req)
+            if not victims:
+                why = self.no_victims(ssn, job)
+            else:
+                core_allowed = ssn.hooks.victim_core_allowed
+                order = VictimOrder(ssn, victims, lambda v, job=job: core_allowed(ssn, self.name, job, v))
+                solver = Solver(ssn, validator=self.validate, all_must_move=self.all_must_move, budget=budget)
+                result = solver.solve(job, tasks, order)
+                if result.scenario is not None:
+                    self._record(ssn, result.scenario)
+                    return True
+                why = _summary(result)
+        ssn.note(job, self.name, why)
+        if shape is not None and (shape not in failed or len(tasks) < failed[shape][0]):
+            failed[shape] = (len(tasks), why)
+        return False
 
     def _outside_delay(self, ssn: Session, job: JobInfo) -> bool:
         delay = job.podgroup.preemption_delay
@@ -161,15 +166,20 @@ def _pending_ready(ssn: Session) -> list[JobInfo]:
     return [
         job
         for job in ssn.snap.jobs
-        if job.queue >= 0 and not job.unschedulable_reason and ssn.job_ready(job) and ssn.pending_tasks(job)
+        if job.queue >= 0
+        and not job.unschedulable_reason
+        and job.index not in ssn.job_errors
+        and ssn.job_ready(job)
+        and ssn.pending_tasks(job)
     ]
 
 
-def _shape(job: JobInfo, tasks: list[TaskInfo]) -> tuple | None:
-    """KAI's scheduling signature for eviction actions: the pod shape, within one queue and priority."""
+def _shape(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> tuple | None:
+    """KAI's scheduling signature for eviction actions: the pod shape (with its stateful rules), within one queue
+    and priority."""
     if not is_simple(job):
         return None  # subgroups and topology constraints make jobs of one pod shape differ in difficulty
-    shape = uniform_shape(tasks)
+    shape = uniform_shape(tasks, ssn)
     return None if shape is None else (job.queue, job.priority, job.preemptible, *shape)
 
 

@@ -4,7 +4,7 @@ Used by allocate (the job loop) and by the victim solver (the preemptor's pods),
 so a placement made by evicting honours the same constraints as one made on
 free resources.
 
-Theory of operation (KAI's ``allocateSubGroupSet`` → ``SubsetNodesFn``, reference 6).
+Theory of operation (KAI's ``allocateSubGroupSet`` → ``SubsetNodesFn``, kai-behaviour §6).
 A *plan* says what to place: pods per leaf, and for every set how many of
 which children must succeed. ``place(node)`` walks the subgroup tree: at a
 node with a topology constraint it asks ``topology.candidates`` for the
@@ -35,11 +35,10 @@ from kai.scheduler.session import Session, Statement
 from kai.scheduler.subgroups import (
     Gang,
     counts,
-    leaf_order_key,
     node_satisfied,
     pending_of,
 )
-from kai.scheduler.topology import Constraint, TopologyError, candidates, resolve, topology_index
+from kai.scheduler.topology import Constraint, TopologyError, candidates
 
 
 @dataclass(slots=True)
@@ -69,34 +68,23 @@ def is_simple(job: JobInfo) -> bool:
 
 
 def job_constraints(ssn: Session, job: JobInfo) -> list[Constraint | None]:
-    """Each gang node's resolved constraint; raises TopologyError naming the job (and subgroup)."""
-    idx = topology_index(ssn)
-    cached = idx.resolved.get(job.index)
-    if cached is not None:
-        if isinstance(cached, str):
-            raise TopologyError(cached)
-        return cached
-    gang = job.gang
-    assert gang is not None
-    try:
-        out = [
-            resolve(g.constraint, idx, f"podgroup {job.ref}" if g.parent < 0 else f"subgroup {g.name} of {job.ref}")
-            for g in gang.nodes
-        ]
-    except TopologyError as e:
-        idx.resolved[job.index] = str(e)
-        raise
-    idx.resolved[job.index] = out
-    return out
+    """Each gang node's resolved constraint (the topology plugin's ``subset_nodes``); raises TopologyError naming
+    the job (and subgroup). Without a topology plugin a constraint cannot be honoured: the job says so."""
+    got = ssn.hooks.subset_nodes(ssn, job)
+    if got is None:
+        raise TopologyError(f"podgroup {job.ref} has a topology constraint, but the topology plugin is disabled")
+    return got
 
 
-def _order(gang: Gang, nodes: list[int], count: list[int]) -> list[int]:
-    """Subgroup order for sets and leaves: unsatisfied first, then fewer allocated per minimum, then spec order."""
+def _order(ssn: Session, gang: Gang, nodes: list[int], count: list[int]) -> list[int]:
+    """Subgroup order: leaves by the subgroup_order plugins (KAI's subgrouporder: unsatisfied first, then fewer
+    allocated per minimum), sets unsatisfied first, then fewer allocated; ties in spec order."""
+    subgroup_order = ssn.hooks.subgroup_order
 
     def key(n: int) -> tuple:
         g = gang.nodes[n]
         if g.leaf:
-            return leaf_order_key(gang, n, count)
+            return (*subgroup_order(gang, n, count), n)
         return (node_satisfied(gang, n, count), count[n], n)
 
     return sorted(nodes, key=key)
@@ -129,7 +117,7 @@ def _plan_gang(ssn: Session, gang: Gang, count: list[int]) -> Plan:
             return
         kids = [c for c in g.children if gang.nodes[c].counted]
         done = sum(1 for c in kids if node_satisfied(gang, c, count))
-        todo = _order(gang, [c for c in kids if not node_satisfied(gang, c, count)], count)
+        todo = _order(ssn, gang, [c for c in kids if not node_satisfied(gang, c, count)], count)
         plan.need[node] = max(0, gang.required(node) - done)
         plan.tryable[node] = todo
         for c in todo:
@@ -139,7 +127,7 @@ def _plan_gang(ssn: Session, gang: Gang, count: list[int]) -> Plan:
     short = gang.nodes[0].min_member - count[0] - planned
     if short > 0:  # the root asks for more pods than its leaves' minimums: any pending pods, in leaf order
         chosen = {t.index for ts in plan.leaf_tasks.values() for t in ts}
-        for leaf in _order(gang, [i for i, g in enumerate(gang.nodes) if g.leaf], count):
+        for leaf in _order(ssn, gang, [i for i, g in enumerate(gang.nodes) if g.leaf], count):
             for t in pending_of(gang, leaf, status):
                 if short > 0 and t not in chosen:
                     plan.extra.append(tasks[t])
@@ -154,7 +142,7 @@ def _plan_elastic(ssn: Session, gang: Gang, count: list[int]) -> Plan:
     plan = Plan(gang_phase=False)
     if not leaves:
         return plan
-    leaf = _order(gang, leaves, count)[0]
+    leaf = _order(ssn, gang, leaves, count)[0]
     missing = max(1, gang.nodes[leaf].min_member - count[leaf])
     plan.leaf_tasks[leaf] = [ssn.snap.tasks[t] for t in pending_of(gang, leaf, status)[:missing]]
     _route(plan, gang, leaf)
@@ -301,12 +289,12 @@ class JobPlacement:
                 return False
         placer = ssn.placer
         for task in todo:
-            row, now = placer.best_node(task, allowed, bonus)
-            if row < 0:
+            choice = placer.best_node(task, allowed, bonus)
+            if choice is None:
                 why = explain_no_node(ssn, task)
                 self.why = why if allowed is None else f"inside the domain: {why}"
                 return False
-            (stmt.allocate if now else stmt.pipeline)(task, row)
+            (stmt.allocate if choice.now else stmt.pipeline)(task, choice.node, choice.gpus)
             self.max_placed = max(self.max_placed, stmt.checkpoint() - self._base)
         return True
 

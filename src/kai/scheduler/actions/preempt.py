@@ -2,7 +2,7 @@
 
 Inference (125) preempts train (50) in the same team queue; equal priorities
 never preempt each other, and other queues are reclaim's business. A
-non-preemptible preemptor must stay within its queue's quota (reference 4.2),
+non-preemptible preemptor must stay within its queue's quota (kai-behaviour §4.2),
 which the shared capacity check (NonPreemptibleOverQuota) enforces before any search.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from kai.scheduler.actions.evicting import EvictingAction
 from kai.scheduler.actions.solver import Scenario
-from kai.scheduler.minruntime import preempt_min_runtime, protected
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import Session
 
@@ -25,15 +24,15 @@ class Preempt(EvictingAction):
             if v.queue == job.queue
             and v.index != job.index
             and v.preemptible
-            and v.priority < job.priority
             and ssn.evictable_tasks(v)
+            and ssn.hooks.preempt_victim_filter(ssn, job, v)  # priority: strictly lower priorities only
         ]
 
     def no_victims(self, ssn: Session, job: JobInfo) -> str:
         return f"no preemptible running jobs of lower priority than {job.priority} in queue {job.queue_name}"
 
-    def core_allowed(self, ssn: Session, preemptor: JobInfo, victim: JobInfo) -> bool:
-        return not protected(ssn, victim, preempt_min_runtime(ssn, victim))
+    def validate(self, ssn: Session, scenario: Scenario) -> str | None:
+        return ssn.hooks.preempt_scenario_validator(ssn, scenario)
 
     def message(self, ssn: Session, scenario: Scenario, task: TaskInfo) -> str:
         job = scenario.job

@@ -1,4 +1,4 @@
-"""Victim search shared by reclaim, preempt and consolidation (KAI's JobSolver, reference 4.3).
+"""Victim search shared by reclaim, preempt and consolidation (KAI's JobSolver, kai-behaviour §4.3).
 
 For one pending job, candidate victim sets are tried in two ways, cheapest first:
 
@@ -139,9 +139,10 @@ class Solver:
         # freed room could hold every pod (_Room, a necessary condition), and after a failure only once it
         # has grown by _GROWTH, so a 2,000-pod gang costs a handful of simulations, not thousands.
         room = _Room(free, static, tasks, cols, _required_domains(ssn, job))
-        if ssn.any_groups:
+        if ssn.any_groups or (ssn.hooks.has_node_filter and any(ssn.hooks.node_rules(ssn, t) for t in tasks)):
             # GPU groups make the per-node count a bound only (free share may be split over several GPUs, and
-            # a victim that does not raise the count can still empty a GPU): never drop victims as useless
+            # a victim that does not raise the count can still empty a GPU); a stateful rule (anti-affinity, a
+            # host port) can be what a victim frees: never drop victims as useless
             room.exact = False
         chosen: list[VictimUnit] = []
         next_try = tried_len = 0
@@ -219,11 +220,11 @@ class Solver:
         placements = []
         if is_simple(job):
             for task in tasks:
-                node, now = placer.best_node(task)
-                if node < 0:
+                choice = placer.best_node(task)
+                if choice is None:
                     return None
-                (stmt.allocate if now else stmt.pipeline)(task, node)
-                placements.append(node)
+                (stmt.allocate if choice.now else stmt.pipeline)(task, choice.node, choice.gpus)
+                placements.append(choice.node)
         else:  # subgroups or a topology constraint: the preemptor's pods go where allocate would put them
             fixed = place_fixed(ssn, stmt, job, tasks)
             if fixed is None:
@@ -278,11 +279,11 @@ class Solver:
             mark = stmt.checkpoint()
             spots = []
             for t in u.tasks:
-                node, _ = placer.best_node(snap.tasks[t])
-                if node < 0:
+                choice = placer.best_node(snap.tasks[t])
+                if choice is None:
                     break
-                stmt.pipeline(snap.tasks[t], node)
-                spots.append((t, node))
+                stmt.pipeline(snap.tasks[t], choice.node, choice.gpus)
+                spots.append((t, choice.node))
             else:
                 for t, node in spots:
                     if (node, ssn.gpus[t]) == home[t]:  # a shared pod on other GPUs of its node has moved

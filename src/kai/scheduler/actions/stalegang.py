@@ -7,7 +7,7 @@ as in KAI's IsGangSatisfied). The first cycle that sees it stale stamps the PodG
 (``kai.scheduler/stale-podgroup-timestamp``); once stale for the grace period
 (``spec.stalenessGracePeriod``, else the scheduler default of 60 s; negative:
 never) all its active pods are evicted, so the GPUs a broken gang holds go back
-to the cluster. A job no longer stale has its stamp cleared (reference 4.2).
+to the cluster. A job no longer stale has its stamp cleared (kai-behaviour §4.2).
 """
 
 from __future__ import annotations
@@ -38,27 +38,38 @@ class StaleGangEviction:
     name = "stalegangeviction"
 
     def execute(self, ssn: Session) -> None:
-        now = ssn.snap.now
         for job in ssn.snap.jobs:
-            pg = job.podgroup
-            statuses = [ssn.status[t] for t in job.tasks]
-            stale_set = None
-            if TaskStatus.SUCCEEDED not in statuses and any(s in ACTIVE_USED for s in statuses):
-                stale_set = _unsatisfied(ssn, job)
-            if stale_set is None:
-                if pg.stale_since is not None:
-                    ssn.stale_since[job.index] = None
+            if job.index in ssn.job_errors:
                 continue
-            since = pg.stale_since
-            if since is None:
-                since = now
-                ssn.stale_since[job.index] = now
-            grace = pg.staleness_grace_period
-            if grace is None:
-                grace = ssn.conf.default_staleness_grace_period
-            if grace < 0 or now - since < grace:
-                continue
-            self._evict(ssn, job, stale_set)
+            mark = ssn.begin_job()
+            try:
+                self._check(ssn, job)
+            except Exception as e:  # one job's failure costs only that job (Session.drop_job)
+                ssn.drop_job(job, self.name, e, mark)
+                ssn.stale_since.pop(job.index, None)
+
+    def _check(self, ssn: Session, job: JobInfo) -> None:
+        """Stamp, clear or act on *job*'s stale-gang timestamp."""
+        now = ssn.snap.now
+        pg = job.podgroup
+        statuses = [ssn.status[t] for t in job.tasks]
+        stale_set = None
+        if TaskStatus.SUCCEEDED not in statuses and any(s in ACTIVE_USED for s in statuses):
+            stale_set = _unsatisfied(ssn, job)
+        if stale_set is None:
+            if pg.stale_since is not None:
+                ssn.stale_since[job.index] = None
+            return
+        since = pg.stale_since
+        if since is None:
+            since = now
+            ssn.stale_since[job.index] = now
+        grace = pg.staleness_grace_period
+        if grace is None:
+            grace = ssn.conf.default_staleness_grace_period
+        if grace < 0 or now - since < grace:
+            return
+        self._evict(ssn, job, stale_set)
 
     def _evict(self, ssn: Session, job: JobInfo, stale_set: tuple[str, int]) -> None:
         name, minimum = stale_set

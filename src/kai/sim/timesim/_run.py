@@ -8,8 +8,7 @@ from typing import Any
 
 from kai.api.manifests import ManifestObject
 from kai.api.objects import format_time
-from kai.scheduler.conf import SchedulerConf
-from kai.sim.cluster import EmbeddedCluster
+from kai.sim.cluster import EmbeddedCluster, shard_conf
 from kai.sim.timesim._config import SimulationSpec
 from kai.sim.timesim._engine import RunResult, TimeSimulation
 from kai.sim.timesim._metrics import Recorder
@@ -39,11 +38,11 @@ def simulate(
     """Run the simulation the input describes; ManifestError/ConfigError for bad input (before the first
     cycle, or naming the simulated time for an object that could only be checked when it arrived)."""
     p = plan(objects, spec, over or Overrides())
-    cluster = EmbeddedCluster(now=start)
+    cluster = EmbeddedCluster(now=start, strict_input=True)
     rec = Recorder(start, occupancy_at=p.params.occupancy_at, sample_every=p.params.sample_every)
     sim = TimeSimulation(
         cluster,
-        lambda c: SchedulerConf.from_shard(c.shard(), actions=actions),
+        lambda c: shard_conf(c, actions),
         merge_arrivals(p.sources),
         p.spec.node_events,
         p.params,
