@@ -315,7 +315,7 @@ class Applier:
             pkey = (pod.meta.namespace or "", pod.meta.name)
             if pkey == key or pkey[0] != gang[0] or pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME) != gang[1]:
                 continue
-            if pod.node_name or pkey in self.assumed.binds:
+            if pod.meta.deletion_timestamp is None and (pod.node_name or pkey in self.assumed.binds):
                 others += 1
         extra: list[Event] = []
         if others:

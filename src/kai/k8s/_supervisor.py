@@ -97,14 +97,18 @@ class Supervisor:
         except asyncio.CancelledError:
             raise
         except Exception as e:  # logged and counted; the task's owner made it safe to drop
-            entry.failures += 1
-            entry.consecutive += 1
-            entry.last_error = f"{type(e).__name__}: {e}"[:500]
-            log.error("task failed", exc_info=True, extra={"task": entry.name, "failures": entry.failures})
-            if self._count is not None:
-                self._count(entry.name)
+            self._failed(entry, e, "task failed", {})
         else:
             entry.consecutive = 0
+
+    def _failed(self, entry: Supervised, e: Exception, message: str, extra: dict[str, Any]) -> None:
+        """Record a failure of *entry*: its counts and last error, the log line with the traceback, the metric."""
+        entry.failures += 1
+        entry.consecutive += 1
+        entry.last_error = f"{type(e).__name__}: {e}"[:500]
+        log.error(message, exc_info=True, extra={"task": entry.name, "failures": entry.failures, **extra})
+        if self._count is not None:
+            self._count(entry.name)
 
     async def _keep(
         self,
@@ -126,17 +130,8 @@ class Supervisor:
                 entry.running = False
                 if time.monotonic() - started >= self.stable_s:
                     entry.consecutive = 0
-                entry.failures += 1
-                entry.consecutive += 1
-                entry.last_error = f"{type(e).__name__}: {e}"[:500]
-                delay = self.backoff.delay(entry.consecutive - 1)
-                log.error(
-                    "task failed; restarting",
-                    exc_info=True,
-                    extra={"task": entry.name, "failures": entry.failures, "delay_s": round(delay, 3)},
-                )
-                if self._count is not None:
-                    self._count(entry.name)
+                delay = self.backoff.delay(entry.consecutive)  # the failure about to be counted is attempt n
+                self._failed(entry, e, "task failed; restarting", {"delay_s": round(delay, 3)})
                 if on_failure is not None:
                     try:
                         on_failure(e)
