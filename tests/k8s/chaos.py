@@ -9,15 +9,21 @@ Theory of operation (one ``ChaosRun`` per scenario, tests/k8s/test_chaos.py):
   which replica wrote what, and when it reached the API server. A replica that exits (it lost its
   Lease) or is killed is replaced by a new one, as its Deployment would.
 * **Played by the test**, because nothing real can stand in for them here: the kubelets (a thread marks
-  bound pods Running and Ready, and removes pods being deleted once "their containers stopped"), and
-  the workload's owners (a thread creates bare pods, gangs with their PodGroup, half-GPU pods,
-  higher-priority pods that preempt, pods a PodDisruptionBudget protects, and deletes finished pods).
+  bound pods Running and Ready, and removes pods being deleted once "their containers stopped"; for a
+  GPU reservation pod it also plays the device plugin and the container, giving it a free GPU of its
+  node and writing that GPU's UUID on it, as ``kai resource-reservation`` does), and the workload's
+  owners (a thread creates bare pods, gangs with their PodGroup, half-GPU pods, higher-priority pods
+  that preempt, pods a PodDisruptionBudget protects, and deletes finished pods). A half-GPU pod is made
+  as kai's admission webhook would have admitted it: the workload applies kai's own mutation
+  (``kai.k8s._admission``) in-process, because a webhook registered at one replica's address would
+  refuse every pod while the chaos kills that replica.
 * **Seeded.** The workload's choices and every proxy's fault draws come from generators seeded by the
   scenario's seed, so a run makes the same requests and injects the same kinds of faults in the same
   order; the interleaving with real processes still varies from run to run.
 * **Afterwards** the faults are lifted, the workload stops, and kai is given until everything is either
   bound or pending with a reason; then the invariants are read from the API server and the proxies'
-  logs (``violations``): no node over its allocatable (whole GPUs and GPU-group fractions); no pod bound
+  logs (``violations``): no node over its allocatable (whole GPUs, GPU groups and reservation pods, no
+  GPU reserved twice); no pod bound
   twice; no pod lost (every pod the workload made is bound, or pending with PodScheduled=False, or was
   deleted by the workload, or evicted by kai); every gang at or above minMember or wholly pending; no
   pod a budget covers deleted without the Eviction API; two replicas never writing at once (the
@@ -44,7 +50,10 @@ from lightkube import ApiError, Client, KubeConfig
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Node, Pod
 
+from kai.api import constants as C
+from kai.k8s._admission import Admission, AdmissionConfig
 from kai.k8s.envtest import SCHEDULER_USER, ControlPlane, Fault, FaultProxy, Logged, mark_pod_running
+from kai.store import Store
 from tests.k8s.sched import KaiProcess, PodGroup, pdb_resource
 
 LEASE_TIMINGS = (4.0, 3.0, 0.5)  # lease, renew deadline, retry: 1 s of margin for writes on the wire
@@ -54,6 +63,19 @@ PROTECTED_MIN_AVAILABLE = 2
 GPU = "nvidia.com/gpu"
 _BIND = re.compile(r"/namespaces/[^/]+/pods/([^/?]+)/binding")
 _POD = re.compile(r"/namespaces/[^/]+/pods/([^/?]+)(/eviction)?(?:\?|$)")
+ADMISSION = Admission(Store(), AdmissionConfig(gpu_fraction_runtime_class=""))  # no RuntimeClass here
+
+
+def admitted(doc: dict[str, Any]) -> dict[str, Any]:
+    """*doc* as kai's mutating webhook would let it in (its JSON patch: "add" operations only)."""
+    for op in ADMISSION.mutate_pod({"operation": "CREATE", "object": doc}).patch or []:
+        assert op["op"] == "add", op
+        *path, last = op["path"].strip("/").split("/")
+        target: Any = doc
+        for part in path:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        target[last] = op["value"]
+    return doc
 
 
 @dataclass
@@ -181,7 +203,7 @@ class ChaosRun:
             "containers": [{"name": "c", "image": "x", "resources": resources}],
             **extra,
         }
-        self.client.create(Pod.from_dict({"metadata": meta, "spec": spec}))
+        self.client.create(Pod.from_dict(admitted({"metadata": meta, "spec": spec})))
         self.created[name] = kind
 
     def _one_action(self) -> None:
@@ -250,12 +272,37 @@ class ChaosRun:
                         self.client.delete(Pod, name, namespace=self.ns, grace_period=0)
                     elif p.spec.nodeName and p.status.phase == "Pending":
                         mark_pod_running(self.client, name, self.ns)
+                self._reservations()
             except ApiError as e:
                 if e.status.code not in (404, 409, 429, 500, 503, 504):
                     raise
             except (OSError, TransportError):
                 pass
             time.sleep(0.3)
+
+    def _reservations(self) -> None:
+        """The device plugin and container of each GPU reservation pod: a GPU of its node that no other
+        reservation pod holds, its UUID written on the pod (module docstring)."""
+        pods = [p for p in self.client.list(Pod, namespace=C.RESERVATION_NAMESPACE) if p.spec.nodeName in self.nodes]
+        held = {p.metadata.annotations.get(C.ANNOTATION_RESERVE_FOR_GPU_INDEX) for p in pods if p.metadata.annotations}
+        for p in pods:
+            if p.metadata.deletionTimestamp is not None:
+                self.client.delete(Pod, p.metadata.name, namespace=C.RESERVATION_NAMESPACE, grace_period=0)
+                continue
+            if (p.metadata.annotations or {}).get(C.ANNOTATION_RESERVE_FOR_GPU_INDEX):
+                continue
+            free = [g for g in (f"GPU-{p.spec.nodeName}-{i}" for i in range(GPUS_PER_NODE)) if g not in held]
+            if not free:
+                continue  # the device plugin has none: the pod stays Pending, and kai's bind times out
+            held.add(free[0])
+            if p.status.phase == "Pending":
+                mark_pod_running(self.client, p.metadata.name, C.RESERVATION_NAMESPACE)
+            self.client.patch(
+                Pod,
+                p.metadata.name,
+                {"metadata": {"annotations": {C.ANNOTATION_RESERVE_FOR_GPU_INDEX: free[0]}}},
+                namespace=C.RESERVATION_NAMESPACE,
+            )
 
     def _guarded(self, target: Callable[[], None]) -> Callable[[], None]:
         def run() -> None:
@@ -327,6 +374,13 @@ class ChaosRun:
                 r.proc.wait(timeout=10)
         for p in self.proxies:
             p.stop()
+        for p in self.client.list(Pod, namespace=C.RESERVATION_NAMESPACE):  # the next scenario's nodes have
+            if p.spec.nodeName in self.nodes:  # the same names: it starts with none of this one's reservations
+                try:
+                    self.client.delete(Pod, p.metadata.name, namespace=C.RESERVATION_NAMESPACE, grace_period=0)
+                except ApiError as e:
+                    if e.status.code != 404:
+                        raise
 
     # ---- the invariants ----------------------------------------------------------------------------
 
@@ -357,6 +411,16 @@ class ChaosRun:
         cap = {n.metadata.name: int(n.status.allocatable.get(GPU, "0")) for n in self.client.list(Node)}
         whole: dict[str, int] = collections.Counter()
         shared: dict[tuple[str, str], float] = collections.defaultdict(float)
+        out = []
+        reserved: dict[str, list[str]] = collections.defaultdict(list)  # GPU UUID → reservation pods
+        for p in self.client.list(Pod, namespace=C.RESERVATION_NAMESPACE):
+            if p.spec.nodeName in self.nodes and p.metadata.deletionTimestamp is None:
+                group = (p.metadata.labels or {}).get(C.LABEL_GPU_GROUP, "")
+                shared.setdefault((p.spec.nodeName, group), 0.0)  # a reserved GPU is in use, even if empty
+                uuid_ = (p.metadata.annotations or {}).get(C.ANNOTATION_RESERVE_FOR_GPU_INDEX)
+                if uuid_:
+                    reserved[uuid_].append(p.metadata.name)
+        out += [f"GPU {g} reserved by {len(names)} pods: {names}" for g, names in reserved.items() if len(names) > 1]
         for p in pods:
             node = p.spec.nodeName
             if not node or p.status.phase in ("Succeeded", "Failed"):
@@ -367,7 +431,7 @@ class ChaosRun:
                 shared[(node, group)] += float(fraction)
             else:
                 whole[node] += sum(int((c.resources.limits or {}).get(GPU, 0)) for c in p.spec.containers)
-        out = [f"GPU group {g} on {n} holds {f:g} GPUs" for (n, g), f in shared.items() if f > 1.0 + 1e-9]
+        out += [f"GPU group {g} on {n} holds {f:g} GPUs" for (n, g), f in shared.items() if f > 1.0 + 1e-9]
         for node in set(whole) | {n for n, _ in shared}:
             used = whole[node] + sum(1 for n, _ in shared if n == node)
             if used > cap.get(node, 0):
