@@ -36,9 +36,9 @@ die() { echo "image: ERROR: $*" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || die "run as root (chroot and the layers' file ownership need it)"
 [[ -x $PY ]] || die "no $PY: run 'make .venv/.installed' first"
 
-# Debian's tools, installed when missing.
+# Debian's tools, installed when missing (runc: tests/image runs the image with it).
 want=()
-for p in mmdebstrap umoci; do
+for p in mmdebstrap umoci runc; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || want+=("$p")
 done
 if [[ ${#want[@]} != 0 ]]; then
