@@ -251,3 +251,11 @@ def test_scheduler_identity_cannot_read_secrets(applied: ControlPlane) -> None:
     with pytest.raises(ApiError) as e:
         list(_sched(applied).list(Secret, namespace=KAI_NS))
     assert e.value.status.code == 403
+
+
+@pytest.mark.k8s_min("1.29")
+def test_flowschema_file_applies_as_written_on_a_current_release(fresh: ControlPlane) -> None:
+    """deploy/flowschema.yaml says flowcontrol v1 (served from 1.29 on), so `kubectl apply -f` of the
+    file as shipped works on a current cluster; on older ones `kai install` or the chart pick the version."""
+    res = fresh.kubectl("apply", "--dry-run=server", "-f", str(DEPLOY / "flowschema.yaml"))
+    assert "flowschema.flowcontrol.apiserver.k8s.io/kai-scheduler created (server dry run)" in res.stdout, res.stdout
