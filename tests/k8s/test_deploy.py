@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -257,5 +258,8 @@ def test_scheduler_identity_cannot_read_secrets(applied: ControlPlane) -> None:
 def test_flowschema_file_applies_as_written_on_a_current_release(fresh: ControlPlane) -> None:
     """deploy/flowschema.yaml says flowcontrol v1 (served from 1.29 on), so `kubectl apply -f` of the
     file as shipped works on a current cluster; on older ones `kai install` or the chart pick the version."""
-    res = fresh.kubectl("apply", "--dry-run=server", "-f", str(DEPLOY / "flowschema.yaml"))
-    assert "flowschema.flowcontrol.apiserver.k8s.io/kai-scheduler created (server dry run)" in res.stdout, res.stdout
+    res = fresh.kubectl("apply", "--dry-run=server", "-f", str(DEPLOY / "flowschema.yaml"))  # raises if refused
+    # created, or configured when another test of the module installed it already (at the same version)
+    assert re.search(r"flowschema.flowcontrol.apiserver.k8s.io/kai-scheduler \w+ \(server dry run\)", res.stdout), (
+        res.stdout
+    )
