@@ -19,8 +19,8 @@ demo: $(STAMP)
 	@$(BIN)/kai sim $(RAY_KAI)/00-queues.yaml $(RAY_KAI)/node-a10g.yaml --at 1:$(RAY_KAI)/01-raycluster-train.yaml --at 2:$(RAY_KAI)/02-rayservice-inference.yaml --cycles 4
 
 # etcd + Kubernetes binaries for tests/k8s, built once into ~/.cache/kai (each says so when it
-# starts), then a no-op: the current release from the Go module proxy (~8 min of 2 cores cold) and
-# the oldest supported, 1.20.2, from Debian's source (~6 min).
+# starts), then a no-op: the current release from the Go module proxy (~15 CPU-minutes cold) and
+# the oldest supported, 1.20.2, from Debian's source (~10 CPU-minutes).
 control-plane:
 	bash scripts/control-plane/provision.sh current
 	bash scripts/control-plane/provision.sh oldest
