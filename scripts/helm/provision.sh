@@ -25,7 +25,7 @@ exec 9>"$DEST/.lock"
 flock 9
 if [[ ! -x $DEST/helm ]]; then
   started=$SECONDS
-  echo "helm: building helm $VERSION from the Go module proxy (first run only, ~3 min on 2 cores; log: $DEST/build.log)" >&2
+  echo "helm: building helm $VERSION from the Go module proxy (first run only, ~5 CPU-minutes; log: $DEST/build.log)" >&2
   # `helm version` says the release instead of the source's "v4.3".
   go_build "$HERE" "$DEST/build" "-X helm.sh/helm/v4/internal/version.version=v$VERSION" helm.sh/helm/v4/cmd/helm \
     >"$DEST/build.log" 2>&1 || { tail -n 40 "$DEST/build.log" >&2; die "build failed; full log: $DEST/build.log"; }
