@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kai.api import constants as C
-from kai.api.gpugroups import gpu_group_labels, group_labels
+from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import Pod, format_time
 from kai.k8s._api import Api, ApiError
 from kai.k8s._events import EventRecorder
@@ -97,7 +97,7 @@ class Assumed:
             if b is not None and b[0] == pod.meta.uid and not pod.node_name:
                 pod = dataclasses.replace(pod, node_name=b[1])
                 if b[3] and set(group_labels(pod)) != set(b[3]):
-                    labels = {k: v for k, v in pod.meta.labels.items() if not _is_group_label(k)}
+                    labels = {k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)}
                     labels.update(gpu_group_labels(b[3]))
                     pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, labels=labels))
             ev = self.evictions.get(key)
@@ -240,7 +240,7 @@ class Applier:
         t0 = time.perf_counter()
         try:
             if b.gpu_groups and labels:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
-                patch: dict[str, str | None] = {k: None for k in pod.meta.labels if _is_group_label(k)}
+                patch: dict[str, str | None] = {k: None for k in pod.meta.labels if is_gpu_group_label(k)}
                 patch.update(gpu_group_labels(b.gpu_groups))
                 await self.api.request(
                     "PATCH",
@@ -427,10 +427,6 @@ class Applier:
             path = f"/apis/{C.QUEUE_API_VERSION}/queues/{q.name}/status"
             out.append(self._patch(path, {"status": new}, MERGE, "queue"))
         return out
-
-
-def _is_group_label(key: str) -> bool:
-    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")
 
 
 def _conditions_key(conds: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
