@@ -36,6 +36,7 @@ from kai.api import constants as C
 from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import Pod, format_time
 from kai.k8s._api import Api, ApiError
+from kai.k8s._decode import pod_scheduled_condition
 from kai.k8s._events import EventRecorder
 from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
@@ -392,7 +393,7 @@ class Applier:
                     if pkey in bound:
                         continue
                     want = ("False", "Unschedulable", cond.message) if cond is not None else None
-                    have = _pod_scheduled(self.pods.statuses.get(pkey))
+                    have = pod_scheduled_condition(self.pods.statuses.get(pkey))
                     if want is not None and have != want:
                         body = {
                             "status": {
@@ -431,12 +432,3 @@ class Applier:
 
 def _conditions_key(conds: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
     return [(c.get("type", ""), c.get("status", ""), c.get("reason", ""), c.get("message", "")) for c in conds]
-
-
-def _pod_scheduled(status: Any) -> tuple[str, str, str] | None:
-    if status is None or not status.conditions:
-        return None
-    for c in status.conditions:
-        if c.type == "PodScheduled":
-            return (c.status, c.reason or "", c.message or "")
-    return None
