@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kai.api import constants as C
-from kai.api.gpugroups import gpu_group_labels
-from kai.api.objects import Pod
+from kai.api.gpugroups import gpu_group_labels, is_gpu_group_label
+from kai.api.objects import Pod, object_ref
 from kai.k8s._api import Api, ApiError
-from kai.k8s._assume import Assumed, AssumedBind, is_group_label
+from kai.k8s._assume import Assumed, AssumedBind
 from kai.k8s._events import EventRecorder
 from kai.k8s._evict import GangEvictor
 from kai.k8s._fence import Fence
@@ -136,7 +136,7 @@ class Applier:
         stats.bind_cpu_s = time.process_time() - c0
         bound = {(b.pod.namespace, b.pod.name) for b in result.binds}
         failed_binds = {f"Pod/{b.pod}" for b in result.binds if (b.pod.namespace, b.pod.name) not in self.assumed.binds}
-        broken = {f"PodGroup/{ns}/{name}" for ns, name in self.assumed.broken}
+        broken = {object_ref("PodGroup", ns, name) for ns, name in self.assumed.broken}
         events = [
             e
             for e in result.events
@@ -220,7 +220,7 @@ class Applier:
         t0 = time.perf_counter()
         try:
             if b.gpu_groups and labels:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
-                patch: dict[str, str | None] = {k: None for k in pod.meta.labels if is_group_label(k)}
+                patch: dict[str, str | None] = {k: None for k in pod.meta.labels if is_gpu_group_label(k)}
                 patch.update(gpu_group_labels(b.gpu_groups))
                 await writer.request(
                     "PATCH", base, body={"metadata": {"labels": patch, "uid": uid}}, content_type=MERGE
@@ -334,5 +334,5 @@ class Applier:
             f"{n} of {n + bound} binds of gang {gang[0]}/{gang[1]} failed; if its bound pods do not meet "
             "its minimum on their own they are evicted at once, and the gang is placed whole again"
         )
-        extra.append(Event(f"PodGroup/{gang[0]}/{gang[1]}", "Warning", "FailedBinding", message))
+        extra.append(Event(object_ref("PodGroup", gang[0], gang[1]), "Warning", "FailedBinding", message))
         log.warning("gang bound in part", extra={"podgroup": f"{gang[0]}/{gang[1]}", "failed": n})

@@ -31,8 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kai.api import constants as C
-from kai.api.gpugroups import gpu_group_labels, group_labels
+from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import Pod, PodGroup
 from kai.k8s._api import Backoff
 from kai.scheduler.decisions import PodGroupStatus
@@ -123,7 +122,7 @@ class Assumed:
             if b is not None and b.uid == pod.meta.uid and not pod.node_name:
                 pod = dataclasses.replace(pod, node_name=b.node)
                 if b.gpu_groups and set(group_labels(pod)) != set(b.gpu_groups):
-                    labels = {k: v for k, v in pod.meta.labels.items() if not is_group_label(k)}
+                    labels = {k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)}
                     labels.update(gpu_group_labels(b.gpu_groups))
                     pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, labels=labels))
             ev = self.evictions.get(key)
@@ -150,7 +149,3 @@ class Assumed:
             key = (st.namespace, st.name)
             if key in self.broken and st.stale_since is None:
                 del self.broken[key]
-
-
-def is_group_label(key: str) -> bool:
-    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")

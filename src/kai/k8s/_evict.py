@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from kai.api import constants as C
-from kai.api.objects import Pod
+from kai.api.objects import Pod, object_ref
 from kai.api.pdb import PodDisruptionBudget
 from kai.k8s._api import ApiError
 from kai.k8s._assume import Assumed, AssumedEviction
@@ -139,7 +139,7 @@ class GangEvictor:
 
     def _held_back(self, gang: Key, first: Evict, why: str) -> None:
         message = f"Eviction of gang {gang[0]}/{gang[1]} ({first.action}) held back, no pod touched: {why}"
-        self.out.events.append(Event(f"PodGroup/{gang[0]}/{gang[1]}", "Warning", "EvictionRefused", message))
+        self.out.events.append(Event(object_ref("PodGroup", gang[0], gang[1]), "Warning", "EvictionRefused", message))
         self.metrics.api_errors.labels("evict-held").inc()
         log.info("gang eviction held back", extra={"podgroup": f"{gang[0]}/{gang[1]}", "why": why})
 
@@ -170,7 +170,9 @@ class GangEvictor:
                 f"Gang {gang[0]}/{gang[1]} was evicted in part ({why}); what is left of it is evicted at once, "
                 "as soon as the API server lets it"
             )
-            self.out.events.append(Event(f"PodGroup/{gang[0]}/{gang[1]}", "Warning", "EvictionRefused", message))
+            self.out.events.append(
+                Event(object_ref("PodGroup", gang[0], gang[1]), "Warning", "EvictionRefused", message)
+            )
 
     async def _evict(self, e: Evict, pod: Pod) -> bool:
         """Through the Eviction API; True when the pod is going (or gone)."""
