@@ -57,8 +57,13 @@ from kai.store import Store
 from tests.k8s.sched import KaiProcess, PodGroup, pdb_resource
 
 LEASE_TIMINGS = (4.0, 3.0, 0.5)  # lease, renew deadline, retry: 1 s of margin for writes on the wire
+# A new leader within: the old Lease expiring, then a replica taking it; that replica may be a
+# replacement still starting (a Python process on a loaded 2-core machine: up to tens of seconds).
+LEADER_WAIT_S = LEASE_TIMINGS[0] + 30.0
 WATCH_ARGS = ("--watch-timeout=5", "--watch-progress-deadline=8")  # a stalled watch is noticed in seconds
 GPUS_PER_NODE = 8
+SETTLE_STALL_S = 30.0  # after the faults: how long kai may go without visible progress (ChaosRun.settle)
+SETTLE_CAP_S = 120.0
 PROTECTED_MIN_AVAILABLE = 2
 GPU = "nvidia.com/gpu"
 _BIND = re.compile(r"/namespaces/[^/]+/pods/([^/?]+)/binding")
@@ -315,7 +320,7 @@ class ChaosRun:
 
     # ---- a run -------------------------------------------------------------------------------------
 
-    def run(self, faults: Callable[[ChaosRun], None], quiesce_s: float = 40.0) -> float:
+    def run(self, faults: Callable[[ChaosRun], None], quiesce_s: float = SETTLE_STALL_S) -> float:
         """Start the replicas, the workload and the kubelets, play *faults* (which sleeps through its
         timeline), then stop the workload, lift the faults and wait until kai has settled. The seconds
         the whole run took."""
@@ -346,13 +351,20 @@ class ChaosRun:
         self.settle(quiesce_s)
         return time.monotonic() - t0
 
-    def settle(self, timeout_s: float) -> None:
-        """Wait (at most *timeout_s*) until every pod is bound or says why it waits, and none is
-        terminating, twice in a row 2 s apart."""
-        deadline = time.monotonic() + timeout_s
+    def settle(self, stall_s: float) -> None:
+        """Wait until every pod is bound or says why it waits, and none is terminating, twice in a row
+        2 s apart; give up (the invariants then name what is unsettled) once the unsettled pods have not
+        changed for *stall_s*, or after SETTLE_CAP_S in all. The stall bound is what kai may need after
+        the faults end with nothing visible changing: a Lease to expire (4 s) and a replacement replica
+        to start and list (seconds, more on a loaded machine), a stalled watch to be noticed (8 s)."""
+        start = moved = time.monotonic()
         calm = 0
-        while time.monotonic() < deadline and calm < 2:
-            calm = calm + 1 if not self._unsettled() else 0
+        last: list[str] | None = None
+        while calm < 2 and time.monotonic() - moved < stall_s and time.monotonic() - start < SETTLE_CAP_S:
+            now = self._unsettled()
+            calm = calm + 1 if not now else 0
+            if now != last:
+                last, moved = now, time.monotonic()
             time.sleep(2.0)
 
     def _unsettled(self) -> list[str]:

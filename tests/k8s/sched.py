@@ -68,6 +68,25 @@ def wait_for(check: Callable[[], T], what: str, timeout: float = WAIT_S, interva
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
+def wait_for_progress(
+    measure: Callable[[], Any], done: Callable[[Any], bool], what: str, stall_s: float = 30.0, interval: float = 0.2
+) -> Any:
+    """Poll *measure* until ``done(value)``; fail naming *what* only when the value has not changed for
+    *stall_s* seconds. For waits whose length depends on the machine's load (a replica starting, 100 pods
+    grouped and bound on a shared 2-core machine): a slow run that keeps moving is a correct run, one
+    that stopped moving is not."""
+    last = measure()
+    moved = time.monotonic()
+    while not done(last):
+        if time.monotonic() - moved > stall_s:
+            pytest.fail(f"no progress for {stall_s:.0f} s waiting for {what} (stuck at {last!r})")
+        time.sleep(interval)
+        now = measure()
+        if now != last:
+            last, moved = now, time.monotonic()
+    return last
+
+
 def pdb_resource(client: Client) -> Any:
     """PodDisruptionBudgets at policy/v1 where served (1.21+), else policy/v1beta1 (1.20)."""
     try:

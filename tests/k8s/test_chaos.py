@@ -3,7 +3,9 @@
 Each scenario runs ``kai scheduler`` replicas behind fault proxies against a real API server (the
 harness, its parts and its invariants: tests/k8s/chaos.py), plays a timeline of faults for about
 40 seconds, then checks the invariants from the API server's state and the proxies' request logs.
-Each is seeded and takes well under two minutes; their run times are in benchmarks/RESULTS.md.
+Each is seeded, and bounded in time by construction: a fixed timeline, then a settling wait that ends
+when kai stops making progress (tests/k8s/chaos.py, ``settle``). Wall times depend on the machine's
+load, so they are recorded in benchmarks/RESULTS.md, not asserted.
 """
 
 from __future__ import annotations
@@ -17,11 +19,10 @@ import pytest
 from lightkube import Client
 
 from kai.k8s.envtest import ControlPlane, Fault
-from tests.k8s.chaos import ChaosRun
+from tests.k8s.chaos import LEADER_WAIT_S, ChaosRun
 from tests.k8s.sched import wait_for
 
 NODES = 6
-LIMIT_S = 120.0
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,6 @@ def _check(run: ChaosRun, seconds: float) -> None:
     print(f"chaos seed {run.seed}: {seconds:.1f} s, {len(run.created)} pods, replicas {replicas}, exits {run.exits}")
     problems = run.violations()
     assert not problems, "\n".join(problems[:30])
-    assert seconds < LIMIT_S, f"the scenario took {seconds:.0f} s"
     assert any(p.log for p in run.proxies)  # kai did reach the API server through the proxies
 
 
@@ -140,7 +140,7 @@ def test_chaos_kill_9_the_leader(chaos: Callable[..., ChaosRun]) -> None:
         t0 = time.monotonic()
         for at in (10, 25):
             _sleep_until(t0, at)
-            leader = wait_for(r.leader, "a leader", timeout=20)
+            leader = wait_for(r.leader, "a leader", timeout=LEADER_WAIT_S)
             leader.proc.send_signal(signal.SIGKILL)
         _sleep_until(t0, 38)
 
@@ -156,7 +156,7 @@ def test_chaos_sigstop_the_leader_past_its_lease(chaos: Callable[..., ChaosRun])
         t0 = time.monotonic()
         for at in (8, 24):
             _sleep_until(t0, at)
-            leader = wait_for(r.leader, "a leader", timeout=20)
+            leader = wait_for(r.leader, "a leader", timeout=LEADER_WAIT_S)
             leader.proc.send_signal(signal.SIGSTOP)
             time.sleep(8)
             leader.proc.send_signal(signal.SIGCONT)
@@ -176,7 +176,7 @@ def test_chaos_mixed(chaos: Callable[..., ChaosRun]) -> None:
         r.add_fault(lambda: Fault("status", code=503, p=0.02, watch=False))
         r.add_fault(lambda: Fault("cut", watch=True, seconds=2.0, p=0.2))
         _sleep_until(t0, 15)
-        leader = wait_for(r.leader, "a leader", timeout=20)
+        leader = wait_for(r.leader, "a leader", timeout=LEADER_WAIT_S)
         proxy = r.proxy_of(leader)
         cut_off = proxy.add(Fault("reset"))
         proxy.drop_connections()
