@@ -36,6 +36,7 @@ from kai.api import constants as C
 from kai.api.gpugroups import gpu_group_labels, group_labels
 from kai.api.objects import Pod, format_time
 from kai.k8s._api import Api, ApiError
+from kai.k8s._decided import Decided
 from kai.k8s._events import EventRecorder
 from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
@@ -161,6 +162,13 @@ class Applier:
         self._scheduled = metrics.scheduled.labels("allocate")
         self._uids: dict[Key, str] = {}
         self.gpu_sharing: GpuSharingBinder | None = None  # set by the scheduler: shared binds go through it
+        self.decided: Decided | None = None  # the pod-grouper's decisions: a Binding carries the pod's PodGroup
+        self.idle = asyncio.Event()  # no binds or evictions in flight (the pod-grouper's writes wait for it)
+        self.idle.set()
+
+    async def quiet(self) -> None:
+        """Until no binds are in flight: PodGroup creates and pod patches yield to binds."""
+        await self.idle.wait()
 
     async def apply(self, result: CycleResult, uids: dict[Key, str] | None = None) -> ApplyStats:
         """Send *result*. *uids* are the pods' uids in the snapshot the cycle decided on: a pod deleted and
@@ -170,8 +178,12 @@ class Applier:
         extra: list[Event] = []
         t0 = time.perf_counter()
         c0 = time.process_time()
-        await self._gather(self._evict(e, stats, extra) for e in result.evictions)
-        await self._gather(self._bind(b, stats, extra) for b in result.binds)
+        self.idle.clear()
+        try:
+            await self._gather(self._evict(e, stats, extra) for e in result.evictions)
+            await self._gather(self._bind(b, stats, extra) for b in result.binds)
+        finally:
+            self.idle.set()
         stats.bind_s = time.perf_counter() - t0
         stats.bind_cpu_s = time.process_time() - c0
         bound = {(b.pod.namespace, b.pod.name) for b in result.binds}
@@ -237,6 +249,10 @@ class Applier:
             "metadata": {"name": b.pod.name, "namespace": b.pod.namespace, "uid": pod.meta.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": b.node},
         }
+        if self.decided is not None and (group := self.decided.annotation(key, pod.meta.uid)) is not None:
+            # grouped in this cycle: the API server copies a Binding's annotations onto the pod, in the
+            # write that binds it (docs/cluster.md, "What precedes a bind")
+            body["metadata"]["annotations"] = {C.ANNOTATION_POD_GROUP_NAME: group}  # type: ignore[index]
         t0 = time.perf_counter()
         try:
             if b.gpu_groups and labels:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them

@@ -41,7 +41,7 @@ from kai.k8s._apply import Applier
 from kai.k8s._decode import KINDS, PDB_V1BETA1, KindSpec
 from kai.k8s._events import EventRecorder
 from kai.k8s._gpushare import GpuSharingBinder, ReservationOptions
-from kai.k8s._grouper import PodGrouper, needs_group
+from kai.k8s._grouper import PodGrouper
 from kai.k8s._informer import Informer
 from kai.k8s._leader import LeaderElector, LeaseConfig
 from kai.k8s._metrics import Metrics, serve_http
@@ -57,6 +57,7 @@ log = logging.getLogger("kai.k8s.scheduler")
 EXIT_OK = 0
 EXIT_LOST_LEASE = 1
 NEW_POD_DEBOUNCE_S = 0.02  # a burst of new pods becomes one cycle
+FIRST_DECISIONS_WAIT_S = 10.0  # the first cycle waits this long at most for the pod-grouper's first decisions
 DEFAULT_RESERVATION_IMAGE = "kai:0.1.0"  # deploy/scheduler.yaml's image
 
 
@@ -254,7 +255,7 @@ class KaiScheduler:
         api = self.api
         t0 = time.perf_counter()
         self.events = EventRecorder(api, self._resolve, self.metrics, instance=self.identity)
-        self.grouper = PodGrouper(api, self.store, self.events.record)
+        self.grouper = PodGrouper(api, self.store, self.events.record, wake=self._wake_soon)
 
         def start(spec: KindSpec) -> None:
             inf = Informer(api, spec, self.store, on_change=self._on_change(spec.kind), on_invalid=self._on_invalid)
@@ -277,6 +278,8 @@ class KaiScheduler:
             bind_concurrency=self.options.bind_concurrency,
             pdb_api_version=pdb_spec.api_version,
         )
+        self.applier.decided = self.grouper.decided
+        self.grouper.quiet = self.applier.quiet
         self.applier.gpu_sharing = GpuSharingBinder(
             api, self.store, self.events, self.metrics, self.options.reservation, wake=self._wake_soon
         )
@@ -305,8 +308,13 @@ class KaiScheduler:
             },
         )
         for pod in self.store.list("Pod"):
-            if needs_group(pod):
+            if self.grouper.wants(pod):
                 self.grouper.enqueue((pod.meta.namespace or "", pod.meta.name))
+        # The first cycle waits for the first decisions (bare pods: microseconds each; owners: one GET
+        # each): it then schedules every pod at once, and counts every bound pod to its queue, those whose
+        # PodGroup a crash kept from being made included.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.grouper.drained(), timeout=FIRST_DECISIONS_WAIT_S)
         await self._reservation_image()
 
     async def _reservation_image(self) -> None:
@@ -366,9 +374,8 @@ class KaiScheduler:
             if not self._started_sync:
                 return
             if kind == "Pod" and obj is not None:
-                if needs_group(obj):
-                    if self.grouper is not None:
-                        self.grouper.enqueue(key)
+                if self.grouper is not None and self.grouper.wants(obj):
+                    self.grouper.enqueue(key)
                 elif _schedulable(obj) and (old is None or not _schedulable(old)):
                     self._wake_soon()  # a new pending pod, or one the pod-grouper just grouped
             elif kind == "PodGroup" and op == "ADDED":
@@ -451,16 +458,19 @@ class KaiScheduler:
         from kai.scheduler.snapshot import build_snapshot
         from kai.scheduler.storage import storage_of
 
-        assert self.applier is not None
+        assert self.applier is not None and self.grouper is not None
         t0 = time.perf_counter()
         now = time.time()
         self.applier.assumed.expire(self.store, self.applier.assume_ttl_s, time.monotonic())
+        self.grouper.expire()
         pods = self.applier.assumed.pods(self.store, now)
+        # the pod-grouper's decisions not written yet: scheduled in this cycle (kai.k8s._decided)
+        pods, podgroups, laid = self.grouper.decided.lay_over(pods, self.store.list("PodGroup"))
         conf = self.conf()
         snap = build_snapshot(
             nodes=self.store.list("Node"),
             pods=pods,
-            podgroups=self.store.list("PodGroup"),
+            podgroups=podgroups,
             queues=self.store.list("Queue"),
             priority_classes=self.store.list("PriorityClass"),
             now=now,
@@ -475,6 +485,7 @@ class KaiScheduler:
         t2 = time.perf_counter()
         uids = {(p.meta.namespace or "", p.meta.name): p.meta.uid for p in pods}
         stats = await self.applier.apply(result, uids)
+        self.grouper.settle(laid, set(self.applier.assumed.binds))
         t3 = time.perf_counter()
         self.last_result = result
         self.metrics.record_cycle(result, e2e_s=t3 - t0, snapshot_s=t1 - t0, apply_s=t3 - t2)
