@@ -81,14 +81,17 @@ async def make_nodes(api: Api, n: int, gpus: int) -> None:
     await _bounded([one(i) for i in range(n)])
 
 
-def pod_body(name: str, ns: str, *, kai: bool) -> dict[str, Any]:
+def pod_body(name: str, ns: str, *, kai: bool, grouped: bool = False) -> dict[str, Any]:
+    """A one-GPU pod. For kai: bare, as users create them (queue label and schedulerName, nothing else),
+    or *grouped* (annotated with a PodGroup made beforehand)."""
     meta: dict[str, Any] = {"name": name, "namespace": ns}
     spec: dict[str, Any] = {
         "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
     }
     if kai:
         meta["labels"] = {"kai.scheduler/queue": "default-queue"}
-        meta["annotations"] = {"pod-group-name": f"pg-{name}"}
+        if grouped:
+            meta["annotations"] = {"pod-group-name": f"pg-{name}"}
         spec["schedulerName"] = "kai-scheduler"
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
@@ -102,14 +105,52 @@ def podgroup_body(name: str, ns: str) -> dict[str, Any]:
     }
 
 
-async def make_pods(api: Api, n: int, ns: str, *, kai: bool) -> None:
+async def make_pods(api: Api, n: int, ns: str, *, kai: bool, grouped: bool = False) -> None:
     await api.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
     names = [f"p-{i:05d}" for i in range(n)]
-    if kai:
+    if kai and grouped:
         base = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
         await _bounded([api.request("POST", base, body=podgroup_body(x, ns)) for x in names])
     path = f"/api/v1/namespaces/{ns}/pods"
-    await _bounded([api.request("POST", path, body=pod_body(x, ns, kai=kai)) for x in names])
+    await _bounded([api.request("POST", path, body=pod_body(x, ns, kai=kai, grouped=grouped)) for x in names])
+
+
+WRITE_VERBS = ("POST", "PATCH", "PUT", "DELETE")
+
+
+async def apiserver_writes(api: Api) -> dict[str, int]:
+    """The API server's count of write requests so far, by resource (``apiserver_request_total``)."""
+    text = (await api.get_raw("/metrics")).decode()
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_s, _, value = line.rpartition(" ")
+        labels = dict(kv.split("=", 1) for kv in labels_s[len("apiserver_request_total{") : -1].split(",") if "=" in kv)
+        labels = {k: v.strip('"') for k, v in labels.items()}
+        if labels.get("verb") not in WRITE_VERBS:
+            continue
+        what = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
+        out[what] = out.get(what, 0) + int(float(value))
+    return out
+
+
+def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
+
+
+async def wait_podgroups(api: Api, ns: str, n: int, started: float, deadline_s: float) -> float | None:
+    """Seconds from *started* until *ns* holds *n* PodGroups (kai's pod-grouper made them all); None if not."""
+    end = time.perf_counter() + deadline_s
+    path = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
+    while time.perf_counter() < end:
+        lst = msgspec.json.decode(await api.get_raw(path, {"limit": "1"}))
+        meta = lst.get("metadata") or {}
+        count = len(lst.get("items") or []) + int(meta.get("remainingItemCount") or 0)
+        if count >= n:
+            return time.perf_counter() - started
+        await asyncio.sleep(0.1)
+    return None
 
 
 class _PodSpec(msgspec.Struct):
@@ -181,7 +222,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             try:
                 t = time.perf_counter()
                 await make_nodes(api, args.nodes, args.gpus)
-                await make_pods(api, args.pods, "fill", kai=which == "kai")
+                await make_pods(api, args.pods, "fill", kai=which == "kai", grouped=args.mode == "pregrouped")
                 print(f"  [{which}] {args.nodes} nodes and {args.pods} pods made in {time.perf_counter() - t:.1f} s")
             finally:
                 await api.close()
@@ -211,7 +252,8 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                 "--kube-api-burst=5000",
             ]
 
-        cpu: dict[str, float] = {}
+        cpu: dict[str, Any] = {}
+        writes: dict[str, dict[str, int]] = {}
 
         async def measure() -> float:
             nonlocal proc
@@ -219,6 +261,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             apiserver = cp.pids()["kube-apiserver"]
             etcd = cp.pids()["etcd"]
             before = cpu_seconds(apiserver), cpu_seconds(etcd)
+            writes0 = await apiserver_writes(api)
             try:
                 with open(log, "wb") as fh:
                     started = time.perf_counter()
@@ -228,17 +271,24 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                 cpu["scheduler_cpu_s"] = round(cpu_seconds(proc.pid), 2)
                 cpu["apiserver_cpu_s"] = round(cpu_seconds(apiserver) - before[0], 2)
                 cpu["etcd_cpu_s"] = round(cpu_seconds(etcd) - before[1], 2)
+                writes["until_bound"] = _delta(await apiserver_writes(api), writes0)
+                if which == "kai" and args.mode == "bare":
+                    cpu["podgroups_done_s"] = await wait_podgroups(api, "fill", args.pods, started, 120)
+                await asyncio.sleep(args.linger)
+                writes["after_linger"] = _delta(await apiserver_writes(api), writes0)
                 return seconds
             finally:
                 await api.close()
 
-        seconds = asyncio.run(measure())
-        time.sleep(args.linger)  # let kai log its cycle (the watch may see the last bind first)
+        seconds = asyncio.run(measure())  # lingers: kai logs its cycle (the watch may see the last bind first)
         result: dict[str, Any] = {
             "scheduler": which,
             "seconds": round(seconds, 2),
             "pods_per_s": round(args.pods / seconds),
             **{k: v for k, v in cpu.items() if k != "started_wall"},
+            "writes_per_pod_until_bound": round(sum(writes["until_bound"].values()) / args.pods, 2),
+            "writes_per_pod": round(sum(writes["after_linger"].values()) / args.pods, 2),
+            "writes": writes["after_linger"],
         }
         if which == "kai":
             result.update(_kai_log_figures(log, cpu.pop("started_wall")))
@@ -293,6 +343,13 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=500)
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--pods", type=int, default=4000)
+    ap.add_argument(
+        "--mode",
+        choices=["bare", "pregrouped"],
+        default="bare",
+        help="bare: kai's pods as users create them (kai's pod-grouper makes the PodGroups); pregrouped: "
+        "each with a PodGroup made beforehand (the pod-grouper does nothing)",
+    )
     ap.add_argument("--only", choices=["kai", "kube"], default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--log", action="store_true", help="print kai's log")
@@ -308,7 +365,7 @@ def main() -> int:
                 results.append({"run": run + 1, **run_one(binaries, w, args)})
     summary: dict[str, Any] = {
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
-        "setup": f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods",
+        "setup": f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods ({args.mode})",
         "results": results,
     }
     medians = {
@@ -332,6 +389,12 @@ def main() -> int:
                 f"        CPU s while filling: scheduler {r['scheduler_cpu_s']}, kube-apiserver "
                 f"{r['apiserver_cpu_s']}, etcd {r['etcd_cpu_s']}"
             )
+            print(
+                f"        API writes per pod: {r['writes_per_pod_until_bound']} until all bound, "
+                f"{r['writes_per_pod']} after {args.linger:g} s more: {r['writes']}"
+            )
+            if r.get("podgroups_done_s") is not None:
+                print(f"        every PodGroup made {r['podgroups_done_s']:.2f} s after start")
             for c in r.get("cycles", []):
                 print(f"        cycle: {c}")
             if r.get("timeline"):
