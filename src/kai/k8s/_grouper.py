@@ -22,8 +22,9 @@ controller updates it in place; fields kai does not manage (and the status) are 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from kai.api import constants as C
@@ -143,6 +144,18 @@ def needs_group(pod: Pod) -> bool:
     )
 
 
+def parse_owner(api_version: str, kind: str, doc: dict[str, Any]) -> Workload | None:
+    """An owner as read from the API server (a GET or a watch event); None if its metadata is unusable."""
+    doc.get("metadata", {}).pop("managedFields", None)
+    if (api_version, kind) in WORKLOAD_KINDS:
+        return parse_workload(doc)
+    try:
+        meta = parse_meta(doc, kind, namespaced=True)
+    except ManifestError:
+        return None
+    return Workload(meta=meta, api_version=api_version, kind=kind, doc=doc)
+
+
 class PodGrouper:
     """Groups the pods put in its queue (``enqueue``), ``workers`` at a time; writes ``write_concurrency``
     at a time (see docs/cluster.md, "What precedes a bind")."""
@@ -166,7 +179,7 @@ class PodGrouper:
         self.wake = wake  # a decision was laid over: a cycle can take the pod
         self.quiet = quiet  # waits while binds are in flight: PodGroup creates and patches yield to them
         self.decided = Decided()
-        self.owners = OwnerCache(api, self._fetch)
+        self.owners = OwnerCache(api, self._fetch, parse_owner)
         self._queue: asyncio.Queue[Key] = asyncio.Queue()
         self._queued: set[Key] = set()
         self._failures: dict[Key, int] = {}
@@ -180,6 +193,8 @@ class PodGrouper:
         self.updated = 0  # PodGroups whose spec was patched to follow their workload
         self.created = 0  # PodGroups created
         self.patched = 0  # pods annotated by a patch (the others by their Binding)
+        self.peak_writes = 0  # the most creates and patches in flight at once
+        self._in_flight = 0
 
     def enqueue(self, key: Key) -> None:
         if key not in self._queued:
@@ -254,6 +269,12 @@ class PodGrouper:
                 delay = self.backoff.delay(n)
                 log.warning("grouping failed", extra={"pod": f"{key[0]}/{key[1]}", "error": str(e), "delay_s": delay})
                 asyncio.get_running_loop().call_later(delay, self.enqueue, key)
+            except Exception as e:  # a bug costs this pod only: said on the pod, the worker goes on
+                self._failures.pop(key, None)
+                log.exception("grouping failed with an internal error", extra={"pod": f"{key[0]}/{key[1]}"})
+                ref = f"Pod/{key[0] or 'default'}/{key[1]}"
+                message = f"kai could not group this pod (internal error {type(e).__name__}: {str(e)[:200]})"
+                self.record([Event(ref, "Warning", "PodGrouperWarning", message)])
             finally:
                 self._queue.task_done()
 
@@ -264,9 +285,9 @@ class PodGrouper:
         ns = pod.meta.namespace or "default"
         ref = f"Pod/{ns}/{pod.meta.name}"
         fetched: dict[tuple[str, str, str, str], Workload] = {}
-        chain = await self._owner_chain(pod, fetched)
         classes = {pc.meta.name for pc in self.store.list("PriorityClass")}
         try:
+            chain = await self._owner_chain(pod, fetched)
             grouping = group_pod(pod, chain, view=_View(fetched, self.store), priority_classes=classes)
         except ManifestError as e:
             located = e if e.obj else e.located(obj=ref)
@@ -300,6 +321,19 @@ class PodGrouper:
         if self.wake is not None:
             self.wake()
 
+    @contextlib.asynccontextmanager
+    async def _write_slot(self) -> AsyncIterator[None]:
+        """One of ``write_concurrency`` slots, taken once no bind is in flight."""
+        async with self._slots:
+            if self.quiet is not None:
+                await self.quiet()
+            self._in_flight += 1
+            self.peak_writes = max(self.peak_writes, self._in_flight)
+            try:
+                yield
+            finally:
+                self._in_flight -= 1
+
     def _create(self, pg: PodGroup) -> asyncio.Task[bool]:
         """The create of *pg*, sent once however many pods name it (in the background, retried)."""
         key = (pg.meta.namespace or "", pg.meta.name)
@@ -313,9 +347,7 @@ class PodGrouper:
         attempt = 0
         while True:
             try:
-                async with self._slots:
-                    if self.quiet is not None:
-                        await self.quiet()
+                async with self._write_slot():
                     await self.api.request(
                         "POST", f"/apis/{C.PODGROUP_API_VERSION}/namespaces/{ns}/podgroups", body=podgroup_manifest(pg)
                     )
@@ -342,9 +374,7 @@ class PodGrouper:
             meta: dict[str, Any] = {"annotations": {C.ANNOTATION_POD_GROUP_NAME: name}}
             if subgroup:
                 meta["labels"] = {C.LABEL_SUBGROUP_NAME: subgroup}
-            async with self._slots:
-                if self.quiet is not None:
-                    await self.quiet()
+            async with self._write_slot():
                 await self.api.request(
                     "PATCH",
                     f"/api/v1/namespaces/{ns}/pods/{pod.meta.name}",
@@ -413,14 +443,7 @@ class PodGrouper:
             if e.code in (403, 404):
                 return None
             raise
-        doc.get("metadata", {}).pop("managedFields", None)
-        if (api_version, kind) in WORKLOAD_KINDS:
-            return parse_workload(doc)
-        try:
-            meta = parse_meta(doc, kind, namespaced=True)
-        except ManifestError:
-            return None
-        return Workload(meta=meta, api_version=api_version, kind=kind, doc=doc)
+        return parse_owner(api_version, kind, doc)
 
     async def _plural(self, api_version: str, kind: str) -> str | None:
         """The resource name of *kind* from discovery (cached; looked up again for a kind not yet served)."""

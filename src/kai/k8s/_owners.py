@@ -1,10 +1,12 @@
-"""The pod-grouper's owner cache: each owner fetched once, however many pods it has; a watch invalidates.
+"""The pod-grouper's owner cache: each owner fetched once, however many pods it has; a watch keeps it.
 
 Why: a Job of 1,000 pods has one owner; fetching it for each pod costs 1,000 GETs while the pods wait.
-So an owner is fetched once (concurrent askers share the one request in flight) and kept until a watch
-on its resource says it changed or went. The watch is opened with the first owner fetched of that
-resource, from that object's resourceVersion (so it needs only the ``watch`` verb, no ``list``), and
-cluster-wide; every event drops the cached entry of the object it names; nothing else is kept from it.
+So an owner is fetched once (concurrent askers share the one request in flight) and kept current by a
+watch on its resource, as controller-runtime's cache keeps KAI's pod-grouper's. The watch is opened
+with the first owner fetched of that resource, from that object's resourceVersion (so it needs only the
+``watch`` verb, no ``list``), and cluster-wide; an event replaces the cached object it names (a Job's
+status changes with every pod its controller makes) or drops it (deleted, or not parsed); objects
+nobody asked for are not kept.
 
 Without a watch (RBAC allows ``get`` only, or the watch failed), entries of that resource are kept for
 ``ttl_s`` only: a pod arriving later re-reads its owner, as before. An entry whose object a watch
@@ -44,7 +46,10 @@ class _Obj(msgspec.Struct):
 
 class _Event(msgspec.Struct):
     type: str
-    object: _Obj
+    object: msgspec.Raw
+
+
+_obj = msgspec.json.Decoder(_Obj)
 
 
 _event = msgspec.json.Decoder(_Event)
@@ -60,8 +65,9 @@ def _rv(value: str) -> int:
 class _Watch:
     """One resource's watch: the names it saw change, at which resourceVersion."""
 
-    def __init__(self, base: str, kind: str) -> None:
+    def __init__(self, base: str, api_version: str, kind: str) -> None:
         self.base = base  # /apis/batch/v1/jobs
+        self.api_version = api_version
         self.kind = kind
         self.task: asyncio.Task[None] | None = None
         self.ok = False  # the watch is open (else entries live ttl_s)
@@ -75,18 +81,20 @@ class OwnerCache:
         self,
         api: Api,
         fetch: Callable[[str, str, str, str], Awaitable[Workload | None]],
+        parse: Callable[[str, str, dict[str, Any]], Workload | None],
         *,
         ttl_s: float = 1.0,
         watch_timeout_s: int = 300,
     ) -> None:
         self.api = api
         self._fetch = fetch
+        self._parse = parse
         self.ttl_s = ttl_s
         self.watch_timeout_s = watch_timeout_s
         self._entries: dict[OwnerKey, tuple[Workload | None, float]] = {}
         self._inflight: dict[OwnerKey, asyncio.Future[Workload | None]] = {}
         self._watches: dict[str, _Watch] = {}  # resource path → its watch
-        self.fetches = 0  # GETs sent (for tests and the benchmark)
+        self.fetches: dict[OwnerKey, int] = {}  # GETs sent per owner (for tests and the benchmark)
 
     async def get(self, api_version: str, kind: str, ns: str, name: str, base: str | None) -> Workload | None:
         """The owner, from the cache or fetched once. *base* is the resource's path (None: not a served
@@ -104,7 +112,7 @@ class OwnerCache:
         fut: asyncio.Future[Workload | None] = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
-            self.fetches += 1
+            self.fetches[key] = self.fetches.get(key, 0) + 1
             owner = await self._fetch(api_version, kind, ns, name)
             fut.set_result(owner)
         except BaseException as e:
@@ -120,7 +128,7 @@ class OwnerCache:
     def _keep(self, key: OwnerKey, owner: Workload | None, base: str) -> None:
         watch = self._watches.get(base)
         if watch is None:
-            watch = self._watches[base] = _Watch(base, key[1])
+            watch = self._watches[base] = _Watch(base, key[0], key[1])
         if owner is not None:
             seen = watch.changed.get((key[2], key[3]), 0)
             if seen > owner.meta.resource_version:
@@ -129,9 +137,25 @@ class OwnerCache:
                 watch.task = asyncio.ensure_future(self._run(watch, str(owner.meta.resource_version)))
         self._entries[key] = (owner, time.monotonic())
 
-    def _drop(self, watch: _Watch, ns: str, name: str) -> None:
-        for key in [k for k in self._entries if k[1] == watch.kind and k[2] == ns and k[3] == name]:
-            del self._entries[key]
+    def _event(self, watch: _Watch, kind: str, raw: msgspec.Raw) -> str:
+        """Apply one watch event to the cached object it names; its resourceVersion."""
+        m = _obj.decode(raw).metadata
+        if kind == "BOOKMARK":
+            return m.resourceVersion
+        watch.changed[(m.namespace, m.name)] = _rv(m.resourceVersion)
+        key = (watch.api_version, watch.kind, m.namespace, m.name)
+        if key in self._entries:
+            owner = None
+            if kind != "DELETED":
+                try:
+                    owner = self._parse(watch.api_version, watch.kind, msgspec.json.decode(raw))
+                except Exception:  # a bad owner costs only its cache entry: it is read again when asked for
+                    log.exception("owner from a watch event not parsed", extra={"owner": f"{m.namespace}/{m.name}"})
+            if owner is None:
+                del self._entries[key]
+            else:
+                self._entries[key] = (owner, time.monotonic())
+        return m.resourceVersion
 
     async def _run(self, watch: _Watch, rv: str) -> None:
         """Watch *watch*'s resource from *rv* until it fails for good (403: entries then live ttl_s)."""
@@ -149,11 +173,7 @@ class OwnerCache:
                         raise ApiError(410, "undecodable watch event") from None
                     if ev.type == "ERROR":
                         raise ApiError(410, "watch error event")
-                    m = ev.object.metadata
-                    rv = m.resourceVersion or rv
-                    if ev.type != "BOOKMARK":
-                        watch.changed[(m.namespace, m.name)] = _rv(m.resourceVersion)
-                        self._drop(watch, m.namespace, m.name)
+                    rv = self._event(watch, ev.type, ev.object) or rv
             except ApiError as e:
                 watch.ok = False
                 if e.code == 403:
@@ -177,4 +197,4 @@ class OwnerCache:
                 await t
 
     def stats(self) -> dict[str, Any]:
-        return {"fetches": self.fetches, "cached": len(self._entries)}
+        return {"fetches": sum(self.fetches.values()), "cached": len(self._entries)}
