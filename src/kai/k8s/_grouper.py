@@ -232,6 +232,7 @@ class PodGrouper:
     def expire(self) -> None:
         """Forget decisions and creates the Store now shows (called before each snapshot)."""
         self.decided.expire(self.store)
+        self._patching.intersection_update(self.decided.pods)
         for key in [k for k, t in self._creates.items() if t.done() and self.store.get("PodGroup", k) is not None]:
             del self._creates[key]
 
@@ -390,9 +391,10 @@ class PodGrouper:
             if settling is None:
                 raise
             log.warning("pod annotation failed", extra={"pod": f"{ns}/{pod.meta.name}", "error": str(e)})
-        finally:
-            if settling is not None:
-                self._patching.discard(settling)  # a failed patch is tried again after the next cycle
+        else:
+            return  # patched: *settling* stays in _patching until the watch shows the annotation (expire)
+        if settling is not None:
+            self._patching.discard(settling)  # a failed patch is tried again after the next cycle
 
     async def _owner_chain(self, pod: Pod, fetched: dict[tuple[str, str, str, str], Workload]) -> list[Workload]:
         chain: list[Workload] = []

@@ -130,11 +130,11 @@ class OwnerCache:
         if watch is None:
             watch = self._watches[base] = _Watch(base, key[0], key[1])
         if owner is not None:
-            seen = watch.changed.get((key[2], key[3]), 0)
-            if seen > owner.meta.resource_version:
+            rv = str((owner.doc.get("metadata") or {}).get("resourceVersion") or "")
+            if watch.changed.get((key[2], key[3]), 0) > _rv(rv):
                 return  # changed after this fetch was answered: not kept
-            if watch.task is None and owner.meta.resource_version:
-                watch.task = asyncio.ensure_future(self._run(watch, str(owner.meta.resource_version)))
+            if watch.task is None and rv:
+                watch.task = asyncio.ensure_future(self._run(watch, rv))
         self._entries[key] = (owner, time.monotonic())
 
     def _event(self, watch: _Watch, kind: str, raw: msgspec.Raw) -> str:
