@@ -203,19 +203,62 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def kai_install(cp: ControlPlane) -> None:
+    """``kai install``: CRDs, the default queues and the Lease's namespace."""
+    out = subprocess.run(
+        [sys.executable, "-c", "from kai.cli import main; main()", "install", f"--kubeconfig={cp.kubeconfig}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "namespace/kai-scheduler created" in out.stdout  # the Lease's namespace
+
+
+def scheduler_cmd(which: str, binaries: Binaries, cp: ControlPlane) -> list[str]:
+    """The command line of ``kai scheduler`` (leader election on, as deployed; ``KAI_E2E_ARGS`` added,
+    under py-spy with ``KAI_E2E_PYSPY``) or of kube-scheduler (client rate limits raised to 5,000/s)."""
+    if which == "kai":
+        cmd = [
+            str(Path(sys.executable).parent / "kai"),
+            "scheduler",
+            f"--kubeconfig={cp.kubeconfig}",
+            "--metrics-bind-address=127.0.0.1:0",
+            *os.environ.get("KAI_E2E_ARGS", "").split(),
+        ]
+        if os.environ.get("KAI_E2E_PYSPY"):  # profile kai: py-spy writes raw collapsed stacks there
+            spy = Path(sys.executable).parent / "py-spy"
+            cmd = [str(spy), "record", "-r", "200", "-f", "raw", "-o", os.environ["KAI_E2E_PYSPY"], "--", *cmd]
+        return cmd
+    return [
+        str(binaries.kube_scheduler),
+        f"--kubeconfig={cp.kubeconfig}",
+        "--bind-address=127.0.0.1",
+        "--port=0",
+        "--secure-port=0",
+        "--leader-elect=false",
+        "--kube-api-qps=5000",
+        "--kube-api-burst=5000",
+    ]
+
+
+def stop_scheduler(proc: subprocess.Popen[bytes]) -> None:
+    if os.environ.get("KAI_E2E_PYSPY"):
+        proc.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+    else:
+        proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[str, Any]:
     cp = ControlPlane(binaries)
     cp.start()
     proc: subprocess.Popen[bytes] | None = None
     try:
         if which == "kai":
-            out = subprocess.run(
-                [sys.executable, "-c", "from kai.cli import main; main()", "install", f"--kubeconfig={cp.kubeconfig}"],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            assert "namespace/kai-scheduler created" in out.stdout  # the Lease's namespace
+            kai_install(cp)
 
         async def setup() -> None:
             api = Api(load_config(str(cp.kubeconfig)))
@@ -229,28 +272,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
 
         asyncio.run(setup())
         log = cp.workdir / f"{which}-scheduler.log"  # type: ignore[operator]
-        if which == "kai":
-            cmd = [
-                str(Path(sys.executable).parent / "kai"),
-                "scheduler",
-                f"--kubeconfig={cp.kubeconfig}",
-                "--metrics-bind-address=127.0.0.1:0",
-                *os.environ.get("KAI_E2E_ARGS", "").split(),
-            ]
-            if os.environ.get("KAI_E2E_PYSPY"):  # profile kai: py-spy writes a speedscope file there
-                spy = Path(sys.executable).parent / "py-spy"
-                cmd = [str(spy), "record", "-r", "200", "-f", "raw", "-o", os.environ["KAI_E2E_PYSPY"], "--", *cmd]
-        else:
-            cmd = [
-                str(binaries.kube_scheduler),
-                f"--kubeconfig={cp.kubeconfig}",
-                "--bind-address=127.0.0.1",
-                "--port=0",
-                "--secure-port=0",
-                "--leader-elect=false",
-                "--kube-api-qps=5000",
-                "--kube-api-burst=5000",
-            ]
+        cmd = scheduler_cmd(which, binaries, cp)
 
         cpu: dict[str, Any] = {}
         writes: dict[str, dict[str, int]] = {}
@@ -297,14 +319,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
         return result
     finally:
         if proc is not None:
-            if os.environ.get("KAI_E2E_PYSPY"):
-                proc.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
-            else:
-                proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_scheduler(proc)
         cp.stop()
 
 
