@@ -163,7 +163,7 @@ class Applier:
         self._uids: dict[Key, str] = {}
         self.gpu_sharing: GpuSharingBinder | None = None  # set by the scheduler: shared binds go through it
         self.decided: Decided | None = None  # the pod-grouper's decisions: a Binding carries the pod's PodGroup
-        self.idle = asyncio.Event()  # no binds or evictions in flight (the pod-grouper's writes wait for it)
+        self.idle = asyncio.Event()  # no cycle deciding, no binds or evictions in flight (the grouper's writes wait)
         self.idle.set()
 
     async def quiet(self) -> None:

@@ -396,6 +396,23 @@ class PodGrouper:
         if settling is not None:
             self._patching.discard(settling)  # a failed patch is tried again after the next cycle
 
+    async def _update(self, ns: str, existing: PodGroup, patch: dict[str, Any]) -> None:
+        """Patch a PodGroup's spec to what the grouper now decides (uid precondition: never another one)."""
+        name = existing.meta.name
+        try:
+            await self.api.request(
+                "PATCH",
+                f"/apis/{C.PODGROUP_API_VERSION}/namespaces/{ns}/podgroups/{name}",
+                body={"metadata": {"uid": existing.meta.uid}, "spec": patch},
+                content_type="application/merge-patch+json",
+            )
+        except ApiError as e:
+            if e.code not in (404, 409):  # gone or replaced meanwhile: the next pod event decides again
+                raise
+            return
+        log.info("podgroup updated", extra={"podgroup": f"{ns}/{name}", "spec": patch})
+        self.updated += 1
+
     async def _owner_chain(self, pod: Pod, fetched: dict[tuple[str, str, str, str], Workload]) -> list[Workload]:
         chain: list[Workload] = []
         meta: ObjectMeta = pod.meta

@@ -430,10 +430,15 @@ class KaiScheduler:
             next_due = time.monotonic() + period
             if not self.synced():
                 continue  # a kind is re-listing after 410 Gone: decide nothing on stale data
+            if self.applier is not None:
+                self.applier.idle.clear()  # the pod-grouper's writes wait for this cycle's binds (apply sets it)
             try:
                 await self.cycle()
             except Exception:  # a bug must not stop the scheduler: log it, try again next period
                 log.exception("cycle failed")
+            finally:
+                if self.applier is not None:
+                    self.applier.idle.set()
 
     def conf(self) -> SchedulerConf:
         from kai.scheduler.conf import ConfigError, SchedulerConf
