@@ -378,8 +378,12 @@ class KaiScheduler:
                     self.grouper.enqueue(key)
                 elif _schedulable(obj) and (old is None or not _schedulable(old)):
                     self._wake_soon()  # a new pending pod, or one the pod-grouper just grouped
-            elif kind == "PodGroup" and op == "ADDED":
-                self._wake_soon()
+            elif (
+                kind == "PodGroup"
+                and op == "ADDED"
+                and (self.grouper is None or key not in self.grouper.decided.podgroups)
+            ):
+                self._wake_soon()  # (a decided PodGroup was taken by a cycle already: its create is news to no one)
 
         return changed
 
