@@ -1,23 +1,26 @@
 """End-to-end fill benchmark: ``kai scheduler`` vs kube-scheduler on a real API server.
 
 Run with ``.venv/bin/python benchmarks/e2e_fill.py`` (flags: ``--nodes 500 --gpus 8 --pods 4000``,
-``--only kai|kube``, ``--json``). Needs the control-plane binaries (``make control-plane``). The
-control plane and kube-scheduler are the current Kubernetes release; ``KAI_K8S_VERSION=oldest`` runs
-1.20.2, the release of the figures in benchmarks/RESULTS.md so far.
+``--mode bare|pregrouped``, ``--only kai|kube``, ``--runs N``, ``--json``). Needs the control-plane
+binaries (``make control-plane``). The control plane and kube-scheduler are the current Kubernetes
+release; ``KAI_K8S_VERSION=oldest`` runs 1.20.2, the release of the figures in benchmarks/RESULTS.md.
 
 For each scheduler, on a fresh control plane (etcd on tmpfs + kube-apiserver, loopback):
 
 1. ``--nodes`` Ready nodes with ``--gpus`` nvidia.com/gpu each (no kubelets; envtest's node bodies).
-2. ``--pods`` one-GPU pods are created first. For kai they carry ``schedulerName: kai-scheduler`` and
-   the ``pod-group-name`` of a PodGroup created with them (one per pod, minMember 1, default-queue):
-   what KAI's pod-grouper, which runs while pods are created, would have done. For kube-scheduler they
-   are plain pods.
+2. ``--pods`` one-GPU pods are created first. For kai, ``--mode bare`` (the default) makes them as users
+   do: the label ``kai.scheduler/queue: default-queue`` and ``schedulerName: kai-scheduler``, nothing
+   else, so kai's pod-grouper makes every PodGroup; ``--mode pregrouped`` (a labelled variant) gives each
+   a PodGroup made beforehand (minMember 1, default-queue) and the annotation naming it, so the
+   pod-grouper does nothing. For kube-scheduler they are plain pods.
 3. The scheduler starts as a real process: ``kai scheduler`` (leader election on, as deployed) or
    ``kube-scheduler --kube-api-qps=5000 --kube-api-burst=5000``. The clock runs from the process's
    start until a watch on the pods has seen every one bound.
 
 kai's figure therefore includes Python's start-up, the Lease, and listing 500 nodes and 4,000 pods.
-The ratio compares pods/s (pods / seconds to all bound).
+The ratio compares pods/s (pods / seconds to all bound). Also reported: the API server's write requests
+per pod (``apiserver_request_total``, by resource) until all are bound and after ``--linger`` seconds
+more, the CPU seconds of each process while filling, and (bare mode) when every PodGroup exists.
 
 For experiments: ``KAI_E2E_ARGS="--bind-concurrency=16"`` adds flags to ``kai scheduler``;
 ``KAI_E2E_PYSPY=out.txt`` runs kai under py-spy (raw collapsed stacks, written on exit).
