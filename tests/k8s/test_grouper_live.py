@@ -23,7 +23,7 @@ from lightkube.resources.core_v1 import Pod
 
 from kai.k8s.envtest import ControlPlane
 from tests.k8s.sched import InProcess, PodGroup, Queue, options, wait_for
-from tests.k8s.test_scheduler import bound, gpu_pod, gpus_per_node
+from tests.k8s.test_scheduler import bound, events_for, gpu_pod, gpus_per_node
 from tests.k8s.test_scheduler_process import KaiProcess
 
 
@@ -206,3 +206,24 @@ def test_kill_9_between_binds_and_their_podgroups(
     assert 0 < delta.get("201", 0) <= 300, delta
     per_node = gpus_per_node(admin, ns)
     assert sum(per_node.values()) == 300 and max(per_node.values()) <= 8, per_node
+
+
+def test_a_podgroup_the_api_server_refuses_keeps_its_pod_unbound_and_says_why(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """A bare pod whose name is near the limit: KAI's PodGroup name (pg-<name>-<uid>) is too long and the API
+    server refuses it. The pod is not bound (its PodGroup is written before any bind, not after), and a
+    PodGrouperWarning says why; a pod next to it binds."""
+    nodes("refused-0", gpus=8)
+    long_name = "p" * 230
+    admin.create(gpu_pod(long_name, ns))
+    admin.create(gpu_pod("short", ns))
+    with InProcess(options(scheduler_cluster)):
+        wait_for(lambda: "short" in bound(admin, ns), "the other pod to be bound")
+        warnings = wait_for(
+            lambda: [e for e in events_for(admin, ns, long_name) if e.reason == "PodGrouperWarning"],
+            "a PodGrouperWarning on the pod whose PodGroup is refused",
+        )
+        assert "refused" in warnings[0].message and "422" in warnings[0].message, warnings[0].message
+        assert long_name not in bound(admin, ns)
+    assert len(podgroups(admin, ns)) == 1

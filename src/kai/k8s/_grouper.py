@@ -40,6 +40,7 @@ from kai.store import Key, Store
 
 _GROUPER_BACKOFF = Backoff(initial=0.5, cap=30.0)
 log = logging.getLogger("kai.k8s.podgrouper")
+MAX_NAME = 253  # an object name's longest (a DNS subdomain)
 MAX_CHAIN = 16
 
 
@@ -186,6 +187,7 @@ class PodGrouper:
         self._plurals: dict[str, dict[str, str]] = {}  # apiVersion → kind → plural
         self._creates: dict[Key, asyncio.Task[bool]] = {}  # PodGroup → its create, once per PodGroup
         self._patching: set[Key] = set()
+        self._refusals: dict[Key, str] = {}  # PodGroups the API server refused (why): written before any bind now
         self._background: set[asyncio.Task[Any]] = set()
         self._slots = asyncio.Semaphore(write_concurrency)
         self._workers = [asyncio.ensure_future(self._work()) for _ in range(workers)]
@@ -310,9 +312,16 @@ class PodGrouper:
             self.record([Event(ref, "Normal", "UnknownOwnerKind", grouping.unknown_kind)])
         if grouping.warning is not None:  # the owner's spec contradicts itself: default grouping, and why
             self.record([Event(ref, "Warning", "PodGrouperWarning", str(grouping.warning))])
-        if grouping.subgroup:  # a label the Binding cannot carry: PodGroup and patch before any bind
-            if existing is None:
-                await self._create(pg)
+        # A name the API server will refuse (over 253 characters: a bare pod's name near the limit plus
+        # KAI's pg-...-<uid>) is not laid over: the create's refusal must come before any bind.
+        refused = (pg.meta.namespace or "", pg.meta.name) in self._refusals or len(pg.meta.name) > MAX_NAME
+        if grouping.subgroup or refused:
+            # a label the Binding cannot carry, or a PodGroup the API server refused before: KAI's order,
+            # the PodGroup and then the patch before any bind
+            if existing is None and not await self._create(pg):
+                why = self._refusals.get((pg.meta.namespace or "", pg.meta.name), "refused")
+                self.record([Event(ref, "Warning", "PodGrouperWarning", why)])
+                return
             await self._annotate(pod, pg.meta.name, grouping.subgroup, None)
             return
         self.decided.add(pod, pg)
@@ -339,12 +348,13 @@ class PodGrouper:
         """The create of *pg*, sent once however many pods name it (in the background, retried)."""
         key = (pg.meta.namespace or "", pg.meta.name)
         task = self._creates.get(key)
-        if task is None:
+        if task is None or (task.done() and not task.cancelled() and task.result() is False):  # refused: again
             task = self._creates[key] = asyncio.ensure_future(self._send_create(pg))
         return task
 
     async def _send_create(self, pg: PodGroup) -> bool:
         ns = pg.meta.namespace or "default"
+        key = (pg.meta.namespace or "", pg.meta.name)
         attempt = 0
         while True:
             try:
@@ -353,17 +363,31 @@ class PodGrouper:
                         "POST", f"/apis/{C.PODGROUP_API_VERSION}/namespaces/{ns}/podgroups", body=podgroup_manifest(pg)
                     )
                 self.created += 1
+                self._refusals.pop(key, None)
                 return True
             except ApiError as e:
                 if e.code == 409:
                     return True  # it exists: another replica or an earlier attempt made it
                 if e.code in (400, 403, 422):
                     log.error("podgroup create refused", extra={"podgroup": f"{ns}/{pg.meta.name}", "error": str(e)})
+                    self._refused(pg, e)
                     return False
                 delay = self.backoff.delay(attempt)
                 attempt += 1
                 log.warning("podgroup create failed", extra={"podgroup": f"{ns}/{pg.meta.name}", "error": str(e)})
                 await asyncio.sleep(delay)
+
+    def _refused(self, pg: PodGroup, err: ApiError) -> None:
+        """The API server refuses *pg*: its pods are no longer scheduled from the decision (a pod bound
+        meanwhile keeps its node); each gets a ``PodGrouperWarning`` saying why."""
+        ns = pg.meta.namespace or ""
+        message = f"the API server refused PodGroup {pg.meta.name}: {err}"
+        self._refusals[(ns, pg.meta.name)] = message
+        self.decided.podgroups.pop((ns, pg.meta.name), None)
+        pods = [k for k, (_, name) in self.decided.pods.items() if k[0] == ns and name == pg.meta.name]
+        for key in pods:
+            del self.decided.pods[key]
+            self.record([Event(f"Pod/{ns or 'default'}/{key[1]}", "Warning", "PodGrouperWarning", message)])
 
     async def _annotate(self, pod: Pod, name: str, subgroup: str | None, settling: Key | None) -> None:
         """Patch *pod* with its PodGroup's name (and subgroup label), once that PodGroup's create was sent."""
@@ -383,7 +407,7 @@ class PodGrouper:
                     content_type="application/merge-patch+json",
                 )
             self.patched += 1
-            if subgroup:
+            if settling is None:
                 self.grouped += 1
         except ApiError as e:
             if e.code in (404, 409, 422):  # gone, or a new pod under the same name (uid differs)
