@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -43,9 +41,10 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from e2e_fill import (  # noqa: E402
     _Ev,
     _Pod,
-    byte_compile,
+    alternate,
     cpu_seconds,
     kai_install,
+    machine,
     make_nodes,
     pod_body,
     scheduler_cmd,
@@ -192,15 +191,9 @@ def main() -> int:
     need = int(args.rate * args.seconds) + args.job_size
     if args.nodes * args.gpus < need:
         ap.error(f"{args.nodes} nodes x {args.gpus} GPUs cannot hold {need} pods: no pod finishes here")
-    binaries = Binaries.find()
-    byte_compile()
-    results = []
-    for run in range(args.runs):
-        for w in ("kai", "kube"):
-            if args.only in (None, w):
-                results.append({"run": run + 1, **run_one(binaries, w, args)})
+    results = alternate(args, run_one)
     summary = {
-        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
+        "machine": machine(),
         "setup": f"{args.nodes} nodes x {args.gpus} GPUs; {args.rate:g} one-GPU pods/s for {args.seconds:g} s, "
         f"{args.job_share:.0%} in Jobs of {args.job_size}",
         "results": results,

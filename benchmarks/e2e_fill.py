@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -356,6 +357,22 @@ def byte_compile() -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "src" / "kai")], env=env, check=True)
 
 
+def alternate(args: argparse.Namespace, run: Callable[[Binaries, str, argparse.Namespace], dict[str, Any]]) -> list:
+    """*run* kai and kube-scheduler in turn (``args.only``: one of them), ``args.runs`` times."""
+    binaries = Binaries.find()
+    byte_compile()
+    results = []
+    for i in range(args.runs):
+        for w in ("kai", "kube"):
+            if args.only in (None, w):
+                results.append({"run": i + 1, **run(binaries, w, args)})
+    return results
+
+
+def machine() -> str:
+    return f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=500)
@@ -374,15 +391,9 @@ def main() -> int:
     ap.add_argument("--linger", type=float, default=3.0, help="seconds the scheduler runs on after the fill")
     ap.add_argument("--runs", type=int, default=1, help="alternate kai and kube-scheduler this many times")
     args = ap.parse_args()
-    binaries = Binaries.find()
-    byte_compile()
-    results = []
-    for run in range(args.runs):
-        for w in ("kai", "kube"):
-            if args.only in (None, w):
-                results.append({"run": run + 1, **run_one(binaries, w, args)})
+    results = alternate(args, run_one)
     summary: dict[str, Any] = {
-        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
+        "machine": machine(),
         "setup": f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods ({args.mode})",
         "results": results,
     }

@@ -23,7 +23,7 @@ from lightkube.resources.core_v1 import Pod
 
 from kai.k8s.envtest import ControlPlane
 from tests.k8s.sched import InProcess, PodGroup, Queue, options, wait_for
-from tests.k8s.test_scheduler import bound, events_for, gpu_pod, gpus_per_node
+from tests.k8s.test_scheduler import bound, events_for, gpu_job, gpu_pod, gpus_per_node
 from tests.k8s.test_scheduler_process import KaiProcess
 
 
@@ -118,27 +118,7 @@ def test_job_of_1000_pods_through_kube_controller_manager(
     for i in range(125):
         nodes(f"job-{i:03d}", gpus=8)
     with InProcess(options(scheduler_cluster)) as s:
-        admin.create(
-            Job.from_dict(
-                {
-                    "metadata": {"name": "big", "namespace": ns, "labels": {"kai.scheduler/queue": "default-queue"}},
-                    "spec": {
-                        "parallelism": 1000,
-                        "completions": 1000,
-                        "template": {
-                            "metadata": {"labels": {"kai.scheduler/queue": "default-queue"}},
-                            "spec": {
-                                "schedulerName": "kai-scheduler",
-                                "restartPolicy": "Never",
-                                "containers": [
-                                    {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-                                ],
-                            },
-                        },
-                    },
-                }
-            )
-        )
+        admin.create(gpu_job("big", ns, pods=1000))
         wait_for(lambda: len(bound(admin, ns)) == 1000, "the Job's 1,000 pods to be bound", timeout=600, interval=1)
         job = admin.get(Job, "big", namespace=ns)
         name = f"pg-big-{job.metadata.uid}"

@@ -38,6 +38,25 @@ def gpu_pod(name: str, ns: str, gpus: int = 1, queue: str = "default-queue", **m
     )
 
 
+def gpu_job(name: str, ns: str, pods: int, gpus: int = 1, queue: str = "default-queue") -> Job:
+    """A batch/v1 Job of *pods* pods at once (parallelism = completions), each asking *gpus* GPUs of kai."""
+    labels = {"kai.scheduler/queue": queue}
+    container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+    return Job.from_dict(
+        {
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "parallelism": pods,
+                "completions": pods,
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"schedulerName": "kai-scheduler", "restartPolicy": "Never", "containers": [container]},
+                },
+            },
+        }
+    )
+
+
 def node_of(client: Client, ns: str, name: str) -> str:
     return client.get(Pod, name, namespace=ns).spec.nodeName or ""
 
@@ -139,27 +158,7 @@ def test_job_through_kube_controller_manager(scheduler_cluster: ControlPlane, ad
     scheduler_cluster.start_controller_manager()
     node = nodes("job-0", gpus=8)
     with InProcess(options(scheduler_cluster)):
-        admin.create(
-            Job.from_dict(
-                {
-                    "metadata": {"name": "train", "namespace": ns, "labels": {"kai.scheduler/queue": "default-queue"}},
-                    "spec": {
-                        "parallelism": 2,
-                        "completions": 2,
-                        "template": {
-                            "metadata": {"labels": {"kai.scheduler/queue": "default-queue"}},
-                            "spec": {
-                                "schedulerName": "kai-scheduler",
-                                "restartPolicy": "Never",
-                                "containers": [
-                                    {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
-                                ],
-                            },
-                        },
-                    },
-                }
-            )
-        )
+        admin.create(gpu_job("train", ns, pods=2, gpus=2))
         placed = wait_for(lambda: len(bound(admin, ns)) == 2 and bound(admin, ns), "the Job's two pods to be bound")
         assert set(placed.values()) == {node}
         job = admin.get(Job, "train", namespace=ns)
