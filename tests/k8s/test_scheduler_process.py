@@ -22,7 +22,7 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Pod
 
 from kai.k8s.envtest import ControlPlane, free_port
-from tests.k8s.sched import wait_for
+from tests.k8s.sched import PodGroup, wait_for
 from tests.k8s.test_scheduler import bound, gpu_pod, gpus_per_node
 
 KAI = Path(sys.executable).parent / "kai"
@@ -134,7 +134,9 @@ def test_kill_9_mid_run_and_restart_loses_nothing(
     first.proc.send_signal(signal.SIGKILL)
     assert first.proc.wait(timeout=10) == -signal.SIGKILL
     at_kill = len(bound(admin, ns))
-    assert at_kill < 80  # killed mid-run: the pod-grouper and binder were still at work
+    podgroups_at_kill = len(list(admin.list(PodGroup, namespace=ns)))
+    # killed mid-run: binds, or the PodGroups and annotations that follow them, were still to come
+    assert at_kill < 80 or podgroups_at_kill < 100, (at_kill, podgroups_at_kill)
 
     second = KaiProcess(scheduler_cluster, "second", lease, tmp_path)
     replicas.append(second)
