@@ -104,7 +104,10 @@ def test_bare_pods_are_grouped_bound_and_the_rest_explained(
         def made() -> dict[str, Any]:
             return {pg["metadata"]["name"]: pg for pg in admin.list(PodGroup, namespace=ns)}
 
-        pgs = wait_for(lambda: len(made()) == 5 and made(), "the pod-grouper's 5 PodGroups")
+        def annotated() -> bool:
+            return all("pod-group-name" in (p.metadata.annotations or {}) for p in admin.list(Pod, namespace=ns))
+
+        pgs = wait_for(lambda: len(made()) == 5 and annotated() and made(), "5 PodGroups and 5 annotated pods")
         for p in admin.list(Pod, namespace=ns):
             pg = pgs[p.metadata.annotations["pod-group-name"]]
             assert pg["spec"]["queue"] == "default-queue" and pg["spec"]["minMember"] == 1
