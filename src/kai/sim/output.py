@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from kai.api import constants as C
-from kai.api.objects import Pod
 from kai.api.dra import ResourceClaim
+from kai.api.objects import Pod
 from kai.api.quantity import format_bytes
 from kai.api.storage import PersistentVolume
 from kai.scheduler.decisions import CycleResult, Event
