@@ -113,6 +113,12 @@ def _max_into(into: Resources, other: Resources) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def object_ref(kind: str, namespace: str | None, name: str) -> str:
+    """``Kind/namespace/name`` (``Kind/name`` for a cluster-scoped object): how events, errors and
+    messages name an object, in both backends and ``kai sim``."""
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
 @dataclass(frozen=True, slots=True)
 class OwnerReference:
     api_version: str

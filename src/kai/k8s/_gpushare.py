@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from kai.api import constants as C
 from kai.api import sharedgpu
 from kai.api.gpugroups import gpu_group_labels, group_labels
-from kai.api.objects import Pod
+from kai.api.objects import Pod, object_ref
 from kai.k8s._api import Api, ApiError
 from kai.k8s._events import EventRecorder
 from kai.k8s._metrics import Metrics
@@ -358,7 +358,8 @@ class GpuSharingBinder:
                 f"Pod {pod.meta.namespace}/{pod.meta.name} runs on GPU group {missing[0]} of node {pod.node_name}, "
                 "which has no GPU reservation pod (its GPU is no longer held for it): deleted, as KAI's binder does"
             )
-            gone.append(Event(f"Pod/{pod.meta.namespace}/{pod.meta.name}", "Warning", "GpuReservationMissing", text))
+            ref = object_ref("Pod", pod.meta.namespace, pod.meta.name)
+            gone.append(Event(ref, "Warning", "GpuReservationMissing", text))
         if gone:
             self.events.record(gone)
 

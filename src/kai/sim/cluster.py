@@ -42,6 +42,7 @@ from kai.api.objects import (
     SchedulingShard,
     Topology,
     format_time,
+    object_ref,
     parse_pod,
 )
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload, pod_as_owner
@@ -92,8 +93,7 @@ def default_queues() -> list[Queue]:
 
 
 def _ref(obj: SimObject) -> str:
-    ns = obj.meta.namespace
-    return f"{obj.kind}/{ns}/{obj.meta.name}" if ns else f"{obj.kind}/{obj.meta.name}"
+    return object_ref(obj.kind, obj.meta.namespace, obj.meta.name)
 
 
 def _parse_ref(ref: str) -> ObjKey:
