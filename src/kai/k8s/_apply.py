@@ -36,6 +36,7 @@ from kai.api import constants as C
 from kai.api.gpugroups import gpu_group_labels, group_labels
 from kai.api.objects import Pod, format_time
 from kai.k8s._api import Api, ApiError
+from kai.k8s._dra import ClaimWriter
 from kai.k8s._events import EventRecorder
 from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
@@ -154,6 +155,7 @@ class Applier:
         self.metrics = metrics
         self.assumed = Assumed()
         self.volumes = VolumeBinder(api)
+        self.claims = ClaimWriter(api, store)
         self.assume_ttl_s = assume_ttl_s
         self.pdb_api_version = pdb_api_version
         self._concurrency = bind_concurrency
@@ -250,6 +252,8 @@ class Applier:
                 )
             if b.volumes:  # its volumes first, bound and waited for (kube-scheduler's VolumeBinding PreBind)
                 await self.volumes.bind(b)
+            if b.claims:  # its ResourceClaims' allocation and reservedFor (kube-scheduler's DynamicResources PreBind)
+                await self.claims.write(b, pod.meta.uid)
             await self.api.request("POST", f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}/binding", body=body)
         except ApiError as e:
             if e.code == 409:  # already bound (or the uid no longer matches): the watch has the truth
