@@ -138,7 +138,6 @@ class ObjectMeta:
     creation_timestamp: float | None = None
     deletion_timestamp: float | None = None
     owner_references: tuple[OwnerReference, ...] = ()
-    resource_version: int = 0
 
 
 MAX_NAME = 253  # a DNS subdomain, the longest name the API server accepts for any kind

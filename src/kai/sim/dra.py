@@ -52,8 +52,7 @@ def make_template_claims(store: Store, now: float) -> None:
             store.put(claim)
             made[pc.name] = name
         if made != pod.claim_statuses:
-            pod.claim_statuses = made
-            store.put(pod)
+            store.put(dataclasses.replace(pod, claim_statuses=made))  # a copy: a snapshot may hold the old one
 
 
 def allocate_chosen(store: Store, pod: Pod, allocations: tuple[ClaimAllocation, ...]) -> None:
@@ -63,11 +62,13 @@ def allocate_chosen(store: Store, pod: Pod, allocations: tuple[ClaimAllocation, 
         claim = store.get("ResourceClaim", (a.namespace, a.claim))
         if claim is None:
             continue
-        if a.devices and claim.allocation is None:
-            claim.allocation = parse_allocation(allocation_doc(claim, classes, a.devices, a.node))
-        if all(c.name != pod.meta.name for c in claim.reserved_for):
-            claim.reserved_for = (*claim.reserved_for, Consumer(pod.meta.name, pod.meta.uid))
-        store.put(claim)
+        allocation = claim.allocation
+        if a.devices and allocation is None:
+            allocation = parse_allocation(allocation_doc(claim, classes, a.devices, a.node))
+        reserved = claim.reserved_for
+        if all(c.name != pod.meta.name for c in reserved):
+            reserved = (*reserved, Consumer(pod.meta.name, pod.meta.uid))
+        store.put(dataclasses.replace(claim, allocation=allocation, reserved_for=reserved))
 
 
 def release_pod(store: Store, pod: Pod) -> None:
@@ -82,10 +83,7 @@ def release_pod(store: Store, pod: Pod) -> None:
             continue
         live = tuple(c for c in claim.reserved_for if c.name != pod.meta.name)
         if live != claim.reserved_for:
-            claim.reserved_for = live
-            if not live:
-                claim.allocation = None
-            store.put(claim)
+            _reserve(store, claim, live)
 
 
 def sync_claims(store: Store) -> None:
@@ -107,9 +105,11 @@ def sync_claims(store: Store) -> None:
             and (not c.uid or p.meta.uid == c.uid)
             and p.phase not in ("Succeeded", "Failed")
         )
-        if live == claim.reserved_for:
-            continue
-        claim.reserved_for = live
-        if not live:
-            claim.allocation = None
-        store.put(claim)
+        if live != claim.reserved_for:
+            _reserve(store, claim, live)
+
+
+def _reserve(store: Store, claim: ResourceClaim, consumers: tuple[Consumer, ...]) -> None:
+    """Store a copy of *claim* reserved for *consumers*; with none left it is deallocated (the controller's rule)."""
+    allocation = claim.allocation if consumers else None
+    store.put(dataclasses.replace(claim, reserved_for=consumers, allocation=allocation))
