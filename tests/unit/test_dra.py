@@ -14,10 +14,13 @@ from kai.api.cel import compile_selector, device_value
 from kai.api.dra import claim_gpus, parse_device_class, parse_resource_claim, parse_resource_slice
 from kai.api.errors import ManifestError
 from kai.api.manifests import load_manifests
+from kai.scheduler.conf import SchedulerConf
+from kai.scheduler.cycle import run_cycle
 from kai.scheduler.dra import build_dra
 from kai.scheduler.model import GPU, MILLI
 from kai.sim.cluster import EmbeddedCluster
 from tests.conftest import run_sim
+from tests.unit.builders import node, pod, podgroup, queue, snapshot_of
 
 V1 = "resource.k8s.io/v1"
 
@@ -163,3 +166,105 @@ def test_kai_sim_refuses_a_bad_selector_naming_file_object_and_field(tmp_path: P
     code, _, err = run_sim([str(f)])
     assert code != 0
     assert "ResourceClaim/default/broken" in err and "selectors[0].cel.expression" in err
+
+
+# --- the dynamicresources rule in the engine --------------------------------------------------------------
+
+
+def nic_slice(node: str, count: int) -> dict[str, Any]:
+    devices = [{"name": f"nic-{i}"} for i in range(count)]
+    spec = {"driver": "nic.example.com", "nodeName": node, "pool": {"name": node, "generation": 1}, "devices": devices}
+    return {"apiVersion": V1, "kind": "ResourceSlice", "metadata": {"name": f"{node}-nics"}, "spec": spec}
+
+
+NIC_CLASS = {"apiVersion": V1, "kind": "DeviceClass", "metadata": {"name": "nic"}, "spec": {}}
+
+
+def nic_claim(name: str, *counts: int, node: str | None = None, devices: tuple[str, ...] = (), user: str = "") -> dict:
+    doc = claim([{"name": f"r{i}", "exactly": {"deviceClassName": "nic", "count": c}} for i, c in enumerate(counts)])
+    doc["metadata"]["name"] = name
+    if node is not None:
+        results = [{"request": "r0", "driver": "nic.example.com", "pool": node, "device": d} for d in devices]
+        match = [{"key": "metadata.name", "operator": "In", "values": [node]}]
+        doc["status"] = {
+            "allocation": {
+                "devices": {"results": results},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": match}]},
+            },
+            "reservedFor": [{"resource": "pods", "name": user}] if user else [],
+        }
+    return doc
+
+
+def claiming(doc: dict[str, Any], claim_name: str) -> dict[str, Any]:
+    doc["metadata"]["namespace"] = "default"
+    doc["spec"]["resourceClaims"] = [{"name": "nics", "resourceClaimName": claim_name}]
+    return doc
+
+
+def dra_docs(*extra: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        queue("root"),
+        queue("q", "root"),
+        node("n1", gpu=0),
+        node("n2", gpu=0),
+        NIC_CLASS,
+        nic_slice("n1", 3),
+        nic_slice("n2", 4),
+        *extra,
+    ]
+
+
+def test_requests_of_one_pod_that_compete_for_devices_are_counted_together() -> None:
+    # two requests of 2 NICs each: each alone fits n1's three NICs, together only n2's four
+    docs = dra_docs(nic_claim("pair", 2, 2), podgroup("pg", "q"), claiming(pod("p", "pg", gpu=0), "pair"))
+    result = run_cycle(snapshot_of(docs), SchedulerConf(actions=("allocate",)))
+    (bind,) = result.binds
+    assert bind.node == "n2"
+    (alloc,) = bind.claims
+    assert sorted(d[3] for d in alloc.devices) == ["nic-0", "nic-1", "nic-2", "nic-3"]
+    assert sorted({d[0] for d in alloc.devices}) == ["r0", "r1"]
+
+
+def test_a_gang_that_does_not_fit_keeps_no_device_and_the_next_job_gets_them() -> None:
+    # gang: three pods of 3 NICs (one fits per node: 2 of 3); then a single pod of 4 NICs must still get n2's four
+    gang = [claiming(pod(f"g{i}", "gang", gpu=0), f"g{i}") for i in range(3)]
+    docs = dra_docs(
+        *(nic_claim(f"g{i}", 3) for i in range(3)),
+        nic_claim("solo", 4),
+        podgroup("gang", "q", min_member=3),
+        *gang,
+        podgroup("solo", "q"),
+        claiming(pod("s", "solo", gpu=0), "solo"),
+    )
+    result = run_cycle(snapshot_of(docs), SchedulerConf(actions=("allocate",)))
+    assert [(b.pod.name, b.node) for b in result.binds] == [("s", "n2")]
+    assert [len(c.devices) for c in result.binds[0].claims] == [4]
+
+
+def test_devices_of_a_claim_whose_pods_are_all_released_are_free_later_not_now() -> None:
+    # n1's three NICs are held by "old"'s claim; old is being evicted (releasing): a pod wanting three NICs may be
+    # pipelined onto n1 but not bound there; n2 is full (a claim holds its four)
+    docs = dra_docs(
+        nic_claim("held1", 3, node="n1", devices=("nic-0", "nic-1", "nic-2"), user="old"),
+        nic_claim("held2", 4, node="n2", devices=("nic-0", "nic-1", "nic-2", "nic-3")),
+        nic_claim("want", 3),
+        podgroup("old", "q"),
+        claiming(pod("old", "old", gpu=0, node_name="n1", releasing=True), "held1"),
+        podgroup("new", "q"),
+        claiming(pod("new", "new", gpu=0), "want"),
+    )
+    result = run_cycle(snapshot_of(docs), SchedulerConf(actions=("allocate",)))
+    assert not result.binds
+    assert [(p.pod.name, p.node) for p in result.pipelines] == [("new", "n1")]
+
+
+def test_an_allocated_claim_holds_its_devices_without_any_pod() -> None:
+    docs = dra_docs(
+        nic_claim("left", 3, node="n1", devices=("nic-0", "nic-1", "nic-2")),  # allocated, reserved for nobody
+        nic_claim("want", 3),
+        podgroup("new", "q"),
+        claiming(pod("new", "new", gpu=0), "want"),
+    )
+    result = run_cycle(snapshot_of(docs), SchedulerConf(actions=("allocate",)))
+    assert [(b.pod.name, b.node) for b in result.binds] == [("new", "n2")]
