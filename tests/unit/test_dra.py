@@ -268,3 +268,15 @@ def test_an_allocated_claim_holds_its_devices_without_any_pod() -> None:
     )
     result = run_cycle(snapshot_of(docs), SchedulerConf(actions=("allocate",)))
     assert [(b.pod.name, b.node) for b in result.binds] == [("new", "n2")]
+
+
+def test_the_timeline_shows_the_devices_a_bind_allocates() -> None:
+    case = Path(__file__).parents[1] / "scenarios" / "dra" / "reclaim_frees_devices"
+    args = ["--actions", "allocate,reclaim", "--cycles", "2", "--at", f"1:{case / 'empty.yaml'}"]
+    code, doc, err = run_sim([str(case / "cluster.yaml"), *args])
+    assert code == 0, err
+    assert doc is not None
+    binds = [
+        (r["cycle"], d["pod"], d.get("claims")) for r in doc["timeline"] for d in r["decisions"] if d["type"] == "bind"
+    ]
+    assert binds == [(2, "default/b0", ["default/b0-gpu -> node-a/gpu-1"])]
