@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from kai.scheduler.framework import NodeRule, Plugin
+from kai.scheduler.framework import Arg, NodeRule, Plugin
 from kai.scheduler.model import TaskInfo, TaskStatus
+from kai.scheduler.plugins._args import integer
 from kai.scheduler.podrules._counters import state_of
 from kai.scheduler.podrules._dra import DeviceBook, DraRule, rule_key
 from kai.scheduler.podrules._shared import shared
@@ -25,6 +26,10 @@ from kai.scheduler.session import Session
 
 class DynamicResources(Plugin):
     name: ClassVar[str] = "dynamicresources"
+    # KAI's size of its compiled-CEL cache. kai compiles each selector once when its object is parsed and keeps a
+    # selector's answers per device for the snapshot, so the bound changes nothing (docs/differences.md).
+    ARGS: ClassVar[Mapping[str, Arg]] = {"maxCelCacheEntries": integer}
+    DEFAULTS: ClassVar[Mapping[str, Any]] = {"maxCelCacheEntries": 10}
 
     def __init__(self, args: Mapping[str, Any] | None = None, *, where: str = "") -> None:
         super().__init__(args, where=where)

@@ -66,8 +66,13 @@ class DeviceBook:
         self.on_node = self.dev_row >= 0
         self.index = {key: i for i, key in enumerate(dra.devices)}
         n_dev = len(dra.devices)
+        # per device, how many claims hold it later / now (a pipelined pod's pick may share a device with the
+        # released claim it waits for): taken where the count is above zero
+        self.later_count = np.zeros(n_dev, dtype=np.int64)
+        self.now_count = np.zeros(n_dev, dtype=np.int64)
         self.taken_later = np.zeros(n_dev, dtype=bool)
         self.taken_now = np.zeros(n_dev, dtype=bool)
+        self._state: dict[ClaimKey, tuple[int, int]] = {}  # allocated claim -> what it adds (later, now)
         self.picks: dict[ClaimKey, _Pick] = {}
         self.version = 1
         self._selector_masks: dict[ClaimKey, np.ndarray] = {}
@@ -108,8 +113,31 @@ class DeviceBook:
         states = [self.pods.where(pid)[1] for pid in self._users.get(key, ())]
         on = [s for s in states if s != NONE]
         releasing = bool(on) and all(s == RELEASING for s in on)
-        self.taken_later[devices] = not releasing
-        self.taken_now[devices] = True
+        new = (0 if releasing else 1, 1)
+        old = self._state.get(key, (0, 0))
+        if new != old:
+            self._state[key] = new
+            self._count(devices, new[0] - old[0], new[1] - old[1])
+
+    def _count(self, devices: np.ndarray, later: int, now: int) -> None:
+        if later:
+            self.later_count[devices] += later
+            self.taken_later[devices] = self.later_count[devices] > 0
+        if now:
+            self.now_count[devices] += now
+            self.taken_now[devices] = self.now_count[devices] > 0
+
+    def still_own(self, key: ClaimKey) -> tuple[bool, bool]:
+        """(later, now): whether an allocated claim's devices are still its own, not picked for another claim
+        this cycle (a victim's devices given to the pod that evicted it: the victim cannot come back there)."""
+        devices = self._held.get(key)
+        if devices is None or not devices.size:
+            return True, True
+        own_later, own_now = self._state.get(key, (0, 0))
+        return (
+            bool((self.later_count[devices] - own_later <= 0).all()),
+            bool((self.now_count[devices] - own_now <= 0).all()),
+        )
 
     def allocated_nodes(self, key: ClaimKey, claim: ResourceClaim) -> np.ndarray:
         """(n,) bool: nodes an allocated claim can be used from (its nodeSelector; every node without one)."""
@@ -179,8 +207,7 @@ class DeviceBook:
                 if pick is None:
                     continue  # the rule refused every such node: only a direct placement gets here
                 self.picks[key] = pick
-                self.taken_later[pick.devices] = True
-                self.taken_now[pick.devices] = True
+                self._count(pick.devices, 1, 1)
                 allocations.append(ClaimAllocation(key[0], key[1], name, pick.results))
             else:
                 pick.pods += 1
@@ -198,8 +225,7 @@ class DeviceBook:
                 pick.pods -= 1
                 if pick.pods <= 0:
                     del self.picks[key]
-                    self.taken_later[pick.devices] = False
-                    self.taken_now[pick.devices] = False
+                    self._count(pick.devices, -1, -1)
             elif key in self._held:
                 self._claim_state(key)
         self.version += 1
@@ -276,6 +302,10 @@ class DraRule(CountedRule):
                     continue
                 ok = book.allocated_nodes((ns, name), claim)
                 parts.append((f"do not match the nodeSelector of ResourceClaim {ref}'s allocation", ok, ok))
+                later_own, now_own = book.still_own((ns, name))
+                if not (later_own and now_own):
+                    why = f"cannot use ResourceClaim {ref}: its devices were given to another claim this cycle"
+                    parts.append((why, ok & later_own, ok & now_own))
                 continue
             for i, req in enumerate(claim.spec.requests):
                 if req.device_class not in dra.classes:
