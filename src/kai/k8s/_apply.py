@@ -155,7 +155,7 @@ class Applier:
         self.metrics = metrics
         self.assumed = Assumed()
         self.volumes = VolumeBinder(api)
-        self.claims = ClaimWriter(api, store)
+        self.claims = ClaimWriter(api, store, assume_ttl_s=assume_ttl_s)
         self.assume_ttl_s = assume_ttl_s
         self.pdb_api_version = pdb_api_version
         self._concurrency = bind_concurrency

@@ -8,16 +8,29 @@ then add the pod to ``status.reservedFor`` (pods, name, uid). One PUT of ``/stat
 claim's resourceVersion, so a claim another scheduler allocated in between is never overwritten: a conflict,
 a claim allocated elsewhere meanwhile, or a claim that is gone fails the pod's bind (a FailedBinding event) and
 the next cycle plans the pod again with what was written.
+
+A claim written is remembered (``claims``) until the informer's Store shows the write (allocated, reserved for
+the pod) or ``assume_ttl_s`` passes: a cycle that starts before the watch delivers it still sees the claim
+allocated, so its devices are never given twice.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from kai.api.dra import API_VERSION, MAX_RESERVED_FOR, allocation_doc, parse_device_class, parse_resource_claim
+from kai.api.dra import (
+    API_VERSION,
+    MAX_RESERVED_FOR,
+    ResourceClaim,
+    allocation_doc,
+    parse_device_class,
+    parse_resource_claim,
+)
 from kai.api.errors import ManifestError
 from kai.k8s._api import Api, ApiError
 from kai.scheduler.decisions import Bind, ClaimAllocation
+from kai.store import Key, key_of
 
 
 class ClaimWriteError(ApiError):
@@ -31,9 +44,26 @@ class ClaimWriteError(ApiError):
 
 
 class ClaimWriter:
-    def __init__(self, api: Api, store: Any) -> None:
+    def __init__(self, api: Api, store: Any, *, assume_ttl_s: float = 30.0) -> None:
         self.api = api
         self.store = store  # DeviceClasses come from the informers' Store (their configs go into allocations)
+        self.assume_ttl_s = assume_ttl_s
+        self._written: dict[Key, tuple[ResourceClaim, str, float]] = {}  # claim, pod reserved, deadline
+
+    def claims(self) -> list[ResourceClaim]:
+        """The Store's ResourceClaims, with the ones written but not yet seen on the watch as written."""
+        claims = {key_of(c): c for c in self.store.list("ResourceClaim")}
+        now = time.monotonic()
+        for key, (claim, pod, deadline) in list(self._written.items()):
+            seen = claims.get(key)
+            caught_up = (
+                seen is not None and seen.allocation is not None and any(c.name == pod for c in seen.reserved_for)
+            )
+            if seen is None or caught_up or now > deadline:
+                del self._written[key]
+            else:
+                claims[key] = claim
+        return list(claims.values())
 
     async def write(self, b: Bind, pod_uid: str) -> None:
         """Allocate and reserve *b*'s claims for its pod; raises ClaimWriteError."""
@@ -74,4 +104,9 @@ class ClaimWriter:
         elif c.devices:
             raise ClaimWriteError(f"ResourceClaim {c.namespace}/{c.claim} was allocated by another scheduler meanwhile")
         reserved.append({"resource": "pods", "name": pod, "uid": uid})
-        await self.api.request("PUT", f"{self._path(c)}/status", body=doc)
+        written = await self.api.request("PUT", f"{self._path(c)}/status", body=doc)
+        try:
+            claim = parse_resource_claim(written)
+        except ManifestError:
+            return  # the Store keeps such a claim out anyway (the informer reports it)
+        self._written[(c.namespace, c.claim)] = (claim, pod, time.monotonic() + self.assume_ttl_s)

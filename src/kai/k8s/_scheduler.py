@@ -470,7 +470,7 @@ class KaiScheduler:
             task_order=task_order_of(conf),
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
-            dra=dra_of(self.store),
+            dra=dra_of(self.store, self.applier.claims.claims()),  # with claims written, not yet watched
         )
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, conf)

@@ -129,12 +129,13 @@ def build_dra(
     )
 
 
-def dra_of(store: Any) -> Dra:
-    """The DRA kinds of a Store (``kai.store.Store``: what the backends keep)."""
+def dra_of(store: Any, claims: Iterable[ResourceClaim] | None = None) -> Dra:
+    """The DRA kinds of a Store (``kai.store.Store``: what the backends keep); *claims* in place of its
+    ResourceClaims (the Kubernetes backend adds the ones it wrote that the watch has not delivered yet)."""
     return build_dra(
         store.list("DeviceClass"),
         store.list("ResourceSlice"),
-        store.list("ResourceClaim"),
+        store.list("ResourceClaim") if claims is None else claims,
         store.list("ResourceClaimTemplate"),
     )
 
