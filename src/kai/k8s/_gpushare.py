@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from kai.api import constants as C
 from kai.api import sharedgpu
-from kai.api.gpugroups import gpu_group_labels, group_labels
+from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import Pod, object_ref
 from kai.k8s._api import Api, ApiError
 from kai.k8s._events import EventRecorder
@@ -218,7 +218,7 @@ class GpuSharingBinder:
         env = sharedgpu.visibility_env(uuids, portion)
         await self._upsert_configmap(ns, sharedgpu.capabilities_configmap(prefix, ref), owner, env)
         await self._upsert_configmap(ns, sharedgpu.env_configmap(prefix, ref), owner, {})
-        labels: dict[str, str | None] = {k: None for k in pod.meta.labels if _is_group_label(k)}
+        labels: dict[str, str | None] = {k: None for k in pod.meta.labels if is_gpu_group_label(k)}
         labels.update(gpu_group_labels(tuple(b.gpu_groups)))
         body = {
             "metadata": {
@@ -365,7 +365,3 @@ class GpuSharingBinder:
 
     def _inflight_groups(self) -> set[str]:
         return {g for groups in self._inflight.values() for g in groups}
-
-
-def _is_group_label(key: str) -> bool:
-    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from kai.api import constants as C
 from kai.api.duration import parse_duration
 from kai.api.errors import ManifestError
-from kai.api.gpugroups import gpu_group_labels, group_labels
+from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import (
     ApiObject,
     Node,
@@ -46,7 +46,7 @@ from kai.api.objects import (
     parse_pod,
 )
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload, pod_as_owner
-from kai.podgrouper import Grouping, Origin, group_pod
+from kai.podgrouper import Grouping, Origin, group_pod, updated_podgroup
 from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
@@ -394,7 +394,7 @@ class EmbeddedCluster:
         key = key_of(pg)
         existing = self.store.get("PodGroup", key)
         if existing is not None and existing.generated:
-            pg = _update_spec(existing, pg)
+            pg = updated_podgroup(existing, pg)
         if existing is None or existing.generated:
             if existing is None and pg.meta.creation_timestamp is None:
                 pg.meta.creation_timestamp = pod.meta.creation_timestamp
@@ -619,7 +619,7 @@ class EmbeddedCluster:
                 self._set_gpu_groups(t.pod, groups)
 
     def _set_gpu_groups(self, pod: Pod, groups: tuple[str, ...]) -> Pod:
-        labels = {k: v for k, v in pod.meta.labels.items() if not _is_gpu_group_label(k)}
+        labels = {k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)}
         labels.update(gpu_group_labels(groups) if groups else {})
         return self._update_meta(pod, labels=labels)
 
@@ -726,7 +726,7 @@ class EmbeddedCluster:
                 uid=f"{pod.meta.uid}~{self._generation}",
                 deletion_timestamp=None,
                 creation_timestamp=self.now,
-                labels={k: v for k, v in pod.meta.labels.items() if not _is_gpu_group_label(k)},
+                labels={k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)},
                 annotations=dict(pod.meta.annotations),
             ),
             node_name="",
@@ -909,36 +909,6 @@ class EmbeddedCluster:
 
 
 SIM_DURATION_ANNOTATIONS = (C.ANNOTATION_SIM_DURATION, C.ANNOTATION_SIM_ARRIVAL, C.ANNOTATION_SIM_CHECKPOINT)
-
-
-def _is_gpu_group_label(key: str) -> bool:
-    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")
-
-
-_SPEC_FIELDS = (
-    "min_member",
-    "queue",
-    "priority_class_name",
-    "preemptibility",
-    "min_subgroup",
-    "sub_groups",
-    "topology_constraint",
-    "preemption_delay",
-    "staleness_grace_period",
-)
-
-
-def _update_spec(existing: PodGroup, new: PodGroup) -> PodGroup:
-    """The pod-grouper's update of a PodGroup it made: *existing* itself when nothing changed, else a copy
-    with the new spec, labels and annotations merged over the old ones. What the scheduler wrote (the stale
-    timestamp, its annotations) and the creation time are kept, as KAI's podgroup handler keeps them."""
-    same = all(getattr(existing, f) == getattr(new, f) for f in _SPEC_FIELDS)
-    labels = {**existing.meta.labels, **new.meta.labels}
-    annotations = {**existing.meta.annotations, **new.meta.annotations}
-    if same and labels == existing.meta.labels and annotations == existing.meta.annotations:
-        return existing
-    meta = dataclasses.replace(existing.meta, labels=labels, annotations=annotations)
-    return dataclasses.replace(existing, meta=meta, **{f: getattr(new, f) for f in _SPEC_FIELDS})
 
 
 def parse_sim_annotation(name: str, text: Any, error: Any) -> float:
