@@ -52,6 +52,16 @@ class _Pick:
     pods: int
 
 
+@dataclass(slots=True)
+class _Shape:
+    """Requests of one class and selectors: their devices, and per node the total and free ones (later, now)."""
+
+    matching: np.ndarray  # (devices,) bool
+    total: np.ndarray  # (n,) int
+    free_later: np.ndarray
+    free_now: np.ndarray
+
+
 class DeviceBook:
     """The device choices of one Session and which devices are taken now and later (module docstring)."""
 
@@ -73,6 +83,7 @@ class DeviceBook:
         self.taken_later = np.zeros(n_dev, dtype=bool)
         self.taken_now = np.zeros(n_dev, dtype=bool)
         self._state: dict[ClaimKey, tuple[int, int]] = {}  # allocated claim -> what it adds (later, now)
+        self._shapes: dict[Hashable, _Shape] = {}
         self.picks: dict[ClaimKey, _Pick] = {}
         self.version = 1
         self._selector_masks: dict[ClaimKey, np.ndarray] = {}
@@ -120,12 +131,23 @@ class DeviceBook:
             self._count(devices, new[0] - old[0], new[1] - old[1])
 
     def _count(self, devices: np.ndarray, later: int, now: int) -> None:
-        if later:
-            self.later_count[devices] += later
-            self.taken_later[devices] = self.later_count[devices] > 0
-        if now:
-            self.now_count[devices] += now
-            self.taken_now[devices] = self.now_count[devices] > 0
+        for counts, taken, delta, free_of in (
+            (self.later_count, self.taken_later, later, "free_later"),
+            (self.now_count, self.taken_now, now, "free_now"),
+        ):
+            if not delta:
+                continue
+            counts[devices] += delta
+            flipped = devices[(counts[devices] > 0) != taken[devices]]
+            if not flipped.size:
+                continue
+            taken[flipped] = counts[flipped] > 0
+            step = np.where(taken[flipped], -1, 1)  # a device taken leaves the free counts, one freed joins
+            rows = self.dev_row[flipped]
+            for shape in self._shapes.values():
+                inside = shape.matching[flipped] & (rows >= 0)
+                if inside.any():
+                    np.add.at(getattr(shape, free_of), rows[inside], step[inside])
 
     def still_own(self, key: ClaimKey) -> tuple[bool, bool]:
         """(later, now): whether an allocated claim's devices are still its own, not picked for another claim
@@ -149,17 +171,29 @@ class DeviceBook:
             self._selector_masks[key] = got
         return got
 
-    def free_counts(self, matching: np.ndarray, taken: np.ndarray) -> np.ndarray:
-        """(n,) int: per node, the devices of *matching* not *taken*."""
-        m = matching & ~taken & self.on_node
-        return np.bincount(self.dev_row[m], minlength=self.n)
+    def shape(self, req: DeviceRequest) -> _Shape:
+        """The free devices per node for requests like *req* (class, selectors), kept current by ``_count``."""
+        key = (req.device_class, req.selectors)
+        got = self._shapes.get(key)
+        if got is None:
+            matching = self.dra.matching(req.device_class, req.selectors)
+            m = matching & self.on_node
+            rows = self.dev_row
+            got = self._shapes[key] = _Shape(
+                matching,
+                np.bincount(rows[m], minlength=self.n),
+                np.bincount(rows[m & ~self.taken_later], minlength=self.n),
+                np.bincount(rows[m & ~self.taken_now], minlength=self.n),
+            )
+        return got
 
-    def request_mask(self, req: DeviceRequest, matching: np.ndarray, taken: np.ndarray) -> np.ndarray:
-        free = self.free_counts(matching, taken)
+    def request_masks(self, req: DeviceRequest) -> tuple[np.ndarray, np.ndarray]:
+        """(later, now): (n,) bool, nodes with free devices for *req* (vectorized: one comparison per node)."""
+        shape = self.shape(req)
         if req.mode == ALL:
-            total = np.bincount(self.dev_row[matching & self.on_node], minlength=self.n)
-            return (total > 0) & (free == total)
-        return free >= req.count
+            some = shape.total > 0
+            return some & (shape.free_later == shape.total), some & (shape.free_now == shape.total)
+        return shape.free_later >= req.count, shape.free_now >= req.count
 
     # --- choosing ------------------------------------------------------------------------------------
 
@@ -315,8 +349,7 @@ class DraRule(CountedRule):
                     )
                     continue
                 matching = dra.matching(req.device_class, req.selectors)
-                later = book.request_mask(req, matching, book.taken_later)
-                now = book.request_mask(req, matching, book.taken_now)
+                later, now = book.request_masks(req)
                 want = "every device (allocationMode All)" if req.mode == ALL else f"{req.count} device(s)"
                 why = f"have too few free devices of DeviceClass {req.device_class} for {want}"
                 why += f" of {ref} request {req.name}"
