@@ -20,7 +20,15 @@ A slot with no pods is not a group: it is one of the node's whole GPUs, counted 
 node's GPU column (milli-GPU of whole GPUs, idle or releasing) like any other. The first
 fraction on a GPU takes it out of that pool; a group whose pods are all releasing counts as
 one releasing whole GPU (KAI's ReleasingSharedGPUs), and is no longer offered as a group.
-Whole-GPU pods only ever take whole GPUs from the pool, so they never land on a shared GPU.
+Whole-GPU pods only ever take whole GPUs from the pool, so they never land on a shared GPU. Whole GPUs
+are counted per node, not per device: which device a whole-GPU pod gets is the device plugin's choice at
+start (as with KAI), and any free device serves; a device becomes the engine's business only when a
+fraction makes it a group, and from then on it is tracked per slot until its last pod leaves.
+
+Whether a request fits a node is one rule, ``portion_fits``: the devices it needs are found among the
+groups with room for its portion and the node's whole free GPUs. The fit functions below differ only in
+how they count those inputs (per node in Python, over many nodes in NumPy, from each node's largest group
+for one device), so each stays as fast as the question it answers.
 
 Choosing GPUs on a node (``choose``): the candidates are the groups the portion fits on and
 one "whole GPU" candidate per GPU in the idle (then releasing) pool. Those that fit on what
