@@ -463,6 +463,7 @@ class KaiScheduler:
     async def cycle(self) -> CycleRecord:
         """One cycle: snapshot, engine, apply."""
         from kai.scheduler.cycle import run_cycle
+        from kai.scheduler.dra import dra_of
         from kai.scheduler.plugins import task_order_of
         from kai.scheduler.snapshot import build_snapshot
         from kai.scheduler.storage import storage_of
@@ -488,6 +489,7 @@ class KaiScheduler:
             task_order=task_order_of(conf),
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
+            dra=dra_of(self.store, self.applier.claims.claims()),  # with claims written, not yet watched
         )
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, conf)
