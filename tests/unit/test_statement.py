@@ -25,6 +25,7 @@ from kai.sim.cluster import EmbeddedCluster
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 RUNNING_SINCE = "2025-12-31T23:00:00Z"
+DELETED_AT = "2025-12-31T23:59:30Z"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,7 +77,7 @@ def pod(
         spec["nodeName"] = node_name
         doc["status"] = {"phase": "Running", "startTime": RUNNING_SINCE}
         if releasing:
-            meta["deletionTimestamp"] = RUNNING_SINCE
+            meta["deletionTimestamp"] = DELETED_AT  # terminating, not yet StuckInReleasing (2m)
     return doc
 
 

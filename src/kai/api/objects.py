@@ -827,6 +827,8 @@ class SchedulingShard:
     reclaim_min_runtime: float | None = None
     usage_window: float | None = None  # usageDBConfig.usageParams.windowSize; None = no time-based fair share
     usage_half_life: float | None = None  # usageDBConfig.usageParams.halfLifePeriod; None = no decay
+    # spec.stuckInReleasingThreshold (seconds); None = KAI's default 2m. Like KAI, 0 or less keeps the default.
+    stuck_in_releasing_threshold: float | None = None
 
     kind = "SchedulingShard"
 
@@ -865,6 +867,7 @@ def parse_shard(doc: dict[str, Any]) -> SchedulingShard:
         args=_str_map(spec.get("args"), "spec.args"),
         preempt_min_runtime=_duration(mr.get("preemptMinRuntime"), "spec.minRuntime.preemptMinRuntime"),
         reclaim_min_runtime=_duration(mr.get("reclaimMinRuntime"), "spec.minRuntime.reclaimMinRuntime"),
+        stuck_in_releasing_threshold=_duration(spec.get("stuckInReleasingThreshold"), "spec.stuckInReleasingThreshold"),
         **_usage_params(spec),
     )
 

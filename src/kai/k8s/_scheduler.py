@@ -387,6 +387,7 @@ class KaiScheduler:
             pdbs=self.store.list("PodDisruptionBudget"),
             topologies=self.store.list("Topology"),
             task_order=task_order_of(conf),
+            stuck_in_releasing_s=conf.stuck_in_releasing_threshold,
         )
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, conf)

@@ -125,12 +125,15 @@ class TaskStatus(enum.IntEnum):
     RELEASING = 7
     SUCCEEDED = 8
     FAILED = 9
+    # Running with a deletionTimestamp older than the threshold (KAI's StuckInReleasing): it still holds its
+    # resources, but they are no longer counted as releasing, so nothing is pipelined onto them; not a victim
+    STUCK_IN_RELEASING = 10
 
 
 ACTIVE_ALLOCATED = frozenset(
     {TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING}
 )
-ACTIVE_USED = ACTIVE_ALLOCATED | {TaskStatus.RELEASING}
+ACTIVE_USED = ACTIVE_ALLOCATED | {TaskStatus.RELEASING, TaskStatus.STUCK_IN_RELEASING}
 ALIVE = ACTIVE_ALLOCATED | {TaskStatus.PENDING, TaskStatus.GATED}
 
 

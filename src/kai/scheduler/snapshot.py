@@ -157,14 +157,19 @@ def _gpu_memory_mib(labels: dict[str, str]) -> int:
 MAX_GPU_MEMORY_MIB = 2**30  # per GPU (1 PiB): a larger label value is as unusable as a malformed one
 
 
-def task_status(pod: Pod) -> TaskStatus:
-    """KAI's pod status model (reference 1.4), from what the API shows."""
+def task_status(pod: Pod, now: float | None = None, stuck_after: float = C.DEFAULT_STUCK_IN_RELEASING_S) -> TaskStatus:
+    """KAI's pod status model (reference 1.4), from what the API shows. A Running pod whose deletionTimestamp
+    is more than *stuck_after* seconds before *now* is StuckInReleasing (KAI's getTaskStatus); without *now*
+    no pod is."""
     if pod.phase == "Succeeded":
         return TaskStatus.SUCCEEDED
     if pod.phase == "Failed":
         return TaskStatus.FAILED
     if pod.node_name:
-        if pod.meta.deletion_timestamp is not None:
+        deleted = pod.meta.deletion_timestamp
+        if deleted is not None:
+            if pod.phase == "Running" and now is not None and now - deleted > stuck_after:
+                return TaskStatus.STUCK_IN_RELEASING
             return TaskStatus.RELEASING
         return TaskStatus.RUNNING if pod.phase == "Running" else TaskStatus.BOUND
     if pod.meta.deletion_timestamp is not None:
@@ -295,10 +300,13 @@ def build_snapshot(
     queue_usage: dict[str, tuple[float, float, float]] | None = None,
     topologies: Iterable[Topology] = (),
     task_order: Callable[[Pod], tuple] = default_task_order,
+    stuck_in_releasing_s: float = C.DEFAULT_STUCK_IN_RELEASING_S,
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
     scheduler belong to the PodGroup named by their ``pod-group-name`` annotation. *task_order*: the pod
-    order inside a job (``kai.scheduler.plugins.task_order_of(conf)``; KAI's default tiers otherwise)."""
+    order inside a job (``kai.scheduler.plugins.task_order_of(conf)``; KAI's default tiers otherwise).
+    *stuck_in_releasing_s*: a terminating Running pod older than this is StuckInReleasing (``task_status``):
+    its resources stay used but are not releasing (``SchedulerConf.stuck_in_releasing_threshold``)."""
     nodes = sorted(nodes, key=lambda n: n.meta.name)
     resources = _resource_columns(nodes, pods)
     col = {r: i for i, r in enumerate(resources)}
@@ -356,7 +364,7 @@ def build_snapshot(
     for count, pod in enumerate(pods):
         if count % SATURATE_EVERY == SATURATE_EVERY - 1:
             _saturate(used, releasing, other_used)
-        status = task_status(pod)
+        status = task_status(pod, now, stuck_in_releasing_s)
         node = node_row.get(pod.node_name, -1)
         req = _vector(pod.requests, col, n_res)
         share, spec_error = share_of(pod, max_gpu_mem)

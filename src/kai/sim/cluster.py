@@ -47,6 +47,7 @@ from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.gpusharing import default_group_name, parse_share
+from kai.scheduler.model import TaskStatus
 from kai.scheduler.plugins import check_conf, task_order_of
 from kai.scheduler.snapshot import Snapshot, build_snapshot
 from kai.scheduler.taskorder import default_task_order
@@ -130,7 +131,7 @@ class PodView:
     """What ``kai sim`` reports for one pod after the last cycle."""
 
     pod: Pod
-    status: str  # Pending | Binding | Pipelined | Running | Releasing | Succeeded | Failed
+    status: str  # Pending | Binding | Pipelined | Running | Releasing | StuckInReleasing | Succeeded | Failed
     node: str
     gpu_groups: tuple[str, ...] = ()  # the shared GPUs it holds (or, pipelined, is promised)
 
@@ -561,6 +562,7 @@ class EmbeddedCluster:
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
             topologies=self.topologies(),
             task_order=task_order_of(conf) if conf is not None else default_task_order,
+            stuck_in_releasing_s=(conf or SchedulerConf()).stuck_in_releasing_threshold,
         )
 
     def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
@@ -861,6 +863,8 @@ class EmbeddedCluster:
 
     def pod_views(self) -> list[PodView]:
         views = []
+        snap = self.last_snapshot  # a terminating pod the last cycle saw as StuckInReleasing is shown so
+        stuck = {(t.namespace, t.name) for t in snap.tasks if t.status == TaskStatus.STUCK_IN_RELEASING} if snap else ()
         for pod in self.store.list("Pod"):
             key = (pod.meta.namespace or "", pod.meta.name)
             node = pod.node_name
@@ -870,6 +874,8 @@ class EmbeddedCluster:
             elif key in self._pipelined_last:  # includes a pod moved by consolidation: evicted, waiting on its new node
                 status, node = "Pipelined", self._pipelined_last[key]
                 groups = self._pipelined_gpus.get(key, ())
+            elif key in stuck:
+                status = "StuckInReleasing"
             elif key in self._evicted_last or pod.meta.deletion_timestamp is not None:
                 status = "Releasing"
             elif key in self._bound_last:
