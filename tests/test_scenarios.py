@@ -10,6 +10,7 @@ expect.yaml keys (all optional but ``pods``):
   podGroups: {<name>: {reason: <reason>, message_contains: [<text>, ...], minMember:, queue:,
               priorityClassName:, schedulable: true} | "schedulable"}
   queues: {<name>: {fairShare|allocated|requested: {gpu|cpu|memory: <number>}}}
+  nodes: {<name>: {allocatable|idle|releasing: {gpu|cpu|memory: <number>}}}   # as the next cycle sees them
   same_node: [[<pod>, <pod>, ...], ...]        # pods that must share one node
   same_gpu: [[<pod>, <pod>, ...], ...]         # shared-GPU pods that must sit on one GPU group of one node
   different_gpu: [[<pod>, <pod>, ...], ...]    # shared-GPU pods that must not share any GPU
@@ -134,6 +135,13 @@ def test_scenario(case: Path) -> None:
                 got = queues[name][field][res]
                 if abs(got - value) > 1e-6 * max(1.0, abs(value)):
                     problems.append(f"queue {name}: {field}.{res} is {got}, expected {value}")
+    nodes = {n["name"]: n for n in doc["nodes"]}
+    for name, want in (expect.get("nodes") or {}).items():
+        for field, values in want.items():
+            for res, value in values.items():
+                got = nodes[name][field][res]
+                if abs(got - value) > 1e-6 * max(1.0, abs(value)):
+                    problems.append(f"node {name}: {field}.{res} is {got}, expected {value}")
     for group in expect.get("same_node", []):
         nodes = {(pods.get(p) or by_name[p])["node"] for p in group}
         if len(nodes) != 1 or None in nodes:

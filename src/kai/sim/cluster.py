@@ -160,6 +160,7 @@ class EmbeddedCluster:
         self.default_checkpoint: float | None = None  # checkpoint interval of pods without the annotation
         self.interruptions: list[Interruption] = []  # pods gone before they finished, until taken
         self.last_snapshot: Snapshot | None = None  # what the last cycle scheduled from
+        self.last_conf: SchedulerConf | None = None  # the configuration it scheduled with
         self._held: dict[str, tuple[float, float, float]] = {}  # per queue, what the last cycle left allocated
         self._capacity: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._started_up = False
@@ -582,6 +583,7 @@ class EmbeddedCluster:
             if shard is not None and shard.usage_window is not None:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
         snap = self.snapshot(conf)
+        self.last_conf = conf
         result = run_cycle(snap, conf)
         self._record_gpu_groups(snap)
         self._apply(result)
@@ -712,17 +714,20 @@ class EmbeddedCluster:
 
     def advance(self, to: float) -> None:
         """Move the clock to *to* (after the last cycle): binds are running, pods past their kai.sim/duration
-        have succeeded, terminating pods are gone and their controllers create them again, new pods are
-        grouped. The time between is recorded for time-based fair share."""
+        have succeeded, terminating pods are gone and their controllers create them again (except pods the
+        last cycle saw StuckInReleasing: whatever holds them, a finalizer or an unreachable kubelet, still
+        does), new pods are grouped. The time between is recorded for time-based fair share."""
         if to <= self.now:
             raise ValueError(f"the clock only moves forward: {to} <= {self.now}")
         if self._usage is not None and self._held:
             self._usage.record(self.now, to, self._held, self._capacity)
         self.now = to
         self._generation += 1
+        stuck = self._stuck_in_releasing()
         for pod in self.store.list("Pod"):
             if pod.meta.deletion_timestamp is not None:
-                self._gone(pod)
+                if (pod.meta.namespace or "", pod.meta.name) not in stuck:
+                    self._gone(pod)
             elif pod.node_name and pod.phase == "Pending":
                 pod.phase = "Running"
                 pod.start_time = self.now
@@ -861,10 +866,16 @@ class EmbeddedCluster:
 
     # --- reading -------------------------------------------------------------------------------------
 
+    def _stuck_in_releasing(self) -> set[tuple[str, str]]:
+        """The pods the last cycle saw as StuckInReleasing (namespace, name)."""
+        snap = self.last_snapshot
+        if snap is None:
+            return set()
+        return {(t.namespace, t.name) for t in snap.tasks if t.status == TaskStatus.STUCK_IN_RELEASING}
+
     def pod_views(self) -> list[PodView]:
         views = []
-        snap = self.last_snapshot  # a terminating pod the last cycle saw as StuckInReleasing is shown so
-        stuck = {(t.namespace, t.name) for t in snap.tasks if t.status == TaskStatus.STUCK_IN_RELEASING} if snap else ()
+        stuck = self._stuck_in_releasing()
         for pod in self.store.list("Pod"):
             key = (pod.meta.namespace or "", pod.meta.name)
             node = pod.node_name
