@@ -243,6 +243,8 @@ class NodeTable:
     schedulable: np.ndarray  # (n_nodes,) bool: Ready (a cordon is a taint, see snapshot)
     gpu_memory_mib: np.ndarray  # (n_nodes,) int64 per-GPU memory (label nvidia.com/gpu.memory)
     mig_mixed: np.ndarray  # (n_nodes,) bool: no whole GPUs to give
+    # (n_nodes,) bool: a legacy MIG pod runs there, so no new MIG pod goes there (KAI); None: no such node
+    legacy_mig: np.ndarray | None = None
 
     @property
     def n(self) -> int:
