@@ -47,6 +47,7 @@ class _Loader(_Base):  # type: ignore[misc,valid-type]
         for first, resolvers in _Base.yaml_implicit_resolvers.items()
     }
 
+
 PARSERS: dict[tuple[str, str], Callable[[dict[str, Any]], ApiObject]] = {
     ("v1", "Node"): parse_node,
     ("v1", "Pod"): parse_pod,

@@ -228,6 +228,7 @@ class JobFailure:
 
     reason: str  # Unschedulable | OverLimit | NonPreemptibleOverQuota | QueueDoesNotExist | NotReady | ...
     message: str
+    queue: int = -1  # OverLimit: the queue whose limit binds (evicting pods under it may make room)
 
 
 @dataclass(frozen=True, slots=True)

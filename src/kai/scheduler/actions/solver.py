@@ -79,12 +79,27 @@ class SolveResult:
     out_of_budget: bool = False
 
 
+CapacityCheck = Callable[[], str | None]  # with the victims gone: why the job's queue still cannot take it
+
+
 class Solver:
-    def __init__(self, ssn: Session, *, validator: Validator, all_must_move: bool, budget: Budget) -> None:
+    def __init__(
+        self,
+        ssn: Session,
+        *,
+        validator: Validator,
+        all_must_move: bool,
+        budget: Budget,
+        capacity: CapacityCheck | None = None,
+    ) -> None:
+        """*capacity*: checked once a set's victims are evicted, before the job's pods are placed (KAI's
+        AllocateJob checks the queue's capacity there, so victims under a queue at its limit make room)."""
         self.ssn = ssn
         self.validator = validator
         self.all_must_move = all_must_move
         self.budget = budget
+        self.capacity = capacity
+        self._over: str | None = None  # why the last simulation's job was still over capacity
         self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
 
     # --- search ---------------------------------------------------------------------------------------
@@ -169,12 +184,12 @@ class Solver:
         ssn = self.ssn
         before = [row[:] for row in ssn.queues.alloc]
         stmt = ssn.statement()
+        self._over = None
         plan = self._simulate(stmt, job, tasks, units)
         stmt.rollback()
         if plan is None:
-            result.rejections["the job does not fit even with these victims gone"] = (
-                result.rejections.get("the job does not fit even with these victims gone", 0) + 1
-            )
+            why = self._over or "the job does not fit even with these victims gone"
+            result.rejections[why] = result.rejections.get(why, 0) + 1
             return False
         placements, back_home, moved = plan
         if self.all_must_move and any(t not in back_home and t not in moved for u in units for t in u.tasks):
@@ -216,6 +231,9 @@ class Solver:
         for u in units:
             for t in u.tasks:
                 stmt.evict(snap.tasks[t])
+        if self.capacity is not None and (over := self.capacity()) is not None:
+            self._over = over
+            return None
         placements = []
         if is_simple(job):
             for task in tasks:
@@ -258,6 +276,10 @@ class Solver:
         placer = ssn.placer
         back_home: set[int] = set()
         moved: dict[int, int] = {}
+        # a victim comes back only if its queue can take it back (KAI re-allocates victim jobs with the queue
+        # capacity check: the preemptor may have used room under a limit the victim's queue shares)
+        over = ssn.hooks.job_over_capacity
+        units = [u for u in units if over(ssn, snap.jobs[u.job], [snap.tasks[t] for t in u.tasks]) is None]
         homeless = units
         if home_first:
             homeless = []
