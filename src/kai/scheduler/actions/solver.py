@@ -31,7 +31,6 @@ import numpy as np
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.actions.gang import is_simple, job_constraints, place_fixed
-from kai.scheduler.gpusharing import LATER, NOW
 from kai.scheduler.model import GPU, JobInfo, TaskInfo
 from kai.scheduler.session import Session, Statement
 from kai.scheduler.topology import TopologyError
@@ -331,13 +330,11 @@ class Solver:
         for t in evicted:
             stmt.evict(snap.tasks[t])
         for task, node in zip(tasks, placements):
-            fit = ssn.fit_on(task, node)
-            if fit == NOW:
-                stmt.allocate(task, node)
-            elif fit == LATER:
-                stmt.pipeline(task, node)
-            else:
+            # the preemptor's pods are pipelined even where they fit now, as KAI's solver allocates it
+            # (AllocateJob with isPipelineOnly): they are bound by the next cycle's allocate, nominated here
+            if not ssn.fit_on(task, node):
                 return False
+            stmt.pipeline(task, node)
         for t, node in sorted(moved.items()):
             task = snap.tasks[t]
             gpus = self._moved_gpus.get(t) if task.share is not None else None  # the GPUs the simulation chose
