@@ -124,7 +124,12 @@ class EvictingAction:
                 core_allowed = ssn.hooks.victim_core_allowed
                 order = VictimOrder(ssn, victims, lambda v, job=job: core_allowed(ssn, self.name, job, v))
                 solver = Solver(
-                    ssn, validator=self.validate, all_must_move=self.all_must_move, budget=budget, capacity=capacity
+                    ssn,
+                    validator=self.validate,
+                    all_must_move=self.all_must_move,
+                    budget=budget,
+                    capacity=capacity,
+                    queue_order=not self.all_must_move,
                 )
                 result = solver.solve(job, tasks, order)
                 if result.scenario is not None:

@@ -32,6 +32,7 @@ import numpy as np
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.actions.gang import is_simple, job_constraints, place_fixed
 from kai.scheduler.model import GPU, JobInfo, TaskInfo
+from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session, Statement
 from kai.scheduler.topology import TopologyError
 from kai.scheduler.victims import VictimUnit
@@ -90,15 +91,21 @@ class Solver:
         all_must_move: bool,
         budget: Budget,
         capacity: CapacityCheck | None = None,
+        queue_order: bool = False,
     ) -> None:
         """*capacity*: checked once a set's victims are evicted, before the job's pods are placed (KAI's
-        AllocateJob checks the queue's capacity there, so victims under a queue at its limit make room)."""
+        AllocateJob checks the queue's capacity there, so victims under a queue at its limit make room).
+        *queue_order*: victim jobs that come before the preemptor in queue order take their room back first, as
+        in KAI's simulation (reclaim, preempt); without it the preemptor is placed first and the victims are
+        put back after (consolidation, whose moves reach KAI's outcomes that way)."""
         self.ssn = ssn
         self.validator = validator
         self.all_must_move = all_must_move
         self.budget = budget
         self.capacity = capacity
+        self.queue_order = queue_order
         self._over: str | None = None  # why the last simulation's job was still over capacity
+        self._pending: list[JobInfo] | None = None
         self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
 
     # --- search ---------------------------------------------------------------------------------------
@@ -106,6 +113,7 @@ class Solver:
     def solve(self, job: JobInfo, tasks: list[TaskInfo], victims: Iterable[VictimUnit]) -> SolveResult:
         ssn = self.ssn
         self.budget.used_by_job = 0
+        self._pending = None
         result = SolveResult(None)
         request = np.sum([t.request for t in tasks], axis=0)
         static = np.ones(ssn.snap.nodes.n, dtype=bool)
@@ -233,6 +241,16 @@ class Solver:
         if self.capacity is not None and (over := self.capacity()) is not None:
             self._over = over
             return None
+        # KAI's simulation allocates the victims' jobs and the preemptor in queue order: a victim job that comes
+        # first takes its room back before the preemptor is tried (reclaim_test.go 'queue0 is over quota, queue1
+        # is under quota, yet we don't reclaim because allocate will case a loop')
+        first = self._victims_before(job, tasks, units) if self.queue_order else []
+        early_home: set[int] = set()
+        early_moved: dict[int, int] = {}
+        if first:
+            early = [u for j in first for u in units if u.job == j]
+            early_home, early_moved = self._put_back(stmt, early, home, home_first=False)
+            units = [u for u in units if u.job not in set(first)]
         placements = []
         if is_simple(job):
             for task in tasks:
@@ -259,7 +277,42 @@ class Solver:
             n = sum(len(u.tasks) for u in units)
             if (n - len(alt_home) - len(alt_moved), len(alt_moved)) < (n - len(back_home) - len(moved), len(moved)):
                 back_home, moved = alt_home, alt_moved
-        return placements, back_home, moved
+        return placements, back_home | early_home, {**early_moved, **moved}
+
+    def _victims_before(self, job: JobInfo, tasks: list[TaskInfo], units: list[VictimUnit]) -> list[int]:
+        """The victim jobs KAI's simulation re-allocates before the preemptor, in that order (its
+        TryToVirtuallyAllocatePreemptorAndGetVictims pops them with the preemptor from a JobsOrderByQueues that
+        also holds the pending jobs, so a queue is ranked by its best job). kai ranks with the pending jobs of the
+        preemptor's and the victims' leaf queues only."""
+        ssn = self.ssn
+        snap = ssn.snap
+        by_job: dict[int, list[TaskInfo]] = {}
+        for u in units:
+            by_job.setdefault(u.job, []).extend(snap.tasks[t] for t in u.tasks)
+        leaves = {snap.jobs[j].queue for j in by_job} | {job.queue}
+        pending = [
+            p for p in self._pending_jobs() if p.queue in leaves and p.index != job.index and p.index not in by_job
+        ]
+        queue = JobQueue(ssn, pending)
+        for j, victim_tasks in by_job.items():
+            queue.push(snap.jobs[j], victim_tasks)
+        queue.push(job, tasks)
+        first = []
+        while (popped := queue.pop()) is not None and popped.index != job.index:
+            if popped.index in by_job:
+                first.append(popped.index)
+        return first
+
+    def _pending_jobs(self) -> list[JobInfo]:
+        """Pending, ready jobs of the Session (they rank the queues in ``_victims_before``); kept for one solve."""
+        if self._pending is None:
+            ssn = self.ssn
+            self._pending = [
+                p
+                for p in ssn.snap.jobs
+                if p.queue >= 0 and p.index not in ssn.job_errors and ssn.job_ready(p) and ssn.pending_tasks(p)
+            ]
+        return self._pending
 
     def _put_back(
         self,
