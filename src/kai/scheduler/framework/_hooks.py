@@ -76,10 +76,10 @@ class Hooks:
             key += f(ssn, job)
         return (*key, job.creation, job.podgroup.meta.uid)
 
-    def subgroup_order(self, gang: Any, leaf: int, count: Any) -> tuple:
+    def subgroup_order(self, gang: Any, node: int, count: Any) -> tuple:
         key: tuple = ()
         for f in self._subgroup_order:
-            key += f(gang, leaf, count)
+            key += f(gang, node, count)
         return key
 
     # --- fair share and capacity ----------------------------------------------------------------------
