@@ -97,7 +97,7 @@ class Placer:
         c.fits_later[rows] = (free_later[:, cols] >= c.request[cols]).all(axis=1)
         col = c.col
         alloc = ssn.snap.nodes.allocatable[rows, col]
-        free = np.maximum(idle[:, col], 0)
+        free = np.maximum(free_later[:, col], 0)  # KAI's NonAllocatedResource: idle plus releasing
         placement = 0.0
         if c.w_binpack:
             placement = placement + c.w_binpack * np.where(alloc > 0, 9.0 * (1.0 - free / ssn.score_scale[col]), 0.0)
@@ -195,7 +195,7 @@ class Placer:
                 alloc = alloc_col[row]
                 placement = 0.0
                 if alloc > 0:
-                    free = max(idle[col], 0)
+                    free = max(idle[col] + releasing_rows.item(row, col), 0)  # idle plus releasing, as KAI
                     if w_binpack:
                         placement = placement + w_binpack * (9.0 * (1.0 - free / scale))
                     if w_spread:
