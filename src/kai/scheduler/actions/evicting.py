@@ -129,7 +129,6 @@ class EvictingAction:
                     all_must_move=self.all_must_move,
                     budget=budget,
                     capacity=capacity,
-                    queue_order=not self.all_must_move,
                 )
                 result = solver.solve(job, tasks, order)
                 if result.scenario is not None:

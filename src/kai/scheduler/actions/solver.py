@@ -91,19 +91,14 @@ class Solver:
         all_must_move: bool,
         budget: Budget,
         capacity: CapacityCheck | None = None,
-        queue_order: bool = False,
     ) -> None:
         """*capacity*: checked once a set's victims are evicted, before the job's pods are placed (KAI's
-        AllocateJob checks the queue's capacity there, so victims under a queue at its limit make room).
-        *queue_order*: victim jobs that come before the preemptor in queue order take their room back first, as
-        in KAI's simulation (reclaim, preempt); without it the preemptor is placed first and the victims are
-        put back after (consolidation, whose moves reach KAI's outcomes that way)."""
+        AllocateJob checks the queue's capacity there, so victims under a queue at its limit make room)."""
         self.ssn = ssn
         self.validator = validator
         self.all_must_move = all_must_move
         self.budget = budget
         self.capacity = capacity
-        self.queue_order = queue_order
         self._over: str | None = None  # why the last simulation's job was still over capacity
         self._pending: list[JobInfo] | None = None
         self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
@@ -244,7 +239,7 @@ class Solver:
         # KAI's simulation allocates the victims' jobs and the preemptor in queue order: a victim job that comes
         # first takes its room back before the preemptor is tried (reclaim_test.go 'queue0 is over quota, queue1
         # is under quota, yet we don't reclaim because allocate will case a loop')
-        first = self._victims_before(job, tasks, units) if self.queue_order else []
+        first = self._victims_before(job, tasks, units)
         early_home: set[int] = set()
         early_moved: dict[int, int] = {}
         if first:
