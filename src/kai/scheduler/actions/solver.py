@@ -263,7 +263,9 @@ class Solver:
         # best node (KAI's way). That can pack a victim onto another victim's home and cascade into many
         # moves, so when it moves anything, a second pass that first keeps every unit fitting at home is
         # also tried; the plan with fewer evictions, then fewer moves, wins.
-        ordered = sorted(units, key=lambda u: _job_order(snap.jobs[u.job]))
+        # a job's core comes back before its surplus pods, which only follow a core that did (KAI re-allocates a
+        # victim job gang first: reclaim_elastic_test.go 'Don't reclaim elastic job which is in quota')
+        ordered = sorted(units, key=lambda u: (*_job_order(snap.jobs[u.job]), not u.core))
         mark = stmt.checkpoint()
         back_home, moved = self._put_back(stmt, ordered, home, home_first=False)
         if moved:
@@ -326,11 +328,17 @@ class Solver:
         # a victim comes back only if its queue can take it back (KAI re-allocates victim jobs with the queue
         # capacity check: the preemptor may have used room under a limit the victim's queue shares)
         over = ssn.hooks.job_over_capacity
-        units = [u for u in units if over(ssn, snap.jobs[u.job], [snap.tasks[t] for t in u.tasks]) is None]
+        kept = [u for u in units if over(ssn, snap.jobs[u.job], [snap.tasks[t] for t in u.tasks]) is None]
+        broken = {u.job for u in units if u.core and u not in kept}  # jobs whose core stays evicted
+        units = kept
         homeless = units
         if home_first:
             homeless = []
+            away: set[int] = set()  # jobs whose core could not stay home: their surplus pods follow it
             for u in units:
+                if not u.core and u.job in away:
+                    homeless.append(u)
+                    continue
                 mark = stmt.checkpoint()
                 for t in u.tasks:
                     task = snap.tasks[t]
@@ -339,11 +347,15 @@ class Solver:
                     if not ssn.fit_on(task, node, shared_gpus):
                         stmt.rollback(mark)
                         homeless.append(u)
+                        if u.core:
+                            away.add(u.job)
                         break
                     stmt.pipeline(task, node, shared_gpus)
                 else:
                     back_home.update(u.tasks)
         for u in homeless:
+            if not u.core and u.job in broken:
+                continue  # a surplus pod never comes back without its job's core
             mark = stmt.checkpoint()
             spots = []
             for t in u.tasks:
@@ -361,6 +373,8 @@ class Solver:
                         self._moved_gpus[t] = ssn.gpus[t]
                 continue
             stmt.rollback(mark)
+            if u.core:
+                broken.add(u.job)
         return back_home, moved
 
     def _replay(
