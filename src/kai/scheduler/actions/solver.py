@@ -111,9 +111,11 @@ class Solver:
         self._pending = None
         result = SolveResult(None)
         request = np.sum([t.request for t in tasks], axis=0)
-        static = np.ones(ssn.snap.nodes.n, dtype=bool)
+        # the nodes some pod of the job may use (pods of one job may differ: preemptGang_test.go 'flaky scenario'
+        # has one pod per node affinity); the room counts below are then a bound, the simulation decides
+        static = np.zeros(ssn.snap.nodes.n, dtype=bool)
         for sig in {t.signature for t in tasks}:
-            static &= ssn.static_fit(next(t for t in tasks if t.signature == sig)).mask
+            static |= ssn.static_fit(next(t for t in tasks if t.signature == sig)).mask
         if not static.any():
             return result
         free = ssn.idle + ssn.releasing  # per node, before any victim
