@@ -31,7 +31,7 @@ import numpy as np
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.actions.gang import is_simple, job_constraints, place_fixed
-from kai.scheduler.model import GPU, JobInfo, TaskInfo
+from kai.scheduler.model import GPU, JobInfo, TaskInfo, TaskStatus
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session, Statement
 from kai.scheduler.topology import TopologyError
@@ -100,7 +100,6 @@ class Solver:
         self.budget = budget
         self.capacity = capacity
         self._over: str | None = None  # why the last simulation's job was still over capacity
-        self._pending: list[JobInfo] | None = None
         self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
 
     # --- search ---------------------------------------------------------------------------------------
@@ -108,7 +107,6 @@ class Solver:
     def solve(self, job: JobInfo, tasks: list[TaskInfo], victims: Iterable[VictimUnit]) -> SolveResult:
         ssn = self.ssn
         self.budget.used_by_job = 0
-        self._pending = None
         result = SolveResult(None)
         request = np.sum([t.request for t in tasks], axis=0)
         # the nodes some pod of the job may use (pods of one job may differ: preemptGang_test.go 'flaky scenario'
@@ -289,9 +287,11 @@ class Solver:
         for u in units:
             by_job.setdefault(u.job, []).extend(snap.tasks[t] for t in u.tasks)
         leaves = {snap.jobs[j].queue for j in by_job} | {job.queue}
-        pending = [
-            p for p in self._pending_jobs() if p.queue in leaves and p.index != job.index and p.index not in by_job
-        ]
+        job_order = ssn.hooks.job_order
+        if len(leaves) == 1:  # one leaf queue: its pops follow job order, whatever else is pending in it
+            mine = (*job_order(ssn, job), job.index)  # the JobQueue's entries: the order key, then the index
+            return [j for key, j in sorted(((*job_order(ssn, snap.jobs[j]), j), j) for j in by_job) if key < mine]
+        pending = [p for p in self._pending_jobs(leaves) if p.index != job.index and p.index not in by_job]
         queue = JobQueue(ssn, pending)
         for j, victim_tasks in by_job.items():
             queue.push(snap.jobs[j], victim_tasks)
@@ -302,16 +302,22 @@ class Solver:
                 first.append(popped.index)
         return first
 
-    def _pending_jobs(self) -> list[JobInfo]:
-        """Pending, ready jobs of the Session (they rank the queues in ``_victims_before``); kept for one solve."""
-        if self._pending is None:
-            ssn = self.ssn
-            self._pending = [
-                p
-                for p in ssn.snap.jobs
-                if p.queue >= 0 and p.index not in ssn.job_errors and ssn.job_ready(p) and ssn.pending_tasks(p)
-            ]
-        return self._pending
+    def _pending_jobs(self, leaves: set[int]) -> list[JobInfo]:
+        """Pending, ready jobs of leaf queues *leaves* (they rank the queues in ``_victims_before``)."""
+        ssn = self.ssn
+        by_queue = ssn.cache.get("pending_jobs_by_queue")
+        if by_queue is None:  # from the snapshot alone, once per Session: no pod becomes pending during a cycle
+            by_queue = ssn.cache["pending_jobs_by_queue"] = {}
+            tasks, pending = ssn.snap.tasks, TaskStatus.PENDING
+            for p in ssn.snap.jobs:
+                if any(tasks[t].status == pending for t in p.tasks):
+                    by_queue.setdefault(p.queue, []).append(p)
+        return [
+            p
+            for q in sorted(leaves)
+            for p in by_queue.get(q, ())
+            if p.index not in ssn.job_errors and ssn.job_ready(p) and ssn.pending_tasks(p)
+        ]
 
     def _put_back(
         self,
@@ -330,8 +336,13 @@ class Solver:
         # a victim comes back only if its queue can take it back (KAI re-allocates victim jobs with the queue
         # capacity check: the preemptor may have used room under a limit the victim's queue shares)
         over = ssn.hooks.job_over_capacity
-        kept = [u for u in units if over(ssn, snap.jobs[u.job], [snap.tasks[t] for t in u.tasks]) is None]
-        broken = {u.job for u in units if u.core and u not in kept}  # jobs whose core stays evicted
+        kept: list[VictimUnit] = []
+        broken: set[int] = set()  # jobs whose core stays evicted
+        for u in units:
+            if over(ssn, snap.jobs[u.job], [snap.tasks[t] for t in u.tasks]) is None:
+                kept.append(u)
+            elif u.core:
+                broken.add(u.job)
         units = kept
         homeless = units
         if home_first:
