@@ -83,7 +83,7 @@ class Placer:
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
         self._cap = ssn.snap.gpus.cap.tolist()
         # per changed row, facts every cache's rescoring reads (see _row_facts); dropped when the row changes again
-        self._facts: dict[int, tuple[list[int], bool, bool]] = {}
+        self._facts: dict[int, tuple[list[int], bool, bool, tuple[int, int]]] = {}
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
         self._extras: dict[int, np.ndarray | None] = {}  # signature -> node_order plugins' scores
         self._choose = ssn.hooks.has_node_choice  # a node_choice plugin (kai's GPU policies) picks first
@@ -152,6 +152,7 @@ class Placer:
         w_now, w_cpu, w_binpack, w_spread, w_shared = c.w_now, c.w_cpu, c.w_binpack, c.w_spread, c.w_shared
         extra, rules = c.extra, c.rules
         alloc_col, scale = self._alloc_cols[col], self._scale[col]
+        rel_i = 1 if col == GPU else 0  # the binpack column's place in a row's facts (CPU, GPU releasing)
         cpu_only = self._cpu_only_list
         best = c.best  # kept current through the rescoring when it can be (best_node then needs no argmax)
         best_score = scores.item(best) if best >= 0 else 0.0
@@ -160,12 +161,13 @@ class Placer:
                 continue  # statically excluded, or it could not take the task and has only lost resources since
             f = facts.get(row)
             if f is None:  # the first cache to rescore this row since it changed reads it for all the others
-                idle = idle_rows[row].tolist()  # releasing is read only where needed, one value at a time (item)
+                idle = idle_rows[row].tolist()  # of releasing, only the CPU and GPU values (item)
                 g = idle[GPU]
+                rel_cg = (releasing_rows.item(row, CPU), releasing_rows.item(row, GPU))
                 whole_now = g >= MILLI  # a whole idle GPU; else, is one with what is being released?
-                whole_later = whole_now or max(g, 0) + max(releasing_rows.item(row, GPU), 0) >= MILLI
-                f = facts[row] = (idle, whole_now, whole_later)
-            idle, whole_now, whole_later = f
+                whole_later = whole_now or max(g, 0) + max(rel_cg[1], 0) >= MILLI
+                f = facts[row] = (idle, whole_now, whole_later, rel_cg)
+            idle, whole_now, whole_later, rel_cg = f
             now = later = True
             for k, need in req_cols:
                 if idle[k] < need:
@@ -195,7 +197,7 @@ class Placer:
                 alloc = alloc_col[row]
                 placement = 0.0
                 if alloc > 0:
-                    free = max(idle[col] + releasing_rows.item(row, col), 0)  # idle plus releasing, as KAI
+                    free = max(idle[col] + rel_cg[rel_i], 0)  # idle plus releasing, as KAI
                     if w_binpack:
                         placement = placement + w_binpack * (9.0 * (1.0 - free / scale))
                     if w_spread:
@@ -222,9 +224,9 @@ class Placer:
                     best, best_score = row, score
         c.best = best
 
-    def _row_facts(self) -> dict[int, tuple[list[int], bool, bool]]:
+    def _row_facts(self) -> dict[int, tuple[list[int], bool, bool, tuple[int, int]]]:
         """Per changed row, what every cache's rescoring reads: (idle row as Python ints, a whole GPU idle now,
-        a whole GPU idle or being released). Current up to the end of ``Session.node_log``.
+        a whole GPU idle or being released, releasing CPU and GPU). Current up to the end of ``Session.node_log``.
 
         Nine fraction sizes keep nine caches and each rescores the rows changed since it last answered, so a
         row placed on is rescored several times before it changes again: it is read from NumPy once."""
