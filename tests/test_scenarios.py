@@ -12,10 +12,13 @@ expect.yaml keys (all optional but ``pods``):
   queues: {<name>: {fairShare|allocated|requested: {gpu|cpu|memory: <number>}}}
   nodes: {<name>: {allocatable|idle|releasing: {gpu|cpu|memory: <number>}}}   # as the next cycle sees them
   same_node: [[<pod>, <pod>, ...], ...]        # pods that must share one node
+  different_nodes: [[<pod>, <pod>, ...], ...]  # pods that must be on pairwise different nodes (all placed)
   same_gpu: [[<pod>, <pod>, ...], ...]         # shared-GPU pods that must sit on one GPU group of one node
   different_gpu: [[<pod>, <pod>, ...], ...]    # shared-GPU pods that must not share any GPU
   pods.<name>.gpuGroups: <n>                    # how many GPU groups the pod holds (0 for a whole-GPU pod)
   events_contain: [<text>, ...]                 # each must appear in some event message
+  claims: {<namespace/name>: {phase:, volume:, node:}}   # PersistentVolumeClaims after the run (node: where
+                                                # the bound volume is pinned by kubernetes.io/hostname)
   at_cycle: {<n>: {pods: {...as above...}, evicted: [<pod or glob>, ...], waiting: [<podGroup>, ...]}}
         with ``--at N:FILE`` in args (FILE relative to the scenario's folder): what held after cycle n;
         ``evicted`` lists exactly the pods evicted in that cycle, ``waiting`` exactly the waiting PodGroups
@@ -148,6 +151,10 @@ def test_scenario(case: Path) -> None:
         nodes = {(pods.get(p) or by_name[p])["node"] for p in group}
         if len(nodes) != 1 or None in nodes:
             problems.append(f"pods {group} should share one node, got {nodes}")
+    for group in expect.get("different_nodes", []):
+        nodes = [(pods.get(p) or by_name[p])["node"] for p in group]
+        if None in nodes or len(set(nodes)) != len(nodes):
+            problems.append(f"pods {group} should be on different nodes, got {nodes}")
     for group in expect.get("same_gpu", []):
         found = [pods.get(p) or by_name[p] for p in group]
         common = set.intersection(*({(p["node"], g) for g in p["gpuGroups"]} for p in found))
@@ -162,4 +169,13 @@ def test_scenario(case: Path) -> None:
     for text in expect.get("events_contain", []):
         if not any(text in m for m in messages):
             problems.append(f"no event message contains {text!r}")
+    claims = {f"{c['namespace']}/{c['name']}": c for c in doc.get("persistentVolumeClaims", [])}
+    for name, want in (expect.get("claims") or {}).items():
+        got = claims.get(name)
+        if got is None:
+            problems.append(f"claim {name}: not in the output")
+            continue
+        for field, value in want.items():
+            if got.get(field) != value:
+                problems.append(f"claim {name}: {field} is {got.get(field)!r}, expected {value!r}")
     assert not problems, "\n".join(problems)

@@ -1,35 +1,63 @@
 #!/usr/bin/env bash
 # Provision the binaries of kai's test control plane: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler and kubectl, Kubernetes 1.20.2.
+# kube-controller-manager, kube-scheduler and kubectl, for one of the two
+# Kubernetes releases kai is tested on:
 #
-# Why build: no registry this project may use ships a kube-apiserver, but
-# Debian ships the Kubernetes 1.20.2 source and a Go toolchain, so we build the
-# binaries once, the way Debian's own debian/rules does, and cache them under
-# ~/.cache/kai (override with KAI_CACHE_DIR). etcd comes from Debian's
-# etcd-server. If KUBEBUILDER_ASSETS names a folder with some of the binaries
+#   current (default)  the release named in current/go.mod, built with the
+#                      machine's Go (1.26, /usr/local/go/bin/go or $KAI_GO) from
+#                      the Go module proxy: k8s.io/kubernetes and its staging
+#                      modules, pinned by current/go.sum, and etcd at the
+#                      version that release requires; one `go build` of the
+#                      five programs (-trimpath, no debug info), so shared
+#                      packages compile once. Module and build caches live
+#                      under the cache too ($CACHE/go), for CI to keep.
+#   oldest / 1.20.2    the oldest supported release: Debian's kubernetes 1.20.2
+#                      source package built with Debian's Go, the way its
+#                      debian/rules does; etcd is Debian's etcd-server (3.4).
+#
+# Why build: no registry this project may use ships a kube-apiserver. Binaries
+# are cached under ~/.cache/kai/kubernetes-VERSION/bin (override the root with
+# KAI_CACHE_DIR). If KUBEBUILDER_ASSETS names a folder with some of the binaries
 # (the envtest convention), those are used and only the missing ones are built.
 #
 # Idempotent: with everything in place it prints where the binaries are and
 # exits in well under a second. Concurrent runs (two pytest-xdist workers,
-# make and a fixture) serialise on a lock file. Apt packages are installed
-# when running as root; otherwise the script names the command to run.
+# make and a fixture) serialise on a lock file per release. Apt packages are
+# installed when running as root; otherwise the script names the command to run.
 #
-# Usage: provision.sh [--quiet]     prints "bin-dir: DIR" on success.
+# Usage: provision.sh [--quiet] [current|oldest|VERSION]   prints "bin-dir: DIR" on success.
 set -euo pipefail
 
-K8S_VERSION=1.20.2
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+OLDEST_VERSION=1.20.2
+# The current release is the one current/go.mod requires (one place to bump it).
+CURRENT_VERSION="$(sed -n 's/^\(require\)\?[[:space:]]*k8s\.io\/kubernetes v\([0-9.]*\).*/\2/p' "$HERE/current/go.mod")"
+QUIET=0
+RELEASE=current
+for arg in "$@"; do
+  case "$arg" in
+    --quiet) QUIET=1 ;;
+    current) RELEASE=current ;;
+    oldest | "$OLDEST_VERSION") RELEASE=oldest ;;
+    "$CURRENT_VERSION") RELEASE=current ;;
+    *) echo "control-plane: ERROR: unknown release '$arg' (current = $CURRENT_VERSION, oldest = $OLDEST_VERSION)" >&2; exit 2 ;;
+  esac
+done
+[[ -n $CURRENT_VERSION ]] || { echo "control-plane: ERROR: no 'k8s.io/kubernetes vX' requirement in $HERE/current/go.mod" >&2; exit 1; }
+if [[ $RELEASE == current ]]; then K8S_VERSION=$CURRENT_VERSION; else K8S_VERSION=$OLDEST_VERSION; fi
 CACHE="${KAI_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kai}"
 DEST="$CACHE/kubernetes-$K8S_VERSION"
 BIN="$DEST/bin"
 K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
-QUIET=0
-[[ "${1:-}" == "--quiet" ]] && QUIET=1
+# The current release brings its own etcd (3.4, Debian's, is older than any it supports).
+[[ $RELEASE == current ]] && K8S_BINS+=(etcd)
 
 say() { [[ $QUIET == 1 ]] || echo "control-plane: $*" >&2; }
 die() { echo "control-plane: ERROR: $*" >&2; exit 1; }
 
-# has_assets NAME: true if KUBEBUILDER_ASSETS holds an executable NAME.
-has_assets() { [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/$1" ]]; }
+# has_assets NAME: true if KUBEBUILDER_ASSETS holds an executable NAME (envtest's archives are
+# of current releases, so they stand in for the current release only).
+has_assets() { [[ $RELEASE == current && -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/$1" ]]; }
 
 missing_k8s() {
   local b
@@ -70,9 +98,53 @@ enable_deb_src() {
   apt-get update -qq
 }
 
-build_k8s() {
+# go_cmd: the Go toolchain for the current release: $KAI_GO, else the machine's /usr/local/go
+# (Debian's golang-go, installed for the oldest release, is 1.19 and may come first on the PATH).
+go_cmd() {
+  local go
+  for go in "${KAI_GO:-}" /usr/local/go/bin/go "$(command -v go || true)"; do
+    [[ -n $go && -x $go ]] || continue
+    # go.mod says which Go it needs; GOTOOLCHAIN=local keeps the go command from fetching another.
+    if GOTOOLCHAIN=local "$go" list -C "$HERE/current" -m >/dev/null 2>&1; then echo "$go"; return 0; fi
+  done
+  die "no Go that can build $HERE/current/go.mod ($(sed -n 's/^go //p' "$HERE/current/go.mod") or newer); set KAI_GO=/path/to/go"
+}
+
+# build_current NAME...: go build the named programs of the current release (one invocation).
+build_current() {
+  local what=("$@") work="$DEST/build" started=$SECONDS go pkgs=() b minor
+  go="$(go_cmd)"
+  echo "control-plane: building ${what[*]} $K8S_VERSION with $("$go" env GOVERSION) from the Go module proxy (first run only, ~7 min on 2 cores; log: $DEST/build.log)" >&2
+  for b in "${what[@]}"; do
+    if [[ $b == etcd ]]; then pkgs+=(go.etcd.io/etcd/server/v3); else pkgs+=("k8s.io/kubernetes/cmd/$b"); fi
+  done
+  minor="${K8S_VERSION#*.}"; minor="${minor%%.*}"
+  # What Kubernetes' own build stamps in (hack/lib/version.sh): `kube-apiserver --version`,
+  # /version and kubectl's client version name the release instead of v0.0.0-master.
+  local stamp="" pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    stamp+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  rm -rf "$work"; mkdir -p "$work" "$BIN" "$CACHE/go"
+  (
+    cd "$HERE/current"
+    # One build cache and module cache under kai's cache (CI keeps it; -modcacherw lets rm -rf clear it).
+    export GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOTOOLCHAIN=local CGO_ENABLED=0
+    export GOFLAGS="-mod=readonly -modcacherw -buildvcs=false"
+    # -trimpath and -s -w: smaller binaries, same code; grpcnotrace drops x/net/trace (unused here).
+    "$go" build -trimpath -tags=grpcnotrace -ldflags="-s -w$stamp" -o "$work/" "${pkgs[@]}"
+    [[ ! -e "$work/v3" ]] || mv "$work/v3" "$work/etcd"  # go names go.etcd.io/etcd/server/v3's binary v3
+    [[ ! -e "$work/server" ]] || mv "$work/server" "$work/etcd"
+    for b in "${what[@]}"; do install -m 0755 "$work/$b" "$BIN/$b"; done
+  ) >"$DEST/build.log" 2>&1 || { tail -n 40 "$DEST/build.log" >&2; die "build failed; full log: $DEST/build.log"; }
+  rm -rf "$work"
+  echo "control-plane: built ${what[*]} $K8S_VERSION in $((SECONDS - started)) s" >&2
+}
+
+# build_oldest NAME...: build the named programs of 1.20.2 from Debian's kubernetes source package.
+build_oldest() {
   local what=("$@") work="$DEST/build" started=$SECONDS
-  echo "control-plane: building ${what[*]} $K8S_VERSION from Debian's source (first run only, ~10-15 min on 2 cores; log: $DEST/build.log)" >&2
+  echo "control-plane: building ${what[*]} $K8S_VERSION from Debian's source (first run only, ~8 min on 2 cores; log: $DEST/build.log)" >&2
   apt_install golang-go golang-github-modern-go-reflect2-dev dpkg-dev make rsync jq
   enable_deb_src
   rm -rf "$work"; mkdir -p "$work" "$BIN"
@@ -104,18 +176,22 @@ main() {
   exec 9>"$DEST/.lock"
   flock 9
   command -v openssl >/dev/null || apt_install openssl  # the fixture makes ServiceAccount keys with it
-  has_assets etcd || command -v etcd >/dev/null || apt_install etcd-server
-  has_assets etcd || command -v etcd >/dev/null || die "no etcd after installing etcd-server"
+  if [[ $RELEASE == oldest ]]; then
+    command -v etcd >/dev/null || apt_install etcd-server
+    command -v etcd >/dev/null || die "no etcd after installing etcd-server"
+  fi
   local missing
   mapfile -t missing < <(missing_k8s)
-  [[ ${#missing[@]} == 0 ]] || build_k8s "${missing[@]}"
+  if [[ ${#missing[@]} != 0 ]]; then
+    if [[ $RELEASE == current ]]; then build_current "${missing[@]}"; else build_oldest "${missing[@]}"; fi
+  fi
   local b
   for b in "${K8S_BINS[@]}"; do
     has_assets "$b" && continue
     if [[ $b == kubectl ]]; then "$BIN/$b" version --client >/dev/null 2>&1 || die "$BIN/$b does not run"
     else "$BIN/$b" --version >/dev/null 2>&1 || die "$BIN/$b does not run"; fi
   done
-  say "binaries ready (cache $BIN${KUBEBUILDER_ASSETS:+, KUBEBUILDER_ASSETS $KUBEBUILDER_ASSETS})"
+  say "binaries of $K8S_VERSION ready (cache $BIN${KUBEBUILDER_ASSETS:+, KUBEBUILDER_ASSETS $KUBEBUILDER_ASSETS})"
   echo "bin-dir: $BIN"
 }
 

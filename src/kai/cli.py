@@ -25,7 +25,12 @@ class _LazyGroup(click.Group):
     """A group whose listed subcommands are imported only when run or listed (click's documented
     pattern): ``kai scheduler`` starts without importing the simulator."""
 
-    lazy: ClassVar[dict[str, str]] = {"sim": "kai.sim.command:sim"}
+    lazy: ClassVar[dict[str, str]] = {
+        "sim": "kai.sim.command:sim",
+        "explain": "kai.explain.command:explain",
+        "snapshot": "kai.explain.command:snapshot",
+        "dashboard": "kai.dashboard.command:dashboard",
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -93,7 +98,19 @@ _kubeconfig_option = click.option(
     type=click.FloatRange(min=1),
     help="Seconds to wait for each CRD to be Established and served.",
 )
-def install(kubeconfig: str | None, timeout: float) -> None:
+@click.option(
+    "--webhook-url",
+    default=None,
+    help="Register the admission webhooks at this https URL (a `kai scheduler --webhook-listen` out of the cluster).",
+)
+@click.option(
+    "--webhook-failure-policy",
+    type=click.Choice(["Fail", "Ignore"]),
+    default="Fail",
+    show_default=True,
+    help="What the API server does with a pod when the webhook does not answer (with --webhook-url).",
+)
+def install(kubeconfig: str | None, timeout: float, webhook_url: str | None, webhook_failure_policy: str) -> None:
     """Apply kai's CRDs, PriorityClasses and default Queues to a cluster (server-side apply; safe to re-run).
 
     The objects are deploy/'s YAML, the same that `kubectl apply -k deploy/` installs with RBAC
@@ -105,16 +122,55 @@ def install(kubeconfig: str | None, timeout: float) -> None:
     import httpx2
     from lightkube import ConfigError as KubeConfigError
 
-    from kai.k8s.install import InstallError, install_with
+    from kai.k8s.install import InstallError, WebhookOptions, install_with
 
+    webhooks = None
+    if webhook_url is not None:
+        if not webhook_url.startswith("https://"):
+            _fail(f"--webhook-url: {webhook_url!r} must be an https:// URL", EXIT_BAD_INPUT)
+        webhooks = WebhookOptions(webhook_url, webhook_failure_policy)
     try:
-        applied = asyncio.run(install_with(kubeconfig, timeout=timeout))
+        applied = asyncio.run(install_with(kubeconfig, timeout=timeout, webhooks=webhooks))
     except (InstallError, KubeConfigError) as e:
         _fail(str(e), EXIT_INSTALL_FAILED)
     except httpx2.TransportError as e:
         _fail("cannot reach the API server: " + (str(e) or type(e).__name__), EXIT_INSTALL_FAILED)
     for a in applied:
         click.echo(f"{a.kind.lower()}/{a.name} {a.result}")
+
+
+@main.command("resource-reservation")
+@_kubeconfig_option
+@click.option("--pod-name", envvar="POD_NAME", default="", help="This pod's name (the downward API sets POD_NAME).")
+@click.option(
+    "--pod-namespace", envvar="POD_NAMESPACE", default="", help="This pod's namespace (POD_NAMESPACE)."
+)
+@click.option("--print-only", is_flag=True, help="Print the GPU's UUID and exit; touch no pod (a check on a node).")
+@click.option("--exit-after-patch", is_flag=True, help="Exit once the pod is annotated instead of holding on.")
+def resource_reservation(
+    kubeconfig: str | None, pod_name: str, pod_namespace: str, print_only: bool, exit_after_patch: bool
+) -> None:
+    """Run inside a GPU reservation pod: find the pod's one GPU with NVML and write its UUID to the pod's
+    annotation run.ai/reserve_for_gpu_index, then hold the GPU until terminated (KAI's resourcereservation)."""
+    from kai.k8s.discovery import DiscoveryError, gpu_uuid, hold_until_terminated, reserve
+
+    try:
+        if print_only:
+            click.echo(gpu_uuid())
+            return
+        if not pod_name or not pod_namespace:
+            raise DiscoveryError("POD_NAME and POD_NAMESPACE must name this pod (the downward API sets them)")
+        from lightkube import Client, KubeConfig
+
+        config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+        client = Client(config, field_manager="kai-resource-reservation")
+        uuid = reserve(client, pod_namespace, pod_name)
+        client.close()
+    except DiscoveryError as e:
+        _fail(str(e), EXIT_INSTALL_FAILED)
+    click.echo(f"pod {pod_namespace}/{pod_name} reserves GPU {uuid}")
+    if not exit_after_patch:
+        hold_until_terminated()
 
 
 @main.command()
@@ -164,6 +220,11 @@ def install(kubeconfig: str | None, timeout: float) -> None:
     help="host:port of /metrics, /healthz, /readyz; port 0 turns them off.",
 )
 @click.option(
+    "--dashboard-listen",
+    default="",
+    help="host:port of the read-only web dashboard (e.g. 127.0.0.1:8090); off by default.",
+)
+@click.option(
     "--bind-concurrency",
     default=64,
     show_default=True,
@@ -176,6 +237,42 @@ def install(kubeconfig: str | None, timeout: float) -> None:
     show_default=True,
     type=click.Choice(["uvloop", "asyncio"]),
     help="uvloop (about 10% less CPU per bind and watch event) or Python's own asyncio loop.",
+)
+@click.option(
+    "--webhook-listen",
+    default=None,
+    help="host:port of the admission webhooks (HTTPS; deploy/admission.yaml, `kai install --webhook-url`).",
+)
+@click.option(
+    "--webhook-metrics-port",
+    type=int,
+    default=None,
+    help="Port of the webhook process's own /metrics (kai_admission_*), on the --webhook-listen host. [default: none]",
+)
+@click.option(
+    "--webhook-cert-namespace",
+    default="kai-scheduler",
+    show_default=True,
+    help="Namespace of the webhooks' certificate Secret kai-admission-webhook-tls-secret.",
+)
+@click.option(
+    "--gpu-fraction-runtime-class-name",
+    default="nvidia",
+    show_default=True,
+    help="runtimeClassName the webhook gives GPU-fraction pods that name none ('' for none).",
+)
+@click.option(
+    "--reservation-image", default="", help="Image of GPU reservation pods. [default: this pod's own image]"
+)
+@click.option(
+    "--reservation-runtime-class-name", default="", help="runtimeClassName of GPU reservation pods. [default: none]"
+)
+@click.option(
+    "--reservation-timeout",
+    default=40.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Seconds to wait for a new reservation pod to report its GPU before the bind is given up.",
 )
 @click.option(
     "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
@@ -193,8 +290,16 @@ def scheduler(
     retry_period: float,
     identity: str,
     metrics_bind_address: str,
+    dashboard_listen: str,
     bind_concurrency: int,
     event_loop: str,
+    webhook_listen: str | None,
+    webhook_metrics_port: int | None,
+    webhook_cert_namespace: str,
+    gpu_fraction_runtime_class_name: str,
+    reservation_image: str,
+    reservation_runtime_class_name: str,
+    reservation_timeout: float,
     log_level: str,
 ) -> None:
     """Schedule a Kubernetes cluster: watches, the engine, binds, evictions, events, statuses and the
@@ -213,6 +318,21 @@ def scheduler(
     host, _, port_text = metrics_bind_address.rpartition(":")
     if not port_text.isdigit():
         _fail(f"--metrics-bind-address: {metrics_bind_address!r} is not host:port", EXIT_BAD_INPUT)
+    webhook = None
+    if webhook_listen is not None:
+        w_host, _, w_port = webhook_listen.rpartition(":")
+        if not w_port.isdigit() or not w_host:
+            _fail(f"--webhook-listen: {webhook_listen!r} is not host:port", EXIT_BAD_INPUT)
+        webhook = (w_host.strip("[]"), int(w_port))
+    from kai.k8s._gpushare import ReservationOptions
+
+    if dashboard_listen:
+        from kai.dashboard import split_listen
+
+        try:
+            split_listen(dashboard_listen)
+        except ValueError as e:
+            _fail(f"--dashboard-listen: {e}", EXIT_BAD_INPUT)
     setup_logging(log_level)
     options = SchedulerOptions(
         kubeconfig=kubeconfig,
@@ -225,6 +345,14 @@ def scheduler(
         metrics_address=host or "0.0.0.0",
         metrics_port=int(port_text) or None,
         bind_concurrency=bind_concurrency,
+        webhook_listen=webhook,
+        webhook_metrics_port=webhook_metrics_port,
+        webhook_cert_namespace=webhook_cert_namespace,
+        gpu_fraction_runtime_class=gpu_fraction_runtime_class_name,
+        reservation=ReservationOptions(
+            image=reservation_image, runtime_class=reservation_runtime_class_name, timeout_s=reservation_timeout
+        ),
+        dashboard_listen=dashboard_listen,
     )
     from lightkube import ConfigError as KubeConfigError
 
@@ -236,8 +364,12 @@ def scheduler(
         where = kubeconfig or "in-cluster config / $KUBECONFIG / ~/.kube/config"
         what = f"missing {e}" if isinstance(e, KeyError) else str(e)
         _fail(f"{where}: {what}", EXIT_BAD_INPUT)
+    from kai.k8s._leader import LeaseNamespaceMissing
+
     try:
         code = run_scheduler(options, event_loop=event_loop)
     except KeyboardInterrupt:
         code = 0
+    except LeaseNamespaceMissing as e:
+        _fail(str(e), EXIT_BAD_INPUT)
     sys.exit(code)

@@ -5,6 +5,10 @@ after another, so a test may restart its worker's API server without disturbing 
 The binaries come from scripts/control-plane/provision.sh, which builds them on the first
 run and serialises concurrent callers on a lock; if it fails, every test here errors with
 its output: a missing control plane is a failure, never a skip.
+
+The release is the current one unless $KAI_K8S_VERSION says ``oldest`` (1.20.2): `make test`
+runs this whole folder on the current release, then the tests marked ``oldest`` once more on
+the oldest supported release (tests/k8s/oldest.py says which and why).
 """
 
 from __future__ import annotations
@@ -19,18 +23,23 @@ from click.testing import CliRunner
 from lightkube import Client, KubeConfig
 
 from kai.cli import main
-from kai.k8s.envtest import Binaries, ControlPlane
+from kai.k8s.envtest import Binaries, ControlPlane, release_name, selected_version
 
 REPO = Path(__file__).resolve().parents[2]
 PROVISION = REPO / "scripts" / "control-plane" / "provision.sh"
 DATA = Path(__file__).parent / "data"
-PROVISION_TIMEOUT_S = 60 * 60  # a cold build is ~10-15 min on 2 cores; leave room for a slow mirror
+PROVISION_TIMEOUT_S = 60 * 60  # a cold build is ~7-10 min on 2 cores; leave room for a slow mirror
 
 
 def provision() -> Binaries:
     """Run the provisioning script (idempotent; fast once cached) and locate its binaries."""
+    release = release_name(selected_version())
     res = subprocess.run(
-        ["bash", str(PROVISION), "--quiet"], capture_output=True, text=True, timeout=PROVISION_TIMEOUT_S, check=False
+        ["bash", str(PROVISION), "--quiet", release],
+        capture_output=True,
+        text=True,
+        timeout=PROVISION_TIMEOUT_S,
+        check=False,
     )
     if res.returncode != 0:
         pytest.fail(f"{PROVISION} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}", pytrace=False)
@@ -91,4 +100,6 @@ def namespace(client: Client) -> Iterator[str]:
 
 
 # The fixtures of the `kai scheduler` tests (a control plane per module, namespaces, nodes).
+# The GPU-sharing tests' fixtures (a fake NVML library, webhooks registered at a free port).
+from tests.k8s.gpushare import fake_nvml, webhook_port  # noqa: E402, F401
 from tests.k8s.sched import admin, nodes, ns, scheduler_cluster  # noqa: E402, F401

@@ -30,7 +30,7 @@ from lightkube.resources.core_v1 import Namespace, Node, Pod
 from kai.api.workloads import Workload, parse_workload
 from kai.k8s._leader import LeaseConfig
 from kai.k8s._scheduler import KaiScheduler, SchedulerOptions
-from kai.k8s.envtest import NOT_READY_TAINT, Binaries, ControlPlane, create_node, mark_pod_running
+from kai.k8s.envtest import Binaries, ControlPlane, create_node, mark_pod_running
 from kai.sim.controllers import ray as kuberay
 from tests.k8s.conftest import REPO, run_kai
 
@@ -102,40 +102,13 @@ def nodes(admin: Client) -> Iterator[Callable[..., str]]:
 
     def make(name: str, **kw: Any) -> str:
         made.append(name)
-        try:
-            create_node(admin, name, **kw)
-        except ApiError as e:
-            # kube-controller-manager (when a test started it) annotates new nodes, so create_node's
-            # guarded taint removal can lose the race: remove the not-ready taint again.
-            if e.status.code != 422:
-                raise
-            _drop_not_ready_taint(admin, name)
+        create_node(admin, name, **kw)
         return name
 
     yield make
     for n in made:
         with _ignore_missing():
             admin.delete(Node, n)
-
-
-def _drop_not_ready_taint(client: Client, name: str) -> None:
-    from lightkube.types import PatchType
-
-    for _ in range(20):
-        node = client.get(Node, name)
-        kept = [t.to_dict() for t in (node.spec.taints or []) if t.key != NOT_READY_TAINT]
-        patch = [
-            {"op": "test", "path": "/metadata/resourceVersion", "value": node.metadata.resourceVersion},
-            {"op": "replace" if node.spec.taints is not None else "add", "path": "/spec/taints", "value": kept},
-        ]
-        try:
-            client.patch(Node, name, patch, patch_type=PatchType.JSON)
-            return
-        except ApiError as e:
-            if e.status.code != 422:
-                raise
-            time.sleep(0.05)
-    raise AssertionError(f"could not remove the not-ready taint of node {name}")
 
 
 class _ignore_missing:

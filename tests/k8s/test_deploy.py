@@ -43,7 +43,32 @@ def applied(fresh: ControlPlane) -> ControlPlane:
     fresh.kubectl("apply", "-k", str(DEPLOY / "crds"))
     fresh.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "-l", "app.kubernetes.io/part-of=kai")
     fresh.kubectl("apply", "-k", str(DEPLOY))
+    # The kustomization registers kai's admission webhooks at the Service of the scheduler Deployment, which
+    # no kubelet runs here: with failurePolicy Fail they would refuse every pod the tests below create.
+    # test_kubectl_apply_k_installs_everything checks them first; then they go.
+    fresh.kubectl(
+        "get",
+        "mutatingwebhookconfiguration/mutating-kai-admission",
+        "validatingwebhookconfiguration/validating-kai-admission",
+    )
+    webhooks = {
+        kind: json.loads(fresh.kubectl("get", f"{kind}/{name}", "-o", "json").stdout)
+        for kind, name in (
+            ("mutatingwebhookconfiguration", "mutating-kai-admission"),
+            ("validatingwebhookconfiguration", "validating-kai-admission"),
+        )
+    }
+    _drop_webhooks(fresh)
+    fresh.webhooks = webhooks  # type: ignore[attr-defined]
     return fresh
+
+
+def _drop_webhooks(cp: ControlPlane) -> None:
+    cp.kubectl(
+        "delete",
+        "mutatingwebhookconfiguration/mutating-kai-admission",
+        "validatingwebhookconfiguration/validating-kai-admission",
+    )
 
 
 def test_kubectl_apply_k_installs_everything(applied: ControlPlane) -> None:
@@ -61,14 +86,39 @@ def test_kubectl_apply_k_installs_everything(applied: ControlPlane) -> None:
         "pc/build-preemptible",
         "pc/build",
         "pc/inference",
+        "svc/admission",
+        "role/kai-scheduler-webhook-certificate",
         "-n",
         KAI_NS,
         "-o",
         "name",
     ).stdout.split()
-    assert len(got) == 12
+    assert len(got) == 14
+    reservation = applied.kubectl(
+        "get",
+        "ns/kai-resource-reservation",
+        "sa/kai-resource-reservation",
+        "role/kai-resource-reservation",
+        "rolebinding/kai-resource-reservation",
+        "role/kai-scheduler-resource-reservation",
+        "-n",
+        "kai-resource-reservation",
+        "-o",
+        "name",
+    ).stdout.split()
+    assert len(reservation) == 5
+    # the webhooks point at the Service, never see system pods, kai's own or its reservation pods
+    hooks = {w["name"]: w for conf in applied.webhooks.values() for w in conf["webhooks"]}  # type: ignore[attr-defined]
+    assert hooks["admission.kai-scheduler.svc"]["clientConfig"]["service"]["name"] == "admission"
+    for name in ("admission.kai-scheduler.svc", "podgroups.admission.kai-scheduler.svc"):
+        (expr,) = hooks[name]["namespaceSelector"]["matchExpressions"]
+        assert expr["operator"] == "NotIn"
+        assert set(expr["values"]) == {"kube-system", "kai-scheduler", "kai-resource-reservation"}
+    assert {w["timeoutSeconds"] for w in hooks.values()} == {5}
     again = applied.kubectl("apply", "-k", str(DEPLOY)).stdout.splitlines()
-    assert again and all(line.endswith(" unchanged") for line in again), again
+    _drop_webhooks(applied)
+    rest = [line for line in again if "webhookconfiguration" not in line]  # dropped by the fixture: made again
+    assert rest and all(line.endswith(" unchanged") for line in rest), again
 
 
 def test_kai_install_takes_over_objects_kubectl_created(applied: ControlPlane) -> None:
@@ -89,7 +139,8 @@ def test_kai_install_reads_the_same_files_as_the_kustomization() -> None:
     assert sorted(p.name for p in (DEPLOY / "crds").glob("*_*.yaml")) == sorted(f.split("/")[1] for f in CRD_FILES)
     assert deploy_dir().resolve() == DEPLOY.resolve()  # the package's copy is deploy/ itself
     kinds = [d["kind"] for d in load_documents(OBJECT_FILES)]
-    assert kinds == ["PriorityClass"] * 4 + ["Queue"] * 2
+    reservation = ["Namespace", "ServiceAccount", "Role", "RoleBinding"]
+    assert kinds == ["Namespace", *reservation, *["PriorityClass"] * 4, *["Queue"] * 2]
 
 
 def test_kai_install_restores_its_fields_and_leaves_others(applied: ControlPlane) -> None:
@@ -209,15 +260,31 @@ def test_scheduler_identity_can_do_its_job(applied: ControlPlane) -> None:
             "schedulingshards.kai.scheduler",
             "priorityclasses.scheduling.k8s.io",
             "poddisruptionbudgets.policy",
+            "namespaces",
+            "persistentvolumes",
+            "persistentvolumeclaims",
+            "storageclasses.storage.k8s.io",
+            "csinodes.storage.k8s.io",
         )
         for verb in ("list", "watch")
     ]
+    # volume binding before the pod (kube-scheduler's VolumeBinding): claimRef / selected-node, then wait
+    + [(verb, res) for res in ("persistentvolumes", "persistentvolumeclaims") for verb in ("get", "patch")]
     # can-i reads "pods/eviction" as the pod named eviction: subresources take a flag.
-    + [("create", "pods --subresource=eviction"), ("create", "events"), ("create", "events.events.k8s.io")],
+    + [("create", "pods --subresource=eviction"), ("create", "events"), ("create", "events.events.k8s.io")]
+    # GPU sharing: a fraction pod read whole, its ConfigMaps made and updated, reservation pods made and
+    # deleted in their namespace, the webhook certificate's Secret, the caBundle of kai's two configurations
+    + [("get", "pods"), ("create", "configmaps"), ("patch", "configmaps")]
+    + [("create", "pods -n kai-resource-reservation"), ("delete", "pods -n kai-resource-reservation")]
+    + [("create", "secrets -n kai-scheduler"), ("get", "secrets/kai-admission-webhook-tls-secret -n kai-scheduler")]
+    + [("update", "secrets/kai-admission-webhook-tls-secret -n kai-scheduler")]
+    + [("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/mutating-kai-admission")]
+    + [("get", "validatingwebhookconfigurations.admissionregistration.k8s.io/validating-kai-admission")],
 )
 def test_scheduler_identity_may_read_and_evict(applied: ControlPlane, verb: str, resource: str) -> None:
+    where = [] if " -n " in resource else ["-n", "default"]
     res = applied.kubectl(
-        "auth", "can-i", verb, *resource.split(), "-n", "default", kubeconfig=applied.scheduler_kubeconfig, check=False
+        "auth", "can-i", verb, *resource.split(), *where, kubeconfig=applied.scheduler_kubeconfig, check=False
     )
     assert res.stdout.strip() == "yes", (verb, resource, res.stdout, res.stderr)
 
@@ -238,11 +305,19 @@ def test_scheduler_identity_may_read_and_evict(applied: ControlPlane, verb: str,
         ("get", "nodes"),  # the Store lists and watches; nothing is read one by one
         ("update", "podgroups.scheduling.run.ai"),  # created and patched, never replaced
         ("patch", "events.events.k8s.io"),  # events are created, never updated
+        ("get", "configmaps"),  # a fraction pod's ConfigMaps are written, never read
+        ("get", "secrets/kai-admission-webhook-tls-secret"),  # only in kai-scheduler (checked in default)
+        ("get", "secrets/other -n kai-scheduler"),  # only the webhook certificate's Secret
+        ("list", "secrets -n kai-scheduler"),
+        ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/someone-elses"),
+        ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io"),
+        ("update", "pods -n kai-resource-reservation"),
     ],
 )
 def test_scheduler_identity_has_nothing_more(applied: ControlPlane, verb: str, resource: str) -> None:
+    where = [] if " -n " in resource else ["-n", "default"]
     res = applied.kubectl(
-        "auth", "can-i", verb, *resource.split(), "-n", "default", kubeconfig=applied.scheduler_kubeconfig, check=False
+        "auth", "can-i", verb, *resource.split(), *where, kubeconfig=applied.scheduler_kubeconfig, check=False
     )
     assert res.stdout.strip() == "no", (verb, resource, res.stdout, res.stderr)
 
@@ -251,3 +326,23 @@ def test_scheduler_identity_cannot_read_secrets(applied: ControlPlane) -> None:
     with pytest.raises(ApiError) as e:
         list(_sched(applied).list(Secret, namespace=KAI_NS))
     assert e.value.status.code == 403
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "answer"),
+    [
+        ("get", "pods", "yes"),  # its own pod, in its namespace
+        ("patch", "pods", "yes"),  # the run.ai/reserve_for_gpu_index annotation
+        ("create", "pods", "no"),
+        ("delete", "pods", "no"),
+        ("list", "secrets", "no"),
+    ],
+)
+def test_the_reservation_pods_identity_may_annotate_pods_of_its_namespace_only(
+    applied: ControlPlane, verb: str, resource: str, answer: str
+) -> None:
+    who = "--as=system:serviceaccount:kai-resource-reservation:kai-resource-reservation"
+    res = applied.kubectl("auth", "can-i", verb, resource, "-n", "kai-resource-reservation", who, check=False)
+    assert res.stdout.strip() == answer, (verb, resource, res.stdout, res.stderr)
+    elsewhere = applied.kubectl("auth", "can-i", verb, resource, "-n", "default", who, check=False)
+    assert elsewhere.stdout.strip() == "no"

@@ -4,6 +4,7 @@ schemas accept what KAI users write and reject what is malformed."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,8 @@ import yaml
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.core_v1 import Namespace, ServiceAccount
+from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 from lightkube.resources.scheduling_v1 import PriorityClass
 
 from kai.api import constants as C
@@ -24,11 +26,6 @@ from kai.k8s.install import CRD_FILES, load_documents
 from tests.k8s.conftest import DATA, REPO, run_kai
 
 Queue = create_global_resource("scheduling.run.ai", "v2", "Queue", "queues")
-# Kubernetes 1.20 serves flowcontrol.apiserver.k8s.io only as v1beta1
-FlowSchema = create_global_resource("flowcontrol.apiserver.k8s.io", "v1beta1", "FlowSchema", "flowschemas")
-PriorityLevel = create_global_resource(
-    "flowcontrol.apiserver.k8s.io", "v1beta1", "PriorityLevelConfiguration", "prioritylevelconfigurations"
-)
 PodGroup = create_namespaced_resource("scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups")
 Topology = create_global_resource("kai.scheduler", "v1alpha1", "Topology", "topologies")
 SchedulingShard = create_global_resource("kai.scheduler", "v1", "SchedulingShard", "schedulingshards")
@@ -36,25 +33,48 @@ KINDS = {"Queue": Queue, "PodGroup": PodGroup, "Topology": Topology, "Scheduling
 CRD_NAMES = [d["metadata"]["name"] for d in load_documents(CRD_FILES)]
 
 
-def _versions(client: Client) -> dict[str, str]:
+def _flowcontrol(cp: ControlPlane, kind: str, plural: str) -> Any:
+    """KIND of flowcontrol.apiserver.k8s.io at the newest version the release serves, where kai install
+    must put its FlowSchema: v1beta1 on 1.20 (its only one), v1 on 1.29 and later (the current release)."""
+    version = "v1" if cp.binaries.version >= (1, 29) else "v1beta1"
+    return create_global_resource("flowcontrol.apiserver.k8s.io", version, kind, plural)
+
+
+def _versions(client: Client, cp: ControlPlane) -> dict[str, str]:
     """resourceVersion of every object kai install owns, by kind/name."""
     out = {f"crd/{n}": client.get(CustomResourceDefinition, n).metadata.resourceVersion for n in CRD_NAMES}
     out |= {f"pc/{n}": client.get(PriorityClass, n).metadata.resourceVersion for n in C.DEFAULT_PRIORITY_CLASSES}
     out |= {
         f"queue/{n}": client.get(Queue, n).metadata.resourceVersion for n in ("default-parent-queue", "default-queue")
     }
-    out["flowschema/kai-scheduler"] = client.get(FlowSchema, "kai-scheduler").metadata.resourceVersion
+    flowschema = _flowcontrol(cp, "FlowSchema", "flowschemas")
+    out["flowschema/kai-scheduler"] = client.get(flowschema, "kai-scheduler").metadata.resourceVersion
+    for n in ("kai-scheduler", "kai-resource-reservation"):
+        out[f"ns/{n}"] = client.get(Namespace, n).metadata.resourceVersion
+    rr = "kai-resource-reservation"
+    out["sa/" + rr] = client.get(ServiceAccount, rr, namespace=rr).metadata.resourceVersion
+    out["role/" + rr] = client.get(Role, rr, namespace=rr).metadata.resourceVersion
+    out["rolebinding/" + rr] = client.get(RoleBinding, rr, namespace=rr).metadata.resourceVersion
     return out
 
 
 def test_install_twice_changes_nothing(installed: ControlPlane, client: Client) -> None:
-    before = _versions(client)
+    before = _versions(client, installed)
     code, out, err = run_kai("install", "--kubeconfig", str(installed.kubeconfig))
     assert code == 0, err
     lines = out.splitlines()
-    assert len(lines) == len(before) == 11
+    assert len(lines) == len(before) == 16
     assert all(line.endswith(" unchanged") for line in lines), out
-    assert _versions(client) == before
+    assert _versions(client, installed) == before
+
+
+def test_install_creates_the_kai_scheduler_namespace(installed: ControlPlane, client: Client) -> None:
+    """kai scheduler keeps its Lease there and refuses to start without it (test_scheduler_cli.py)."""
+    ns = client.get(Namespace, "kai-scheduler")
+    assert ns.metadata.labels["app.kubernetes.io/part-of"] == "kai"
+    assert "kai-install" in {m.manager for m in ns.metadata.managedFields or []}
+    code, out, _ = run_kai("install", "--kubeconfig", str(installed.kubeconfig))
+    assert code == 0 and "namespace/kai-scheduler unchanged" in out.splitlines(), out
 
 
 def test_kai_s_service_account_gets_kube_scheduler_s_api_priority(installed: ControlPlane, client: Client) -> None:
@@ -64,9 +84,11 @@ def test_kai_s_service_account_gets_kube_scheduler_s_api_priority(installed: Con
     import urllib.error
     import urllib.request
 
-    fs = client.get(FlowSchema, "kai-scheduler")
+    fs = client.get(_flowcontrol(installed, "FlowSchema", "flowschemas"), "kai-scheduler")
     assert fs.spec["priorityLevelConfiguration"]["name"] == "workload-high"
-    level = client.get(PriorityLevel, "workload-high")
+    level = client.get(
+        _flowcontrol(installed, "PriorityLevelConfiguration", "prioritylevelconfigurations"), "workload-high"
+    )
     ctx = ssl.create_default_context(cafile=str(installed.ca_file))
     token = installed.token(SCHEDULER_USER)
     req = urllib.request.Request(f"{installed.url}/api/v1/nodes", headers={"Authorization": f"Bearer {token}"})
@@ -193,7 +215,8 @@ def test_schema_rejects_malformed_objects(
     with pytest.raises(ApiError) as e:
         _dry_run_create(client, doc)
     assert e.value.status.code == 422
-    assert field in e.value.status.message, e.value.status.message
+    # 1.20 names a list item's field spec.subGroups.name, later releases spec.subGroups[0].name
+    assert field in re.sub(r"\[\d+\]", "", e.value.status.message), e.value.status.message
 
 
 def test_invalid_queue_file_is_rejected_by_kubectl(installed: ControlPlane, tmp_path: Path) -> None:

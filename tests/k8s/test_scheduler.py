@@ -264,32 +264,13 @@ def test_no_cycle_while_an_informer_is_not_synced(
         wait_for(lambda: node_of(admin, ns, "held"), "the pod to be bound once synced")
 
 
-def test_shared_gpu_pods_are_labelled_with_their_gpu_group(
-    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
-) -> None:
-    """Two half-GPU pods (gpu-fraction 0.5) share one GPU: each is labelled runai-gpu-group with the same
-    group before it is bound (as KAI's binder does), so the next cycles rebuild the same per-GPU state."""
-    node = nodes("share-0", gpus=1)
-
-    def half(name: str) -> Pod:
-        pod = gpu_pod(name, ns, annotations={"gpu-fraction": "0.5"})
-        pod.spec.containers[0].resources = None
-        return pod
-
-    with InProcess(options(scheduler_cluster)) as run:
-        admin.create(half("half-a"))
-        admin.create(half("half-b"))
-        wait_for(lambda: len(bound(admin, ns)) == 2, "both half-GPU pods to be bound")
-        assert set(bound(admin, ns).values()) == {node}
-        groups = {admin.get(Pod, n, namespace=ns).metadata.labels.get("runai-gpu-group") for n in ("half-a", "half-b")}
-        assert len(groups) == 1 and None not in groups, groups
-        admin.create(half("half-c"))  # the GPU is full: the third waits
-        time.sleep(1.5)
-        assert node_of(admin, ns, "half-c") == ""
-        assert run.error is None
+# GPU sharing (group labels, reservation pods, the webhook's env) is tested in test_gpu_sharing.py.
 
 
-PDB = create_namespaced_resource("policy", "v1beta1", "PodDisruptionBudget", "poddisruptionbudgets")
+def pdb_resource(cp: ControlPlane) -> Any:
+    """PodDisruptionBudget at policy/v1 (1.21+; v1beta1 was removed in 1.25), or v1beta1 on 1.20."""
+    version = "v1" if cp.binaries.version >= (1, 21) else "v1beta1"
+    return create_namespaced_resource("policy", version, "PodDisruptionBudget", "poddisruptionbudgets")
 
 
 def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
@@ -303,6 +284,7 @@ def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
     scheduler_cluster.stop_controller_manager()
     node = nodes("pdb-0", gpus=1)
     kubelet = Kubelet(admin)
+    pdb = pdb_resource(scheduler_cluster)
     with InProcess(options(scheduler_cluster)):
         admin.create(gpu_pod("low", ns, labels={"kai.scheduler/queue": "default-queue", "app": "low"}))
         wait_for(lambda: node_of(admin, ns, "low") == node, "the low-priority pod to be bound")
@@ -310,7 +292,7 @@ def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
         # maxUnavailable 1: kai's own PDB arithmetic allows evicting the one pod. The API server checks
         # the budget's status, which no disruption controller fills in here: it refuses (429).
         admin.create(
-            PDB.from_dict(
+            pdb.from_dict(
                 {
                     "metadata": {"name": "low-pdb", "namespace": ns},
                     "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "low"}}},
@@ -333,9 +315,9 @@ def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
         assert node_of(admin, ns, "high") == ""
 
         # What the disruption controller would write: one disruption allowed.
-        gen = admin.get(PDB, "low-pdb", namespace=ns)["metadata"]["generation"]
+        gen = admin.get(pdb, "low-pdb", namespace=ns)["metadata"]["generation"]
         admin.patch(
-            PDB.Status,
+            pdb.Status,
             "low-pdb",
             {
                 "status": {

@@ -1,8 +1,10 @@
 """Evictions on random clusters: no ping-pong, no eviction without a beneficiary, same input same output.
 
-Clusters are random mixes of nodes, two or three team queues under a department
-(with random quotas and weights), running jobs of random priorities and sizes,
-and pending jobs. They run on the real embedded cluster with all five actions.
+Clusters are random mixes of nodes (random GPU counts and GPU memory), two or three team queues under a
+department (with random quotas and weights), running jobs of random priorities and sizes (some being
+deleted), and pending jobs; a job's pods ask for whole GPUs, a GPU fraction, GPU memory or a fraction on
+several GPUs, running shared pods sit on consistent GPU groups (tests.property.manifests). They run on the
+real embedded cluster with all five actions, and after every cycle no GPU is over-committed.
 """
 
 from __future__ import annotations
@@ -13,38 +15,43 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kai.api import constants as C
 from kai.api.manifests import load_manifests
 from kai.api.objects import parse_time
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.decisions import CycleResult
 from kai.sim.cluster import EmbeddedCluster
-from tests.property.manifests import NOW, PRIORITIES, queue_doc
-
-STARTED = "2025-12-31T23:00:00Z"
+from tests.property.manifests import (
+    GPU_MEMORY_LABELS,
+    NOW,
+    PRIORITIES,
+    GpuBook,
+    check_gpus,
+    gpu_pod,
+    gpu_requests,
+    node_doc,
+    queue_doc,
+)
 
 
 @st.composite
 def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
     n_nodes = draw(st.integers(1, 4))
-    gpus = [draw(st.sampled_from([1, 2, 4, 8])) for _ in range(n_nodes)]
-    docs: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": f"node{i}"},
-            "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": str(g)}},
-        }
-        for i, g in enumerate(gpus)
+    shape = [
+        (f"node{i}", draw(st.sampled_from([1, 2, 4, 8])), draw(st.sampled_from(GPU_MEMORY_LABELS)))
+        for i in range(n_nodes)
     ]
+    docs: list[dict[str, Any]] = [node_doc(name, gpus, memory) for name, gpus, memory in shape]
     docs.append(queue_doc("dept", None, -1, 1))
     teams = [f"team-{c}" for c in "abc"[: draw(st.integers(2, 3))]]
     for t in teams:
         docs.append(queue_doc(t, "dept", draw(st.integers(0, 4)), draw(st.integers(0, 3))))
-    free = list(gpus)
+    book = GpuBook.of(shape)
+    max_memory = max((m or C.DEFAULT_GPU_MEMORY_MIB) for _, _, m in shape)
     for j in range(draw(st.integers(1, 7))):
         running = draw(st.booleans())
         size = draw(st.integers(1, 3))
-        per_pod = draw(st.integers(1, 2))
+        req = draw(gpu_requests(max_memory))
         min_member = draw(st.integers(1, size))
         name = f"job{j}"
         docs.append(
@@ -59,24 +66,14 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
                 },
             }
         )
+        leaving = running and draw(st.integers(0, 3)) == 0  # a running job being deleted: its GPUs free up later
         for k in range(size):
-            pod: dict[str, Any] = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": f"{name}-{k}", "annotations": {"pod-group-name": name}},
-                "spec": {
-                    "schedulerName": "kai-scheduler",
-                    "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": per_pod}}}],
-                },
-            }
-            if running:
-                spots = [i for i, f in enumerate(free) if f >= per_pod]
-                if spots:
-                    i = draw(st.sampled_from(spots))
-                    free[i] -= per_pod
-                    pod["spec"]["nodeName"] = f"node{i}"
-                    pod["status"] = {"phase": "Running", "startTime": STARTED}
-            docs.append(pod)
+            spot = book.place(draw, req) if running else None
+            node, groups = spot if spot is not None else (None, ())
+            annotations = {"pod-group-name": name}
+            docs.append(
+                gpu_pod(f"{name}-{k}", req, annotations=annotations, node=node, groups=groups, releasing=leaving)
+            )
     return docs
 
 
@@ -84,8 +81,9 @@ def _cluster(docs: list[dict[str, Any]]) -> EmbeddedCluster:
     objects, _ = load_manifests([("cluster.yaml", yaml.safe_dump_all(docs, sort_keys=False))])
     now = parse_time(NOW, "now")
     assert now is not None
-    cluster = EmbeddedCluster(now=now)
+    cluster = EmbeddedCluster(now=now, strict_input=True)  # refuses an over-committed or invalid drawn cluster
     cluster.apply(objects)
+    check_gpus(cluster)
     return cluster
 
 
@@ -107,7 +105,10 @@ def test_cycles_reach_a_fixed_point(docs: list[dict[str, Any]]) -> None:
     """With no arrivals, a few cycles settle: the last cycles neither bind, pipeline nor evict."""
     cluster = _cluster(docs)
     conf = SchedulerConf()
-    history = [_decisions(cluster.run_cycle(conf)) for _ in range(CYCLES)]
+    history = []
+    for _ in range(CYCLES):
+        history.append(_decisions(cluster.run_cycle(conf)))
+        check_gpus(cluster)
     quiet = ([], [], [])
     assert history[-1] == quiet and history[-2] == quiet, history
 
@@ -125,6 +126,7 @@ def test_every_eviction_has_a_beneficiary(docs: list[dict[str, Any]]) -> None:
             assert result.binds or result.pipelines, evictions
         moved = {str(e.pod) for e in evictions if e.action == "consolidation"}
         assert moved <= {str(p.pod) for p in result.pipelines}  # consolidation kills nobody
+        check_gpus(cluster)
 
 
 @SETTINGS

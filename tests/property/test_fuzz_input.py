@@ -37,17 +37,20 @@ from hypothesis import strategies as st
 from kai.api import constants as C
 from kai.api.errors import ManifestError
 from kai.api.manifests import load_manifests
-from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology
+from kai.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, Topology
 from kai.api.pdb import PodDisruptionBudget
+from kai.api.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 from kai.k8s._decode import KINDS
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult
 from kai.scheduler.snapshot import build_snapshot
+from kai.scheduler.storage import build_storage
 from kai.sim.cluster import EmbeddedCluster, default_priority_classes
 from kai.store import Store
 
 ROOT = Path(__file__).parents[1] / "scenarios"
+STORAGE_KINDS = (StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode)
 CORPUS = [
     [d for d in yaml.safe_load_all(p.read_text()) if isinstance(d, dict)]
     for p in sorted(ROOT.glob("*/*/cluster.yaml"))
@@ -208,6 +211,8 @@ def test_the_backend_path_keeps_bad_objects_out_and_schedules_the_rest(docs: lis
         now=NOW,
         pdbs=[o for o in objects if isinstance(o, PodDisruptionBudget)],
         topologies=[o for o in objects if isinstance(o, Topology)],
+        namespaces=[o for o in objects if isinstance(o, Namespace)],
+        storage=build_storage(*([o for o in objects if isinstance(o, cls)] for cls in STORAGE_KINDS)),
     )
     _clean(run_cycle(snap, ALL_ACTIONS))
 

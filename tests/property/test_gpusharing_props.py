@@ -1,6 +1,7 @@
 """GPU sharing on random clusters over several cycles of the embedded cluster: no GPU is ever over-committed.
 
-Random nodes (1-4 GPUs, random ``nvidia.com/gpu.memory``), two queues, and a stream of pods:
+Random nodes (1-4 GPUs, random ``nvidia.com/gpu.memory``), two queues, pods already running there (whole-GPU
+and shared ones on consistent GPU groups, tests.property.manifests), and a stream of pods:
 fractions (0.1-0.9), gpu-memory requests, multi-device fractions and whole-GPU pods, arriving
 between cycles while random running pods are deleted (evicted by their users). After every
 cycle the invariant is checked on what the cluster holds, read from the pods themselves (their
@@ -20,14 +21,28 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kai.api import constants as C
-from kai.api.gpugroups import group_labels
 from kai.api.manifests import load_manifests
 from kai.api.objects import parse_time
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import open_session
-from kai.scheduler.gpusharing import parse_share
 from kai.sim.cluster import EmbeddedCluster
-from tests.property.manifests import NOW, PRIORITIES, queue_doc
+from tests.property.manifests import (
+    NOW,
+    PRIORITIES,
+    GpuBook,
+    check_gpus,
+    gpu_pod,
+    gpu_requests,
+    node_doc,
+    queue_doc,
+)
+
+
+def owners() -> st.SearchStrategy[dict[str, str]]:
+    """The labels that put a pod in a queue with a priority (the embedded pod-grouper makes its PodGroup)."""
+    return st.fixed_dictionaries(
+        {C.LABEL_QUEUE: st.sampled_from(["team-a", "team-b"]), "priorityClassName": st.sampled_from(PRIORITIES)}
+    )
 
 
 @st.composite
@@ -49,10 +64,7 @@ def pods(draw: st.DrawFn, name: str) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "labels": {
-                C.LABEL_QUEUE: draw(st.sampled_from(["team-a", "team-b"])),
-                "priorityClassName": draw(st.sampled_from(PRIORITIES)),
-            },
+            "labels": draw(owners()),
             "annotations": annotations,
         },
         "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "resources": {"requests": requests}}]},
@@ -61,26 +73,24 @@ def pods(draw: st.DrawFn, name: str) -> dict[str, Any]:
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]], list[list[int]]]:
-    """(initial manifests, pods arriving before each later cycle, which running pods to delete then)."""
-    docs: list[dict[str, Any]] = []
-    for i in range(draw(st.integers(1, 3))):
-        labels = {}
-        memory = draw(st.sampled_from([None, 100, 40000, 81920]))
-        if memory is not None:
-            labels[C.LABEL_GPU_MEMORY] = str(memory)
-        docs.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": f"node{i}", "labels": labels},
-                "status": {
-                    "allocatable": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": str(draw(st.integers(1, 4)))}
-                },
-            }
-        )
+    """(initial manifests, pods arriving before each later cycle, which running pods to delete then). The initial
+    manifests may hold running pods already, whole-GPU and shared ones on consistent GPU groups."""
+    shape = [
+        (f"node{i}", draw(st.integers(1, 4)), draw(st.sampled_from([None, 100, 40000, 81920])))
+        for i in range(draw(st.integers(1, 3)))
+    ]
+    docs: list[dict[str, Any]] = [node_doc(name, gpus, memory) for name, gpus, memory in shape]
     docs.append(queue_doc("dept", None, -1, 1))
     docs.append(queue_doc("team-a", "dept", draw(st.integers(0, 3)), draw(st.integers(0, 2))))
     docs.append(queue_doc("team-b", "dept", draw(st.integers(0, 3)), draw(st.integers(0, 2))))
+    book = GpuBook.of(shape)
+    max_memory = max((m or C.DEFAULT_GPU_MEMORY_MIB) for _, _, m in shape)
+    for k in range(draw(st.integers(0, 4))):
+        req = draw(gpu_requests(max_memory, max_whole=1))
+        spot = book.place(draw, req)
+        if spot is not None:
+            node, groups = spot
+            docs.append(gpu_pod(f"run-{k}", req, labels=draw(owners()), cpu="1", node=node, groups=groups))
     n = draw(st.integers(1, 8))
     docs += [draw(pods(f"p0-{k}")) for k in range(n)]
     arrivals = []
@@ -96,33 +106,6 @@ def _load(docs: list[dict[str, Any]]) -> list:
     return objects
 
 
-def _check_gpus(cluster: EmbeddedCluster) -> None:
-    nodes = {n.meta.name: n for n in cluster.nodes()}
-    held: dict[tuple[str, str], int] = {}  # (node, group) -> MiB x 1000 held
-    whole: dict[str, int] = {}
-    for pod in cluster.store.list("Pod"):
-        if not pod.node_name or pod.phase in ("Succeeded", "Failed"):
-            continue
-        node = nodes[pod.node_name]
-        memory = int(node.meta.labels.get(C.LABEL_GPU_MEMORY, C.DEFAULT_GPU_MEMORY_MIB))
-        share, error = parse_share(pod)
-        assert not error
-        if share is None:
-            whole[pod.node_name] = whole.get(pod.node_name, 0) + pod.requests.get(C.RESOURCE_GPU, 0)
-            continue
-        groups = group_labels(pod)
-        assert len(groups) == share.devices, (pod.meta.name, groups)
-        for g in groups:
-            key = (pod.node_name, g)
-            held[key] = held.get(key, 0) + share.units(memory * 1000)
-    for (node, group), units in held.items():
-        memory = int(nodes[node].meta.labels.get(C.LABEL_GPU_MEMORY, C.DEFAULT_GPU_MEMORY_MIB))
-        assert units <= memory * 1000, f"GPU {group} on {node} holds {units / 1000} MiB of {memory}"
-    for name, node in nodes.items():
-        groups = sum(1 for (n, _) in held if n == name)
-        assert whole.get(name, 0) + groups <= node.allocatable.get(C.RESOURCE_GPU, 0), (name, whole, groups)
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=scenarios())
 def test_no_gpu_is_over_committed(scenario: tuple) -> None:
@@ -131,9 +114,10 @@ def test_no_gpu_is_over_committed(scenario: tuple) -> None:
     assert now is not None
     cluster = EmbeddedCluster(now=now)
     cluster.apply(_load(docs))
+    check_gpus(cluster)  # the drawn cluster itself is consistent
     conf = SchedulerConf()
     cluster.run_cycle(conf)
-    _check_gpus(cluster)
+    check_gpus(cluster)
     for new, gone in zip(arrivals, deletions):
         running = sorted(
             (p for p in cluster.store.list("Pod") if p.node_name and p.phase == "Running"), key=lambda p: p.meta.name
@@ -146,7 +130,7 @@ def test_no_gpu_is_over_committed(scenario: tuple) -> None:
         if new:
             cluster.apply(_load(new))
         cluster.run_cycle(conf)
-        _check_gpus(cluster)
+        check_gpus(cluster)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,16 +7,13 @@ This test fails, never skips, when Chromium is missing: the report is a user-fac
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 from kai.sim.timesim._report import render_report
+from tests.browser import chromium as _chromium
+from tests.browser import console_lines
 from tests.timesim.helpers import node, pod, queue, run, simulation
-
-CHROMIUM = os.environ.get("KAI_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _report(tmp_path: Path) -> Path:
@@ -42,22 +39,6 @@ def _report(tmp_path: Path) -> Path:
     return path
 
 
-def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM, "chromium is missing: run scripts/browser/provision.sh (as root it apt-installs chromium)"
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",  # CI runs as root
-        "--disable-gpu",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
-
-
 def test_the_report_loads_without_console_messages_and_lays_out_every_plot(tmp_path: Path) -> None:
     page = _report(tmp_path)
     html = page.read_text()
@@ -65,8 +46,7 @@ def test_the_report_loads_without_console_messages_and_lays_out_every_plot(tmp_p
     assert plots >= 7  # allocation, two queue charts, waits, an occupancy map, fragmentation, pending jobs
     proc = _chromium(tmp_path, "--dump-dom", page.as_uri())
     assert proc.returncode == 0, proc.stderr[-2000:]
-    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
-    assert console == []
+    assert console_lines(proc.stderr) == []
     assert f'data-plots-rendered="{plots}"' in proc.stdout  # the page's script ran and counted laid-out plots
     assert "GPU allocation over time" in proc.stdout and "Node × GPU occupancy" in proc.stdout
 

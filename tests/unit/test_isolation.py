@@ -111,7 +111,8 @@ def preempt_cluster() -> list[dict[str, Any]]:
 
 def test_a_job_whose_victim_search_raises_costs_only_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     c = cluster(preempt_cluster())
-    monkeypatch.setattr(proportion_module, "check_capacity", raising_for("bad", proportion_module.check_capacity))
+    patched = staticmethod(raising_for("bad", proportion_module.check_capacity))
+    monkeypatch.setattr(proportion_module.Proportion, "job_over_capacity", patched)
     result = run_cycle(c.snapshot(), SchedulerConf(actions=("preempt",)))
     assert {p.pod.name for p in result.pipelines} == {"good-0"}
     assert len(result.evictions) == 1

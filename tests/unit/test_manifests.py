@@ -114,7 +114,7 @@ def test_error_inside_a_list_names_the_item() -> None:
     assert (info.value.source, info.value.obj, info.value.field) == ("list.yaml", "Node/n1", "status.allocatable.cpu")
 
 
-@pytest.mark.parametrize("kind", ["Secret", "ConfigMap", "Namespace", "Service", "ServiceAccount"])
+@pytest.mark.parametrize("kind", ["Secret", "ConfigMap", "Service", "ServiceAccount"])
 def test_ignored_kinds(kind: str) -> None:
     text = f"apiVersion: v1\nkind: {kind}\nmetadata: {{name: x, namespace: ns}}\ndata: {{a: b}}\n"
     objects, ignored = load_manifests([("f.yaml", text)])

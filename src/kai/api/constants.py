@@ -1,6 +1,6 @@
 """Every label, annotation and well-known name kai reads or writes (KAI's keys).
 
-One module, so that a key is spelled once (reference section 3).
+One module, so that a key is spelled once (kai-behaviour §3).
 """
 
 from __future__ import annotations
@@ -99,6 +99,27 @@ ANNOTATION_SHARED_GPU_CONFIGMAP = "runai/shared-gpu-configmap"
 ANNOTATION_RECEIVED_RESOURCE_TYPE = "received-resource-type"
 LABEL_GPU_GROUP = "runai-gpu-group"
 ANNOTATION_RESERVE_FOR_GPU_INDEX = "run.ai/reserve_for_gpu_index"
+RECEIVED_TYPE_FRACTION = "Fraction"  # received-resource-type of a shared-GPU pod
+
+# --- GPU reservation pods (KAI's binder and resourcereservation binary) -----------------------
+LABEL_APP = "app"
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+RESERVATION_SERVICE_ACCOUNT = "kai-resource-reservation"
+RESERVATION_APP = "kai-resource-reservation"  # the app label that marks a reservation pod
+RESERVATION_POD_PREFIX = "gpu-reservation"
+RESERVATION_CONTAINER = "resource-reservation"
+ANNOTATION_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+
+# --- Device visibility (env vars written into a fraction pod's ConfigMaps) ----------------------
+ENV_NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+ENV_GPU_PORTION = "GPU_PORTION"
+ENV_RUNAI_NUM_OF_GPUS = "RUNAI_NUM_OF_GPUS"  # deprecated by KAI in favour of GPU_PORTION; still written
+DEFAULT_GPU_FRACTION_RUNTIME_CLASS = "nvidia"  # KAI admission's gpuFractionRuntimeClassName default
+
+# --- kai's own (beyond KAI): who may name a Queue ---------------------------------------------
+# On a Queue: comma-separated namespace names or glob patterns whose pods and PodGroups may use it
+# (and its descendants). No annotation: any namespace (KAI's behaviour).
+ANNOTATION_QUEUE_ALLOWED_NAMESPACES = "kai.scheduler/allowed-namespaces"
 ANNOTATION_NUMA_PREDICTED = "kai.scheduler/numa-placement-predicted"
 ANNOTATION_NUMA_OBSERVED = "kai.scheduler/numa-placement-observed"
 
@@ -128,6 +149,14 @@ LABEL_RAY_NODE_TYPE = "ray.io/node-type"
 LABEL_RAY_GROUP = "ray.io/group"
 LABEL_ACCOUNTING = "kai.scheduler/accounting"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"  # the API server labels every namespace with its name
+
+# --- Storage (kube-scheduler's VolumeBinding and the PV controller) ---------------------------------
+ANNOTATION_SELECTED_NODE = "volume.kubernetes.io/selected-node"  # where a WaitForFirstConsumer claim is provisioned
+ANNOTATION_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+ANNOTATION_DEFAULT_STORAGE_CLASS = "storageclass.kubernetes.io/is-default-class"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"  # a StorageClass of static volumes only (local PVs)
 
 DEFAULT_GPU_MEMORY_MIB = 100  # node_info.DefaultGpuMemory when the label is missing
 

@@ -21,6 +21,7 @@ from kai.api.errors import ManifestError
 from kai.api.limits import check_shape
 from kai.api.objects import (
     ApiObject,
+    parse_namespace,
     parse_node,
     parse_pod,
     parse_podgroup,
@@ -30,6 +31,13 @@ from kai.api.objects import (
     parse_topology,
 )
 from kai.api.pdb import parse_pdb
+from kai.api.storage import (
+    StorageObject,
+    parse_csinode,
+    parse_persistent_volume,
+    parse_persistent_volume_claim,
+    parse_storage_class,
+)
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload
 
 try:  # the C loader is ~10x faster on large manifests
@@ -57,17 +65,31 @@ PARSERS: dict[tuple[str, str], Callable[[dict[str, Any]], ApiObject]] = {
     (C.TOPOLOGY_API_VERSION, "Topology"): parse_topology,
     (C.SHARD_API_VERSION, "SchedulingShard"): parse_shard,
     ("policy/v1", "PodDisruptionBudget"): parse_pdb,
+    ("v1", "Namespace"): parse_namespace,
+    ("storage.k8s.io/v1", "StorageClass"): parse_storage_class,
+    ("v1", "PersistentVolume"): parse_persistent_volume,
+    ("v1", "PersistentVolumeClaim"): parse_persistent_volume_claim,
+    ("storage.k8s.io/v1", "CSINode"): parse_csinode,
 }
 
 NAMESPACED_KINDS = frozenset(
-    {"Pod", "PodGroup", "PodDisruptionBudget", "Secret", "ConfigMap", "Service", "ServiceAccount"}
+    {
+        "Pod",
+        "PodGroup",
+        "PodDisruptionBudget",
+        "PersistentVolumeClaim",
+        "Secret",
+        "ConfigMap",
+        "Service",
+        "ServiceAccount",
+    }
     | {k for _, k in WORKLOAD_KINDS}
 )
 
-ManifestObject = ApiObject | Workload
+ManifestObject = ApiObject | Workload | StorageObject
 
 # Kinds a user applies beside their workloads that carry nothing for a scheduler.
-IGNORED_KINDS = frozenset({"Secret", "ConfigMap", "Namespace", "Service", "ServiceAccount"})
+IGNORED_KINDS = frozenset({"Secret", "ConfigMap", "Service", "ServiceAccount"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,103 +9,27 @@ caller adds the file and object. Amounts are integers in base units
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from kai.api import constants as C
-from kai.api.duration import parse_duration
+from kai.api._read import _bool, _duration, _int, _list, _map, _number, _required, _str, _str_map
 from kai.api.errors import ManifestError
+from kai.api.podspec import (
+    HostPort,
+    PodAffinity,
+    SpreadConstraint,
+    parse_claims,
+    parse_host_ports,
+    parse_pod_affinity,
+    parse_spread,
+)
 from kai.api.quantity import MAX_AMOUNT, QuantityError, parse_quantity, to_milli, to_units
+from kai.api.queueaccess import parse_allowed_namespaces
+from kai.api.selectors import SelectorRequirement, parse_requirement
 
 Resources = dict[str, int]  # resource name -> amount in base units (cpu: millicores)
-
-
-# ---------------------------------------------------------------------------------------------
-# Small readers: each raises ManifestError(field=...) so the message names the field.
-# ---------------------------------------------------------------------------------------------
-
-
-def _map(obj: Any, path: str) -> dict[str, Any]:
-    if obj is None:
-        return {}
-    if not isinstance(obj, dict):
-        raise ManifestError(f"expected a mapping, got {type(obj).__name__}", field=path)
-    return obj
-
-
-def _list(obj: Any, path: str) -> list[Any]:
-    if obj is None:
-        return []
-    if not isinstance(obj, list):
-        raise ManifestError(f"expected a list, got {type(obj).__name__}", field=path)
-    return obj
-
-
-def _str(obj: Any, path: str, default: str = "") -> str:
-    if obj is None:
-        return default
-    if isinstance(obj, (dict, list)):
-        raise ManifestError(f"expected a string, got {type(obj).__name__}", field=path)
-    return str(obj)
-
-
-def _str_map(obj: Any, path: str) -> dict[str, str]:
-    return {str(k): _str(v, f"{path}.{k}") for k, v in _map(obj, path).items()}
-
-
-MAX_NUMBER = 1e15  # the largest magnitude of a plain number kai reads (quotas, limits, weights, kValue)
-INT32 = (-(2**31), 2**31 - 1)  # Kubernetes' int32 fields (minMember, priority, replicas)
-
-
-def _number(obj: Any, path: str, default: float) -> float:
-    """A finite number of magnitude at most MAX_NUMBER: NaN and infinity would poison every fair share."""
-    if obj is None:
-        return default
-    if isinstance(obj, bool) or not isinstance(obj, (int, float, str)):
-        raise ManifestError(f"{obj!r} is not a number", field=path)
-    try:
-        value = float(obj)
-    except (ValueError, OverflowError):
-        raise ManifestError(f"{str(obj)[:40]!r} is not a number", field=path) from None
-    if not math.isfinite(value) or abs(value) > MAX_NUMBER:
-        raise ManifestError(f"{str(obj)[:40]!r} is not a finite number of magnitude up to {MAX_NUMBER:g}", field=path)
-    return value
-
-
-def _int(obj: Any, path: str, default: int | None, bounds: tuple[int, int] = INT32) -> int | None:
-    """An integer within *bounds* (Kubernetes' int32 by default)."""
-    if obj is None:
-        return default
-    if isinstance(obj, bool) or not isinstance(obj, (int, str)) or (isinstance(obj, str) and len(obj) > 40):
-        raise ManifestError(f"{str(obj)[:40]!r} is not an integer", field=path)
-    try:
-        value = int(obj)
-    except ValueError:
-        raise ManifestError(f"{obj!r} is not an integer", field=path) from None
-    if not bounds[0] <= value <= bounds[1]:
-        raise ManifestError(f"{value} is out of range ({bounds[0]} to {bounds[1]})", field=path)
-    return value
-
-
-def _bool(obj: Any, path: str, default: bool) -> bool:
-    if obj is None:
-        return default
-    if isinstance(obj, bool):
-        return obj
-    if isinstance(obj, str) and obj.lower() in ("true", "false"):
-        return obj.lower() == "true"
-    raise ManifestError(f"{obj!r} is not a boolean", field=path)
-
-
-def _duration(obj: Any, path: str) -> float | None:
-    if obj is None:
-        return None
-    try:
-        return parse_duration(obj)
-    except ValueError as e:
-        raise ManifestError(str(e), field=path) from None
 
 
 def parse_time(obj: Any, path: str) -> float | None:
@@ -314,13 +238,6 @@ TOLERATION_OPERATORS = ("Equal", "Exists")
 
 
 @dataclass(frozen=True, slots=True)
-class SelectorRequirement:
-    key: str
-    operator: str
-    values: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class SelectorTerm:
     """One nodeSelectorTerm: all its requirements must hold (the terms are ORed)."""
 
@@ -358,8 +275,18 @@ class Pod:
     # "field: message" of requests saturated at MAX_AMOUNT (parse_resources): such a pod is never placed by kai,
     # and a bound one counts as asking for everything
     oversize: tuple[str, ...] = ()
+    # placement rules that tie the pod to other pods and to storage (kai.api.podspec)
+    pod_affinity: PodAffinity | None = None  # inter-pod affinity and anti-affinity
+    spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints
+    host_ports: tuple[HostPort, ...] = ()
+    claims: tuple[str, ...] = ()  # PersistentVolumeClaims of its volumes, in its namespace
 
     kind = "Pod"
+
+    @property
+    def placement_rules(self) -> bool:
+        """The pod's place depends on other pods or on storage (affinity, spread, host ports, claims)."""
+        return bool(self.pod_affinity or self.spread or self.host_ports or self.claims)
 
     @property
     def healthy(self) -> bool:
@@ -385,21 +312,35 @@ def parse_go_int(text: str) -> int | None:
 
 
 def _parse_requirement(r: Any, p: str) -> SelectorRequirement:
-    r = _map(r, p)
-    op = _str(r.get("operator"), f"{p}.operator")
-    if op not in SELECTOR_OPERATORS:
-        raise ManifestError(f"{op!r} is not one of {', '.join(SELECTOR_OPERATORS)}", field=f"{p}.operator")
-    values = tuple(_str(v, f"{p}.values[{i}]") for i, v in enumerate(_list(r.get("values"), f"{p}.values")))
-    if op in ("In", "NotIn") and not values:
-        raise ManifestError(f"operator {op} needs at least one value", field=f"{p}.values")
-    if op in ("Exists", "DoesNotExist") and values:
-        raise ManifestError(f"operator {op} takes no values", field=f"{p}.values")
-    if op in ("Gt", "Lt"):
-        if len(values) != 1:
-            raise ManifestError(f"operator {op} needs exactly one value", field=f"{p}.values")
-        if parse_go_int(values[0]) is None:
-            raise ManifestError(f"{values[0]!r} is not an integer", field=f"{p}.values[0]")
-    return SelectorRequirement(_str(r.get("key"), f"{p}.key"), op, values)
+    """A node selector requirement: a label requirement, or Gt/Lt with one integer value."""
+    req = parse_requirement(r, p, SELECTOR_OPERATORS, _str)  # node label values may be written unquoted
+    if req.operator in ("Gt", "Lt"):
+        if len(req.values) != 1:
+            raise ManifestError(f"operator {req.operator} needs exactly one value", field=f"{p}.values")
+        if parse_go_int(req.values[0]) is None:
+            raise ManifestError(f"{req.values[0]!r} is not an integer", field=f"{p}.values[0]")
+    return req
+
+
+def parse_node_selector_terms(obj: Any, path: str) -> tuple[SelectorTerm, ...]:
+    """``nodeSelectorTerms`` (ORed; each term's requirements ANDed) of a node affinity or a PV's nodeAffinity."""
+    terms: list[SelectorTerm] = []
+    for i, t in enumerate(_list(obj, path)):
+        p = f"{path}[{i}]"
+        t = _map(t, p)
+        exprs = tuple(
+            _parse_requirement(r, f"{p}.matchExpressions[{j}]")
+            for j, r in enumerate(_list(t.get("matchExpressions"), f"{p}.matchExpressions"))
+        )
+        fields = tuple(
+            _parse_requirement(r, f"{p}.matchFields[{j}]")
+            for j, r in enumerate(_list(t.get("matchFields"), f"{p}.matchFields"))
+        )
+        for j, f in enumerate(fields):
+            if f.key != "metadata.name":
+                raise ManifestError("only metadata.name is supported", field=f"{p}.matchFields[{j}].key")
+        terms.append(SelectorTerm(exprs, fields))
+    return tuple(terms)
 
 
 def _container_requests(c: dict[str, Any], p: str, oversize: list[str] | None) -> Resources:
@@ -460,26 +401,13 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
     status = _map(doc.get("status"), "status")
     oversize: list[str] = []
     requests, names = effective_requests(spec, oversize=oversize)
-    terms: list[SelectorTerm] = []
     affinity = _map(spec.get("affinity"), "spec.affinity")
+    namespace = meta.namespace or "default"
+    pod_affinity = parse_pod_affinity(affinity, namespace, meta.labels)
     na = _map(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
     req_path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     required = _map(na.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
-    for i, t in enumerate(_list(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")):
-        p = f"{req_path}.nodeSelectorTerms[{i}]"
-        t = _map(t, p)
-        exprs = tuple(
-            _parse_requirement(r, f"{p}.matchExpressions[{j}]")
-            for j, r in enumerate(_list(t.get("matchExpressions"), f"{p}.matchExpressions"))
-        )
-        fields = tuple(
-            _parse_requirement(r, f"{p}.matchFields[{j}]")
-            for j, r in enumerate(_list(t.get("matchFields"), f"{p}.matchFields"))
-        )
-        for j, f in enumerate(fields):
-            if f.key != "metadata.name":
-                raise ManifestError("only metadata.name is supported", field=f"{p}.matchFields[{j}].key")
-        terms.append(SelectorTerm(exprs, fields))
+    terms = parse_node_selector_terms(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
     tolerations = []
     for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations")):
         p = f"spec.tolerations[{i}]"
@@ -515,12 +443,44 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
         start_time=parse_time(status.get("startTime"), "status.startTime"),
         ready_condition=ready,
         oversize=tuple(oversize),
+        pod_affinity=pod_affinity,
+        spread=parse_spread(spec.get("topologySpreadConstraints"), meta.labels),
+        host_ports=parse_host_ports(spec),
+        claims=parse_claims(spec, meta.name),
         container_names=names,
         init_container_names=tuple(
             _str(_map(c, f"spec.initContainers[{i}]").get("name"), f"spec.initContainers[{i}].name")
             for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers"))
         ),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Namespace
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Namespace:
+    """Only its labels matter to a scheduler: an affinity term's namespaceSelector matches them."""
+
+    meta: ObjectMeta
+
+    kind = "Namespace"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Its labels, with the one the API server always sets (kubernetes.io/metadata.name)."""
+        return {**self.meta.labels, C.LABEL_NAMESPACE_NAME: self.meta.name}
+
+
+def parse_namespace(doc: dict[str, Any]) -> Namespace:
+    return Namespace(parse_meta(doc, "Namespace", namespaced=False))
+
+
+def namespace_labels(name: str) -> dict[str, str]:
+    """The labels of a namespace kai has not seen: the one the API server sets on every namespace."""
+    return {C.LABEL_NAMESPACE_NAME: name}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -546,6 +506,8 @@ class Queue:
     resources: dict[str, QueueResource] = field(default_factory=dict)  # keys: gpu, cpu, memory
     preempt_min_runtime: float | None = None
     reclaim_min_runtime: float | None = None
+    # kai's queue access rule (kai.api.queueaccess): namespace patterns that may use it; None = any
+    allowed_namespaces: tuple[str, ...] | None = None
 
     kind = "Queue"
 
@@ -596,6 +558,7 @@ def parse_queue(doc: dict[str, Any]) -> Queue:
         resources=resources,
         preempt_min_runtime=pmr,
         reclaim_min_runtime=rmr,
+        allowed_namespaces=parse_allowed_namespaces(meta.annotations.get(C.ANNOTATION_QUEUE_ALLOWED_NAMESPACES)),
     )
 
 
@@ -792,9 +755,7 @@ def parse_topology(doc: dict[str, Any]) -> Topology:
     for i, lv in enumerate(_list(spec.get("levels"), "spec.levels")):
         p = f"spec.levels[{i}]"
         lv = _map(lv, p)
-        label = _str(lv.get("nodeLabel"), f"{p}.nodeLabel")
-        if not label:
-            raise ManifestError("is required", field=f"{p}.nodeLabel")
+        label = _required(lv.get("nodeLabel"), f"{p}.nodeLabel")
         levels.append(TopologyLevel(label, _str(lv.get("alias"), f"{p}.alias")))
     if not 1 <= len(levels) <= 16:
         raise ManifestError("needs 1 to 16 levels", field="spec.levels")
@@ -894,4 +855,4 @@ def _usage_params(spec: dict[str, Any]) -> dict[str, float | None]:
     return {"usage_window": window, "usage_half_life": half_life}
 
 
-ApiObject = Node | Pod | Queue | PodGroup | PriorityClass | Topology | SchedulingShard
+ApiObject = Node | Pod | Queue | PodGroup | PriorityClass | Topology | SchedulingShard | Namespace

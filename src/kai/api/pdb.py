@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kai.api.errors import ManifestError
-from kai.api.objects import ObjectMeta, SelectorRequirement, parse_go_int, parse_meta
-
-_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+from kai.api.objects import ObjectMeta, parse_go_int, parse_meta
+from kai.api.selectors import LabelSelector, parse_label_selector
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,29 +31,14 @@ class IntOrPercent:
 @dataclass(slots=True)
 class PodDisruptionBudget:
     meta: ObjectMeta
-    match_labels: dict[str, str]
-    match_expressions: tuple[SelectorRequirement, ...]
+    selector: LabelSelector  # an empty selector selects every pod in the namespace (policy/v1)
     min_available: IntOrPercent | None
     max_unavailable: IntOrPercent | None
 
     kind = "PodDisruptionBudget"
 
     def selects(self, labels: dict[str, str]) -> bool:
-        """A label selector's meaning; an empty selector selects every pod in the namespace (policy/v1)."""
-        for k, v in self.match_labels.items():
-            if labels.get(k) != v:
-                return False
-        for r in self.match_expressions:
-            present = r.key in labels
-            if r.operator == "In" and (not present or labels[r.key] not in r.values):
-                return False
-            if r.operator == "NotIn" and present and labels[r.key] in r.values:
-                return False
-            if r.operator == "Exists" and not present:
-                return False
-            if r.operator == "DoesNotExist" and present:
-                return False
-        return True
+        return self.selector.matches(labels)
 
     def allowed_disruptions(self, expected: int, healthy: int) -> int:
         """Pods that may still be disrupted: healthy minus the desired healthy count (Kubernetes' rule)."""
@@ -89,39 +73,14 @@ def parse_pdb(doc: dict[str, Any]) -> PodDisruptionBudget:
     spec = doc.get("spec") or {}
     if not isinstance(spec, dict):
         raise ManifestError("must be a mapping", field="spec")
-    selector = spec.get("selector") or {}
-    if not isinstance(selector, dict):
-        raise ManifestError("must be a mapping", field="spec.selector")
-    labels = selector.get("matchLabels") or {}
-    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-        raise ManifestError("must map label keys to strings", field="spec.selector.matchLabels")
-    exprs = []
-    raw = selector.get("matchExpressions") or []
-    if not isinstance(raw, list):
-        raise ManifestError("must be a list", field="spec.selector.matchExpressions")
-    for i, r in enumerate(raw):
-        p = f"spec.selector.matchExpressions[{i}]"
-        if not isinstance(r, dict) or not isinstance(r.get("key"), str):
-            raise ManifestError("needs a key", field=f"{p}.key")
-        op = r.get("operator")
-        if op not in _OPERATORS:
-            raise ManifestError(f"{op!r} is not one of {', '.join(_OPERATORS)}", field=f"{p}.operator")
-        values = r.get("values") or []
-        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            raise ManifestError("must be a list of strings", field=f"{p}.values")
-        if op in ("In", "NotIn") and not values:
-            raise ManifestError(f"operator {op} needs at least one value", field=f"{p}.values")
-        if op in ("Exists", "DoesNotExist") and values:
-            raise ManifestError(f"operator {op} takes no values", field=f"{p}.values")
-        exprs.append(SelectorRequirement(r["key"], op, tuple(values)))
+    selector = parse_label_selector(spec.get("selector"), "spec.selector") or LabelSelector()
     min_available = _int_or_percent(spec.get("minAvailable"), "spec.minAvailable")
     max_unavailable = _int_or_percent(spec.get("maxUnavailable"), "spec.maxUnavailable")
     if (min_available is None) == (max_unavailable is None):
         raise ManifestError("set exactly one of minAvailable and maxUnavailable", field="spec.minAvailable")
     return PodDisruptionBudget(
         meta=meta,
-        match_labels=dict(labels),
-        match_expressions=tuple(exprs),
+        selector=selector,
         min_available=min_available,
         max_unavailable=max_unavailable,
     )

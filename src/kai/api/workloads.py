@@ -4,7 +4,7 @@ Rules: kai reads only a few fields of each owner kind (those the pod-grouper and
 controllers use), so an owner is stored raw and each reader checks the fields it uses, through
 ``Fields``, which names the object and the field in every error. ``WORKLOAD_KINDS`` lists the
 (apiVersion, kind) pairs kai accepts as owners: the kinds KAI's pod-grouper has a plugin for
-(reference section 7), plus Knative's Configuration and Revision, which sit in a Knative Service's
+(kai-behaviour §7), plus Knative's Configuration and Revision, which sit in a Knative Service's
 owner chain.
 """
 
@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kai.api._read import INT32
 from kai.api.errors import ManifestError, OwnerSpecError
 from kai.api.limits import check_shape
-from kai.api.objects import INT32, ObjectMeta, Pod, parse_go_int, parse_meta
+from kai.api.objects import ObjectMeta, Pod, parse_go_int, parse_meta
 
 # (apiVersion, kind) of every owner kind kai reads. The pod-grouper's registry and the simulated
 # controllers are keyed by these; a unit test keeps the three in step.

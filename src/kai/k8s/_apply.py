@@ -2,7 +2,8 @@
 
 Rules:
 
-* **Binds** are plain POSTs to ``pods/{name}/binding`` (a typed client raises on the answer after the
+* **Binds** are plain POSTs to ``pods/{name}/binding``, after the pod's volumes are bound (``_volumes``:
+  the decision says which claim gets which volume) (a typed client raises on the answer after the
   bind succeeded), ``bind_concurrency`` at a time, each carrying the pod's uid so a pod recreated
   under the same name is never bound by mistake. 201 = bound; 409 = already bound (by an earlier
   replica or an earlier cycle whose answer was lost); 404 = gone. A bind that fails otherwise is not
@@ -29,7 +30,7 @@ import logging
 import time
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kai.api import constants as C
 from kai.api.gpugroups import gpu_group_labels, group_labels
@@ -38,8 +39,12 @@ from kai.k8s._api import Api, ApiError
 from kai.k8s._events import EventRecorder
 from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
+from kai.k8s._volumes import VolumeBinder
 from kai.scheduler.decisions import Bind, CycleResult, Event, Evict, PodGroupStatus, QueueStatus
 from kai.store import Key, Store
+
+if TYPE_CHECKING:
+    from kai.k8s._gpushare import GpuSharingBinder
 
 log = logging.getLogger("kai.k8s.apply")
 
@@ -148,12 +153,14 @@ class Applier:
         self.events = events
         self.metrics = metrics
         self.assumed = Assumed()
+        self.volumes = VolumeBinder(api)
         self.assume_ttl_s = assume_ttl_s
         self.pdb_api_version = pdb_api_version
         self._concurrency = bind_concurrency
         self._bound = metrics.binds.labels("bound")  # labelled once: .labels() locks and looks up per call
         self._scheduled = metrics.scheduled.labels("allocate")
         self._uids: dict[Key, str] = {}
+        self.gpu_sharing: GpuSharingBinder | None = None  # set by the scheduler: shared binds go through it
 
     async def apply(self, result: CycleResult, uids: dict[Key, str] | None = None) -> ApplyStats:
         """Send *result*. *uids* are the pods' uids in the snapshot the cycle decided on: a pod deleted and
@@ -176,6 +183,8 @@ class Applier:
         writes += self._podgroup_writes(result.podgroups, bound)
         writes += self._queue_writes(result.queues)
         await self._gather(self._counted(w, stats) for w in writes)
+        if self.gpu_sharing is not None:  # reservation pods of emptied GPU groups go (kai.k8s._gpushare)
+            await self.gpu_sharing.sync({g for *_, groups in self.assumed.binds.values() for g in groups})
         stats.status_s = time.perf_counter() - t0 - stats.bind_s
         return stats
 
@@ -202,6 +211,26 @@ class Applier:
         pod = self.store.get("Pod", key)
         if pod is None or self._uids.get(key, pod.meta.uid) != pod.meta.uid:
             return
+        if b.gpu_groups and self.gpu_sharing is not None:
+            # GPU sharing: reservation pods, ConfigMaps and labels first, in the background (kai.k8s._gpushare)
+            self.gpu_sharing.submit(b, pod, self)
+            return
+        await self.send_bind(b, pod, stats, extra)
+
+    async def send_bind(
+        self,
+        b: Bind,
+        pod: Pod,
+        stats: ApplyStats | None = None,
+        extra: list[Event] | None = None,
+        *,
+        labels: bool = True,
+    ) -> bool:
+        """POST the binding of *pod* (after its GPU group labels, when *labels* and it has groups); whether it
+        is bound (409: by an earlier attempt). A failure goes to *extra* as a FailedBinding event."""
+        stats = stats if stats is not None else ApplyStats()
+        extra = extra if extra is not None else []
+        key = (b.pod.namespace, b.pod.name)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -210,24 +239,26 @@ class Applier:
         }
         t0 = time.perf_counter()
         try:
-            if b.gpu_groups:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
-                labels: dict[str, str | None] = {k: None for k in pod.meta.labels if _is_group_label(k)}
-                labels.update(gpu_group_labels(b.gpu_groups))
+            if b.gpu_groups and labels:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
+                patch: dict[str, str | None] = {k: None for k in pod.meta.labels if _is_group_label(k)}
+                patch.update(gpu_group_labels(b.gpu_groups))
                 await self.api.request(
                     "PATCH",
                     f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}",
-                    body={"metadata": {"labels": labels, "uid": pod.meta.uid}},
+                    body={"metadata": {"labels": patch, "uid": pod.meta.uid}},
                     content_type=MERGE,
                 )
+            if b.volumes:  # its volumes first, bound and waited for (kube-scheduler's VolumeBinding PreBind)
+                await self.volumes.bind(b)
             await self.api.request("POST", f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}/binding", body=body)
         except ApiError as e:
             if e.code == 409:  # already bound (or the uid no longer matches): the watch has the truth
                 stats.already_bound += 1
                 self.metrics.binds.labels("conflict").inc()
-                return
+                return True
             if e.code == 404:
                 self.metrics.binds.labels("gone").inc()
-                return
+                return False
             stats.bind_failed += 1
             self.metrics.binds.labels("error").inc()
             self.metrics.api_errors.labels("bind").inc()
@@ -240,12 +271,13 @@ class Applier:
                 e,
                 extra={"pod": str(b.pod), "node": b.node, "error": str(e)},
             )
-            return
+            return False
         self.metrics.bind_latency.observe((time.perf_counter() - t0) * 1000)
         self._bound.inc()
         self._scheduled.inc()
         self.assumed.binds[key] = (pod.meta.uid, b.node, time.monotonic(), tuple(b.gpu_groups))
         stats.bound += 1
+        return True
 
     # ---- evict -----------------------------------------------------------------------------
 

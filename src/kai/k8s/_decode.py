@@ -1,11 +1,11 @@
 """API server JSON → kai's typed objects, decoding only the fields the scheduler reads.
 
 Rules: Pods and Nodes, the kinds that come by the thousand, are decoded into msgspec structs that name
-only the fields kai uses (managedFields, container images, env, volumes are skipped by the C decoder
-without building Python objects). The structs are then turned into plain dicts and handed to the same
+only the fields kai uses (managedFields, container images, env, and volumes other than claims are skipped
+by the C decoder without building Python objects). The structs are then turned into plain dicts and handed to the same
 ``kai.api`` parsers that read manifests, so a pod means the same thing in ``kai sim`` and on a cluster,
 and a bad field is a ManifestError naming it. The few other kinds (Queues, PodGroups, PriorityClasses,
-Topologies, PDBs, SchedulingShards) are decoded whole.
+Topologies, PDBs, SchedulingShards, Namespaces and the storage kinds) are decoded whole.
 
 ``KINDS`` lists every kind the scheduler watches: its API path, and how an item becomes a kai object.
 """
@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from kai.api.objects import (
+    parse_namespace,
     parse_node,
     parse_pod,
     parse_podgroup,
@@ -28,6 +29,7 @@ from kai.api.objects import (
     parse_topology,
 )
 from kai.api.pdb import parse_pdb
+from kai.api.storage import parse_csinode, parse_persistent_volume, parse_persistent_volume_claim, parse_storage_class
 
 Json = Any
 
@@ -61,10 +63,22 @@ class Container(msgspec.Struct, omit_defaults=True):
     name: str = ""
     resources: Resources | None = None
     restartPolicy: str | None = None
+    ports: list[Json] | None = None  # hostPort / hostIP / protocol: host ports (NodePorts)
 
 
 class Affinity(msgspec.Struct, omit_defaults=True):
     nodeAffinity: Json = None
+    podAffinity: Json = None
+    podAntiAffinity: Json = None
+
+
+class Volume(msgspec.Struct, omit_defaults=True):
+    """A pod volume: only the kinds that name a PersistentVolumeClaim are kept (secrets, config maps and
+    projected volumes are skipped by the decoder)."""
+
+    name: str = ""
+    persistentVolumeClaim: Json = None
+    ephemeral: Json = None
 
 
 class PodSpec(msgspec.Struct, omit_defaults=True):
@@ -79,6 +93,8 @@ class PodSpec(msgspec.Struct, omit_defaults=True):
     initContainers: list[Container] | None = None
     overhead: dict[str, Json] | None = None
     schedulingGates: list[Json] | None = None
+    topologySpreadConstraints: list[Json] | None = None
+    volumes: list[Volume] | None = None
 
 
 class PodCondition(msgspec.Struct, omit_defaults=True):
@@ -233,6 +249,23 @@ KINDS: tuple[KindSpec, ...] = (
     KindSpec("Topology", "kai.scheduler/v1alpha1", "topologies", parse_topology, KindCodec(None), optional=True),
     KindSpec("SchedulingShard", "kai.scheduler/v1", "schedulingshards", parse_shard, KindCodec(None), optional=True),
     KindSpec("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", parse_pdb, KindCodec(None), namespaced=True),
+    # what inter-pod affinity (namespaceSelector) and volumes read: without read access (an older RBAC), a
+    # pod that needs them waits with the reason, every other pod is scheduled
+    KindSpec("Namespace", "v1", "namespaces", parse_namespace, KindCodec(None), optional=True),
+    KindSpec(
+        "StorageClass", "storage.k8s.io/v1", "storageclasses", parse_storage_class, KindCodec(None), optional=True
+    ),
+    KindSpec("PersistentVolume", "v1", "persistentvolumes", parse_persistent_volume, KindCodec(None), optional=True),
+    KindSpec(
+        "PersistentVolumeClaim",
+        "v1",
+        "persistentvolumeclaims",
+        parse_persistent_volume_claim,
+        KindCodec(None),
+        namespaced=True,
+        optional=True,
+    ),
+    KindSpec("CSINode", "storage.k8s.io/v1", "csinodes", parse_csinode, KindCodec(None), optional=True),
 )
 
 # Kubernetes 1.20 serves PodDisruptionBudgets as policy/v1beta1 only (policy/v1 came with 1.21).

@@ -33,6 +33,7 @@ ACTIONS = {  # reason → the event's action (what kai was doing)
     "PodGrouperWarning": "Grouping",
     "UnknownOwnerKind": "Grouping",
     "InvalidObject": "Reading",
+    "GpuReservationMissing": "Binding",
 }
 
 # "Kind/ns/name" or "Kind/name" → the regarding object reference (apiVersion, kind, namespace, name, uid),

@@ -11,6 +11,9 @@ Theory of operation (client-go's leaderelection, LeaseLock):
   down when it could not renew within ``renew_deadline``; ``run`` then returns and the process
   exits, as kube-scheduler does, so a replica that lost the lease never schedules again.
 * Defaults: lease 15 s, renew deadline 10 s, retry 2 s (client-go's); flags shorten them for tests.
+* A Lease namespace that does not exist is a set-up error, not a state to wait out: ``acquire``
+  raises LeaseNamespaceMissing at the first attempt, and ``kai scheduler`` exits saying so
+  (``kai install`` creates the namespace). Any other failure is retried.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from typing import Any
 from kai.k8s._api import Api, ApiError
 
 log = logging.getLogger("kai.k8s.leader")
+
+
+class LeaseNamespaceMissing(RuntimeError):
+    """The Lease's namespace does not exist, so no replica can ever lead; the message says what to do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +59,23 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None  # (holder, renewTime, transitions) last seen
         self._observed_at = 0.0  # local monotonic time of the last change of the record
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{config.namespace}/leases/{config.name}"
+        self._namespace_missing = False  # the last create of the Lease was refused for that reason
 
     async def acquire(self) -> None:
+        """Return once this identity holds the Lease; LeaseNamespaceMissing if its namespace does not exist."""
         logged = False
         while True:
             if await self._try():
                 self.is_leader = True
                 log.info("became leader", extra={"identity": self.identity, "lease": self._path})
                 return
+            if self._namespace_missing:
+                ns = self.config.namespace
+                raise LeaseNamespaceMissing(
+                    f'the leader-election Lease cannot be created: namespace "{ns}" does not exist. '
+                    f"Create it (`kai install` does, or `kubectl create namespace {ns}`), "
+                    "or name another with --leader-elect-namespace"
+                )
             if not logged:
                 log.info("waiting for the lease", extra={"identity": self.identity, "holder": self._holder()})
                 logged = True
@@ -125,6 +141,8 @@ class LeaderElector:
                     "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.config.namespace}/leases", body=body
                 )
             except ApiError as e2:
+                # A create into a collection is 404 only when its namespace is missing.
+                self._namespace_missing = e2.code == 404
                 if e2.code == 409:
                     log.info("lease create lost", extra={"error": str(e2)})
                 else:  # e.g. the namespace does not exist, or RBAC refuses: say so, keep trying

@@ -1,4 +1,4 @@
-"""Prometheus metrics with KAI's names (prefix ``kai_``, reference section 8) and the HTTP endpoints
+"""Prometheus metrics with KAI's names (prefix ``kai_``, kai-behaviour §8) and the HTTP endpoints
 ``/metrics``, ``/healthz`` and ``/readyz``.
 
 Rules: one registry per process object (tests run several schedulers in one interpreter); the engine
@@ -10,13 +10,13 @@ histogram (5 ms to 2560 ms buckets, as KAI's ``task_bind_latency_milliseconds``)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from kai.k8s._httpd import Answer, serve
 from kai.scheduler.decisions import CycleResult
 
 log = logging.getLogger("kai.k8s.metrics")
@@ -90,6 +90,20 @@ class Metrics:
             namespace=PREFIX,
             registry=r,
         )
+        self.admission_latency = Histogram(
+            "admission_latency",
+            "One admission webhook request, read to answer written.",
+            unit=ms,
+            namespace=PREFIX,
+            registry=r,
+            buckets=(0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0),
+        )
+        self.admission_requests = Counter(
+            "admission_requests", "Admission webhook requests.", ["webhook", "allowed"], namespace=PREFIX, registry=r
+        )
+        self.reservations = Counter(
+            "gpu_reservations", "GPU reservation pod changes.", ["op"], namespace=PREFIX, registry=r
+        )
 
     def record_cycle(self, result: CycleResult, *, e2e_s: float, snapshot_s: float, apply_s: float) -> None:
         self.cycles.inc()
@@ -124,30 +138,12 @@ Probe = Callable[[], tuple[bool, str]]
 async def serve_http(host: str, port: int, metrics: Metrics, *, healthz: Probe, readyz: Probe) -> asyncio.Server:
     """A minimal HTTP/1.1 server for the three endpoints (one request per connection)."""
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
-            parts = head.split(b" ", 2)
-            path = parts[1].decode(errors="replace").split("?", 1)[0] if len(parts) > 1 else "/"
-            if path == "/metrics":
-                status, ctype, body = 200, CONTENT_TYPE_LATEST, metrics.exposition()
-            elif path in ("/healthz", "/readyz"):
-                ok, text = (healthz if path == "/healthz" else readyz)()
-                status, ctype, body = (200 if ok else 503), "text/plain; charset=utf-8", text.encode()
-            else:
-                status, ctype, body = 404, "text/plain; charset=utf-8", b"not found"
-            reason = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}[status]
-            writer.write(
-                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n".encode()
-                + body
-            )
-            await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+    async def route(method: str, path: str) -> Answer:
+        if path == "/metrics":
+            return 200, CONTENT_TYPE_LATEST, metrics.exposition(), {}
+        if path in ("/healthz", "/readyz"):
+            ok, text = (healthz if path == "/healthz" else readyz)()
+            return (200 if ok else 503), "text/plain; charset=utf-8", text.encode(), {}
+        return 404, "text/plain; charset=utf-8", b"not found", {}
 
-    return await asyncio.start_server(handle, host, port)
+    return await serve(host, port, route)

@@ -30,6 +30,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from kai.k8s._api import Api, ApiError, load_config
 from kai.k8s._apply import Applier
 from kai.k8s._decode import KINDS, PDB_V1BETA1, KindSpec
 from kai.k8s._events import EventRecorder
+from kai.k8s._gpushare import GpuSharingBinder, ReservationOptions
 from kai.k8s._grouper import PodGrouper, needs_group
 from kai.k8s._informer import Informer
 from kai.k8s._leader import LeaderElector, LeaseConfig
@@ -47,6 +49,7 @@ from kai.scheduler.decisions import CycleResult, Event
 from kai.store import Key, Store
 
 if TYPE_CHECKING:
+    from kai.k8s._webhookproc import WebhookProcess
     from kai.scheduler.conf import SchedulerConf
 
 log = logging.getLogger("kai.k8s.scheduler")
@@ -54,6 +57,7 @@ log = logging.getLogger("kai.k8s.scheduler")
 EXIT_OK = 0
 EXIT_LOST_LEASE = 1
 NEW_POD_DEBOUNCE_S = 0.02  # a burst of new pods becomes one cycle
+DEFAULT_RESERVATION_IMAGE = "kai:0.1.0"  # deploy/scheduler.yaml's image
 
 
 @dataclass
@@ -74,6 +78,15 @@ class SchedulerOptions:
     # collector is enabled again once the initial objects are frozen (end of _start_informers), by a
     # leader and a standby alike.
     gc_paused_until_synced: bool = False
+    # GPU sharing and admission (docs/gpu-sharing.md): the webhooks' HTTPS address (None: not served), the
+    # namespace of their certificate Secret, the runtime class given to fraction pods, the reservation pods
+    webhook_listen: tuple[str, int] | None = None
+    webhook_cert_namespace: str = "kai-scheduler"
+    webhook_metrics_port: int | None = None  # the webhook process's own /metrics (kai_admission_*)
+    webhook_refresh_s: float = 60.0  # how often the webhook process checks its certificate
+    gpu_fraction_runtime_class: str = C.DEFAULT_GPU_FRACTION_RUNTIME_CLASS
+    reservation: ReservationOptions = field(default_factory=ReservationOptions)
+    dashboard_listen: str = ""  # host:port of the read-only dashboard (kai.k8s._dashboard); "" = off
 
 
 @dataclass
@@ -106,11 +119,14 @@ class KaiScheduler:
         self.grouper: PodGrouper | None = None
         self.events: EventRecorder | None = None
         self.http_port = 0
+        self.webhook: WebhookProcess | None = None
+        self.dashboard_port = 0
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._started_sync = False
         self._conf_error = ""
         self._relists_counted: dict[str, int] = {}
+        self.cycle_listeners: list[Callable[[CycleResult, CycleRecord], None]] = []  # after each applied cycle
 
     # ---- probes ----------------------------------------------------------------------------
 
@@ -126,7 +142,12 @@ class KaiScheduler:
             return False, "standby: waiting for the leader lease"
         if not self.synced():
             return False, "syncing informers"
+        if self.options.webhook_listen is not None and not self.webhook_serving():
+            return False, "admission webhooks not serving yet"
         return True, "ok"
+
+    def webhook_serving(self) -> bool:
+        return self.webhook is not None and self.webhook.serving
 
     def stop(self) -> None:
         self._stop.set()
@@ -137,7 +158,7 @@ class KaiScheduler:
     async def run(self) -> int:
         """Run until stop() (exit 0) or until the Lease is lost (exit 1)."""
         self.api = Api(load_config(self.options.kubeconfig), max_connections=self.options.max_connections)
-        server = None
+        server = dashboard = None
         tasks: list[asyncio.Task[Any]] = []
         try:
             if self.options.metrics_port is not None:
@@ -149,19 +170,30 @@ class KaiScheduler:
                     readyz=self._readyz,
                 )
                 self.http_port = server.sockets[0].getsockname()[1]
+            if self.options.dashboard_listen:
+                from kai.k8s._dashboard import start_dashboard
+
+                dashboard = await start_dashboard(self, self.options.dashboard_listen)
+                self.dashboard_port = dashboard.sockets[0].getsockname()[1]
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
             # kube-scheduler's do); nothing is written (PodGroups, events, binds) before the Lease is held.
             syncing = asyncio.ensure_future(self._start_informers(tasks))
+            if self.options.webhook_listen is not None:  # served by a standby too
+                tasks.append(asyncio.ensure_future(self._start_webhook()))
             _preload_engine()
             if self.options.leader_elect:
                 self.leader = LeaderElector(self.api, self.identity, self.options.lease)
                 acquired = asyncio.ensure_future(self.leader.acquire())
                 stopped = asyncio.ensure_future(self._stop.wait())
                 await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
-                if not acquired.done():
+                failed = acquired.exception() if acquired.done() else None  # LeaseNamespaceMissing
+                if not acquired.done() or failed is not None:
                     acquired.cancel()
                     syncing.cancel()
                     await asyncio.gather(syncing, return_exceptions=True)
+                    if failed is not None:
+                        stopped.cancel()
+                        raise failed
                     return EXIT_OK
                 stopped.cancel()
                 self.metrics.leader.set(1)
@@ -201,14 +233,19 @@ class KaiScheduler:
             await asyncio.gather(*tasks, return_exceptions=True)
             if self.grouper is not None:
                 await self.grouper.close()
+            if self.webhook is not None:
+                await self.webhook.stop()
+            if self.applier is not None and self.applier.gpu_sharing is not None:
+                await self.applier.gpu_sharing.close()
             if self.events is not None:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.events.flush(), timeout=2)
                 await self.events.close()
             if self.leader is not None:
                 await self.leader.release()
-            if server is not None:
-                server.close()
+            for srv in (server, dashboard):
+                if srv is not None:
+                    srv.close()
             await self.api.close()
 
     async def _start_informers(self, tasks: list[asyncio.Task[Any]]) -> float:
@@ -240,6 +277,9 @@ class KaiScheduler:
             bind_concurrency=self.options.bind_concurrency,
             pdb_api_version=pdb_spec.api_version,
         )
+        self.applier.gpu_sharing = GpuSharingBinder(
+            api, self.store, self.events, self.metrics, self.options.reservation, wake=self._wake_soon
+        )
         await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
         # The initial objects live for the process's life: frozen, the collector stops rescanning them.
         # Here, not once leading: a standby may wait for the Lease for days, its collector running.
@@ -267,6 +307,45 @@ class KaiScheduler:
         for pod in self.store.list("Pod"):
             if needs_group(pod):
                 self.grouper.enqueue((pod.meta.namespace or "", pod.meta.name))
+        await self._reservation_image()
+
+    async def _reservation_image(self) -> None:
+        """Reservation pods run ``kai resource-reservation`` in kai's own image: without --reservation-image,
+        the image of this pod's first container (POD_NAME and POD_NAMESPACE from the downward API)."""
+        binder = self.applier.gpu_sharing if self.applier is not None else None
+        name, ns = os.environ.get("POD_NAME", ""), os.environ.get("POD_NAMESPACE", "")
+        if binder is None or binder.options.image or not name or not ns or self.api is None:
+            if binder is not None and not binder.options.image:
+                binder.options = dataclasses.replace(binder.options, image=DEFAULT_RESERVATION_IMAGE)
+            return
+        image = DEFAULT_RESERVATION_IMAGE
+        try:
+            me = await self.api.request("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+            image = ((me.get("spec") or {}).get("containers") or [{}])[0].get("image") or image
+        except ApiError as e:
+            log.warning("own pod not read; reservation pods use the default image", extra={"error": str(e)})
+        binder.options = dataclasses.replace(binder.options, image=image)
+
+    async def _start_webhook(self) -> None:
+        """Serve the admission webhooks from a process of their own (kai.k8s._webhookproc), restarted if it
+        exits, for as long as this one runs."""
+        from kai.k8s._webhookproc import WebhookConfig, WebhookProcess
+
+        assert self.options.webhook_listen is not None
+        host, port = self.options.webhook_listen
+        self.webhook = WebhookProcess(
+            WebhookConfig(
+                kubeconfig=self.options.kubeconfig,
+                host=host,
+                port=port,
+                cert_namespace=self.options.webhook_cert_namespace,
+                gpu_fraction_runtime_class=self.options.gpu_fraction_runtime_class,
+                metrics_port=self.options.webhook_metrics_port,
+                refresh_s=self.options.webhook_refresh_s,
+                log_level=logging.getLevelName(logging.getLogger("kai").getEffectiveLevel()).lower(),
+            )
+        )
+        await self.webhook.supervise()
 
     async def _pdb_spec(self) -> KindSpec:
         """policy/v1 where served (1.21+), else policy/v1beta1 (Kubernetes 1.20)."""
@@ -370,6 +449,7 @@ class KaiScheduler:
         from kai.scheduler.cycle import run_cycle
         from kai.scheduler.plugins import task_order_of
         from kai.scheduler.snapshot import build_snapshot
+        from kai.scheduler.storage import storage_of
 
         assert self.applier is not None
         t0 = time.perf_counter()
@@ -388,6 +468,8 @@ class KaiScheduler:
             topologies=self.store.list("Topology"),
             task_order=task_order_of(conf),
             stuck_in_releasing_s=conf.stuck_in_releasing_threshold,
+            namespaces=self.store.list("Namespace"),
+            storage=storage_of(self.store),
         )
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, conf)
@@ -419,6 +501,11 @@ class KaiScheduler:
             engine_s=t2 - t1,
         )
         self.cycles.append(rec)
+        for listener in self.cycle_listeners:  # the dashboard's history; a failing listener costs only itself
+            try:
+                listener(result, rec)
+            except Exception:
+                log.exception("cycle listener failed")
         if result.binds or result.evictions or stats.bind_failed:
             log.info(
                 "cycle",

@@ -1,4 +1,4 @@
-"""``kai install``: server-side apply of kai's CRDs, PriorityClasses and default Queues.
+"""``kai install``: server-side apply of kai's CRDs, its namespace, PriorityClasses and default Queues.
 
 Rules:
 
@@ -12,8 +12,16 @@ Rules:
   1.20 discovery lags Established by up to a second), then PriorityClasses, then Queues, then
   the FlowSchema that puts kai's ServiceAccount in kube-scheduler's priority level, at the
   newest flowcontrol version the API server serves (none served: ``skipped``).
-* Namespace, RBAC and the Deployment are not applied here: they matter only when kai runs in
-  the cluster, and ``kubectl apply -k deploy/`` installs them (docs/cluster.md).
+* The namespaces kai-scheduler and kai-resource-reservation (with the reservation pods' ServiceAccount
+  and Role) are applied too: GPU sharing needs them wherever kai runs. kai's own RBAC and the Deployment
+  are not: they matter only when kai runs in the cluster, and ``kubectl apply -k deploy/`` (or the Helm
+  chart) installs them. ``kai scheduler`` refuses to run without the kai-scheduler namespace, where it keeps
+  its leader-election Lease.
+* ``--webhook-url URL`` registers the admission webhooks (deploy/admission.yaml) at URL instead of the
+  in-cluster Service, for a ``kai scheduler --webhook-listen`` running outside the cluster: the
+  certificate Secret is made (or kept) first and its CA goes in the ``caBundle``; pods of the excluded
+  namespaces are never sent (their ``kubernetes.io/metadata.name`` label is written where the API server
+  does not set it, before 1.21); on 1.28+ a matchCondition also limits the pod webhooks to kai's pods.
 """
 
 from __future__ import annotations
@@ -44,7 +52,12 @@ CRD_FILES = (
     "crds/kai.scheduler_topologies.yaml",
     "crds/kai.scheduler_schedulingshards.yaml",
 )
-OBJECT_FILES = ("priorityclasses.yaml", "queues.yaml")
+# the namespaces first: the reservation pods' namespace, ServiceAccount and Role are what GPU sharing needs
+# wherever kai runs; kai-scheduler holds the webhooks' certificate Secret and the leader-election Lease
+OBJECT_FILES = ("namespace.yaml", "resource-reservation.yaml", "priorityclasses.yaml", "queues.yaml")
+ADMISSION_FILE = "admission.yaml"
+WEBHOOK_EXCLUDED_NAMESPACES = ("kube-system", "kai-scheduler", "kai-resource-reservation")
+MATCH_CONDITIONS_MINOR = 28  # admissionregistration.k8s.io/v1 matchConditions: beta, on by default, from 1.28
 FLOWSCHEMA_FILE = "flowschema.yaml"
 FLOWCONTROL_GROUP = "flowcontrol.apiserver.k8s.io"
 FLOWCONTROL_VERSIONS = ("v1", "v1beta3", "v1beta2", "v1beta1")  # newest first; the spec is the same in all
@@ -163,10 +176,23 @@ async def _discoverable(http: httpx2.AsyncClient, group: str, versions: list[str
     return True
 
 
+@dataclass(frozen=True)
+class WebhookOptions:
+    """Where the API server calls the admission webhooks, out of the cluster."""
+
+    url: str  # https://HOST:PORT
+    failure_policy: str = "Fail"  # of the pod webhooks (the CRD validators always Ignore; docs/cluster.md)
+
+
 async def install(
-    client: AsyncClient, http: httpx2.AsyncClient, *, timeout: float = ESTABLISH_TIMEOUT_S
+    client: AsyncClient,
+    http: httpx2.AsyncClient,
+    *,
+    timeout: float = ESTABLISH_TIMEOUT_S,
+    webhooks: WebhookOptions | None = None,
+    ca_bundle: bytes = b"",
 ) -> list[Applied]:
-    """Apply kai's CRDs, wait until they are served, then apply the PriorityClasses and Queues.
+    """Apply kai's CRDs, wait until they are served, then apply the namespace, PriorityClasses and Queues.
 
     HTTP is a plain client for the same API server (discovery documents have no lightkube
     type). Returns one Applied per object, in the order applied. Raises InstallError on the
@@ -179,7 +205,61 @@ async def install(
         _register_crd(d)
     applied += [await _apply(client, d) for d in objects]
     applied.append(await _apply_flowschema(client, http))
+    if webhooks is not None:
+        applied += await _apply_webhooks(client, http, webhooks, ca_bundle)
     return applied
+
+
+def webhook_documents(
+    options: WebhookOptions, ca_bundle: bytes, *, match_conditions: bool
+) -> list[dict[str, Any]]:
+    """deploy/admission.yaml's two webhook configurations, pointed at ``options.url`` with *ca_bundle*."""
+    import base64
+
+    docs = [d for d in load_documents([ADMISSION_FILE]) if d["kind"].endswith("WebhookConfiguration")]
+    ca = base64.b64encode(ca_bundle).decode()
+    for doc in docs:
+        for hook in doc["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": options.url.rstrip("/") + path, "caBundle": ca}
+            if "pods" in hook["rules"][0]["resources"]:
+                hook["failurePolicy"] = options.failure_policy
+                if match_conditions:
+                    hook["matchConditions"] = [
+                        {"name": "kai-scheduler-pods", "expression": "object.spec.schedulerName == 'kai-scheduler'"}
+                    ]
+    return docs
+
+
+async def _server_minor(http: httpx2.AsyncClient) -> int:
+    resp = await http.get("/version")
+    if resp.status_code != 200:
+        return 0
+    digits = "".join(ch for ch in str(resp.json().get("minor", "0")) if ch.isdigit())
+    return int(digits or 0)
+
+
+async def _apply_webhooks(
+    client: AsyncClient, http: httpx2.AsyncClient, options: WebhookOptions, ca_bundle: bytes
+) -> list[Applied]:
+    from lightkube.resources.core_v1 import Namespace
+
+    minor = await _server_minor(http)
+    out = []
+    for name in WEBHOOK_EXCLUDED_NAMESPACES:  # 1.20 does not label namespaces with their name
+        try:
+            ns = await client.get(Namespace, name)
+        except ApiError as e:
+            if e.status.code == 404:
+                continue
+            raise InstallError(f"Namespace {name}: {e.status.message or e}") from e
+        if (ns.metadata.labels or {}).get("kubernetes.io/metadata.name") != name:
+            patch = {"metadata": {"labels": {"kubernetes.io/metadata.name": name}}}
+            await client.patch(Namespace, name, patch, patch_type=PatchType.MERGE)
+            out.append(Applied("Namespace", name, "labelled kubernetes.io/metadata.name"))
+    for doc in webhook_documents(options, ca_bundle, match_conditions=minor >= MATCH_CONDITIONS_MINOR):
+        out.append(await _apply(client, doc))
+    return out
 
 
 async def _apply_flowschema(client: AsyncClient, http: httpx2.AsyncClient) -> Applied:
@@ -211,13 +291,41 @@ def load_config(kubeconfig: str | None) -> SingleConfig:
     return (KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()).get()
 
 
-async def install_with(kubeconfig: str | None, *, timeout: float = ESTABLISH_TIMEOUT_S) -> list[Applied]:
-    """install() with clients made from KUBECONFIG (see load_config), closed afterwards: what ``kai install`` runs."""
+async def install_with(
+    kubeconfig: str | None, *, timeout: float = ESTABLISH_TIMEOUT_S, webhooks: WebhookOptions | None = None
+) -> list[Applied]:
+    """install() with clients made from KUBECONFIG (see load_config), closed afterwards: what ``kai install`` runs.
+    With *webhooks*, the namespaces are applied first, then the certificate Secret is made (or kept), then
+    everything else with the webhook configurations last."""
     config = load_config(kubeconfig)
     client = AsyncClient(config, field_manager=FIELD_MANAGER)
     http = HttpClient(config, ConnectionParams())
     try:
-        return await install(client, http, timeout=timeout)
+        ca = b""
+        if webhooks is not None:
+            ca = await _webhook_ca(client, config, webhooks)
+        return await install(client, http, timeout=timeout, webhooks=webhooks, ca_bundle=ca)
     finally:
         await client.close()
         await http.aclose()
+
+
+async def _webhook_ca(client: AsyncClient, config: SingleConfig, webhooks: WebhookOptions) -> bytes:
+    """The CA bundle of the webhooks' certificate Secret, made when missing (its namespace applied first)."""
+    from urllib.parse import urlparse
+
+    from kai.k8s._api import Api
+    from kai.k8s._api import ApiError as KaiApiError
+    from kai.k8s._webhookcert import CertStore, service_hosts
+
+    for doc in load_documents(["namespace.yaml"]):
+        await _apply(client, doc)
+    host = urlparse(webhooks.url).hostname or ""
+    api = Api(config)
+    try:
+        bundle = await CertStore(api).ensure((*service_hosts(), host))
+    except KaiApiError as e:
+        raise InstallError(f"webhook certificate Secret: {e}") from e
+    finally:
+        await api.close()
+    return bundle.ca_bundle

@@ -1,4 +1,4 @@
-"""The pod-grouper: owner kind → PodGroup, as KAI's pod-grouper decides it (reference section 7).
+"""The pod-grouper: owner kind → PodGroup, as KAI's pod-grouper decides it (kai-behaviour §7).
 
 Rules: pure code, no I/O. ``group_pod(pod, owners, view=...)`` takes a pod and its owner chain (owners
 kept as raw manifests, ``kai.api.workloads.Workload``) and returns a ``Grouping``: the PodGroup kai should

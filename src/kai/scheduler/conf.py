@@ -21,7 +21,7 @@ class ConfigError(ValueError):
     pass
 
 
-# KAI's plugins and their default priorities (higher runs first; reference 2.5), plus kai's gpupolicy. The
+# KAI's plugins and their default priorities (higher runs first; kai-behaviour §2.5), plus kai's gpupolicy. The
 # registry of what each name does is kai.scheduler.plugins; this table is the configuration's default.
 # (name, priority, enabled by default)
 DEFAULT_PLUGINS: tuple[tuple[str, int, bool], ...] = (
@@ -31,6 +31,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, int, bool], ...] = (
     ("nodeavailability", 1600, True),
     ("resourcetype", 1500, True),
     ("podaffinity", 1400, True),
+    ("podtopologyspread", 1350, True),  # kai: kube-scheduler's PodTopologySpread (KAI does not run it)
     ("elastic", 1300, True),
     ("kubeflow", 1200, True),
     ("ray", 1100, True),

@@ -38,6 +38,12 @@ SCHEDULING_ERROR = "SchedulingError"  # Warning event on a PodGroup left out of 
 
 def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
     """Run *conf*'s actions on *snap*; returns what to bind, pipeline and evict, and why the rest waits."""
+    return run_session(snap, conf)[1]
+
+
+def run_session(snap: Snapshot, conf: SchedulerConf) -> tuple[Session, CycleResult]:
+    """``run_cycle``, also handing back the closed Session: ``kai explain`` reads its final state (queue
+    accounting, failures, the eviction actions' notes) to say why a job waits. Nothing more is computed."""
     t0 = perf_counter()  # durations only: measuring is not reading the scheduling clock
     # A cycle makes many short-lived objects and no reference cycles worth collecting; the
     # cyclic collector would otherwise rescan the whole snapshot (50k pods) several times per cycle.
@@ -49,11 +55,11 @@ def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
         action_errors = []
         for name in conf.actions:
             t = perf_counter()
-            mark = len(ssn.journal)
+            mark = len(ssn.journal)  # (begin_job empties it: then nothing before the failure is undone)
             try:
                 ACTIONS[name].execute(ssn)
-            except Exception as e:  # not one job's (those are isolated inside the action): undo the action whole
-                ssn.undo_to(mark)
+            except Exception as e:  # not one job's (those are isolated inside the action): the action stops;
+                ssn.undo_to(mark)  # what its finished jobs committed stands, anything half-done is undone
                 action_errors.append((name, f"{type(e).__name__}: {e}"))
             stats[f"action_{name}_s"] = perf_counter() - t
         result = close_session(ssn)
@@ -63,7 +69,7 @@ def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
             gc.enable()
     stats["cycle_s"] = perf_counter() - t0
     result.stats = stats
-    return result
+    return ssn, result
 
 
 def open_session(snap: Snapshot, conf: SchedulerConf) -> Session:
@@ -98,7 +104,8 @@ def close_session(ssn: Session) -> CycleResult:
         pod_obj = f"Pod/{ref_s}"
         if new == allocated:
             node = names[node_of[ti]]
-            res.binds.append(Bind(ref, node, job.name, ssn.gpu_group_names(t) if t.share is not None else ()))
+            groups = ssn.gpu_group_names(t) if t.share is not None else ()
+            res.binds.append(Bind(ref, node, job.name, groups, ssn.volume_bindings.get(ti, ())))
             message = f"Successfully assigned pod {ref_s} to node {node}"
             res.events.append(Event(pod_obj, "Normal", "Scheduled", message))
         elif new == pipelined:

@@ -19,13 +19,25 @@ class PodRef(NamedTuple):
         return f"{self.namespace}/{self.name}"
 
 
+class VolumeBinding(NamedTuple):
+    """A claim of a pod being bound, bound before the pod (kube-scheduler's VolumeBinding PreBind): to *volume*
+    (a PersistentVolume: its claimRef is set), or, with volume "", provisioned for *node* (the claim's
+    ``volume.kubernetes.io/selected-node`` annotation)."""
+
+    namespace: str
+    claim: str
+    volume: str  # "" = provision
+    node: str
+
+
 class Bind(NamedTuple):
-    """Bind *pod* to *node* now (resources are free)."""
+    """Bind *pod* to *node* now (resources are free); its *volumes* first."""
 
     pod: PodRef
     node: str
     podgroup: str
     gpu_groups: tuple[str, ...] = ()
+    volumes: tuple[VolumeBinding, ...] = ()
 
 
 class Pipeline(NamedTuple):
@@ -105,4 +117,4 @@ class CycleResult:
     queues: list[QueueStatus] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
     job_errors: list[JobError] = field(default_factory=list)  # jobs left out of this cycle, each costing only itself
-    action_errors: list[tuple[str, str]] = field(default_factory=list)  # (action, error): an action undone whole
+    action_errors: list[tuple[str, str]] = field(default_factory=list)  # (action, error): an action stopped by an error

@@ -3,7 +3,9 @@
 Rules: pure functions of the session state; the same text goes to PodGroup
 conditions, events and the ``kai sim`` table. Every node is counted once, under
 the first check it fails (as kube-scheduler does): static predicates in order,
-then resources (GPU, CPU, memory, pods, extended).
+then resources (GPU, CPU, memory, pods, extended), then the task's stateful rules
+(host ports, volumes, topology spread, inter-pod affinity), each naming itself with
+its numbers.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def _resource_phrase(resources: tuple[str, ...], col: int) -> str:
     )
 
 
-_SINGULAR = (("do not", "does not"), ("are ", "is "), ("have ", "has "), ("lack ", "lacks "))
+_SINGULAR = (("do not", "does not"), ("are ", "is "), ("have ", "has "), ("lack ", "lacks "), ("hold ", "holds "))
 
 
 def _count(k: int, phrase: str) -> str:
@@ -108,6 +110,12 @@ def explain_no_node(ssn, task: TaskInfo) -> str:
                 )
             )
             left &= ~short
+    if ssn.hooks.has_node_filter:
+        for reason, mask in ssn.hooks.node_rules(ssn, task).failures():
+            hit = left & mask
+            if hit.any():
+                parts.append(_count(int(hit.sum()), reason))
+                left &= ~hit
     return ", ".join(parts) if parts else "no node can take the pod"
 
 

@@ -1,4 +1,4 @@
-"""GPU sharing: fractional GPU requests and per-GPU accounting (reference section 5).
+"""GPU sharing: fractional GPU requests and per-GPU accounting (kai-behaviour §5).
 
 Requests are pod annotations (KAI's keys): ``gpu-fraction: "0.5"`` (a share of one GPU),
 ``gpu-memory: "2000"`` (MiB of one GPU), ``gpu-fraction-num-devices: "N"`` (the same portion

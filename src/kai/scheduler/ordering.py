@@ -4,7 +4,7 @@ Job order (first difference wins): higher priority; a job below minAvailable
 before one at it, before one above it (elastic); older creation; lower UID.
 
 Queue order, applied at every level of the tree between sibling queues, each
-represented by the best pending job of its subtree (reference 4.4.3):
+represented by the best pending job of its subtree (kai-behaviour §4.4.3):
 1. not over-utilized (fairShare < allocated in all of gpu, cpu, memory) first;
 2. starved (allocated + job <= quota in every resource) first;
 3. higher queue priority;

@@ -7,9 +7,16 @@ otherwise) highest, *spread* ranks by free/total; gpusharingorder +10000 where a
 fraction. KAI normalizes binpack by the min and max over the fitting nodes; we scale by a fixed per-session
 constant instead, which keeps the same order (monotone in the free amount, always below 10) and lets a
 placement update one row instead of rescoring every node. To these add the per-signature scores of
-``node_order`` plugins and the scores of stateful rules (``node_filter``: inter-pod affinity, spread, ...),
-whose masks also filter. Ties go to the lower row, i.e. the node name ascending. A ``node_choice`` plugin
+``node_order`` plugins. Ties go to the lower row, i.e. the node name ascending. A ``node_choice`` plugin
 (kai's GPU placement policies) may pick the node first; the Placer's own choice stands when it declines.
+
+A task's stateful rules (``node_filter``: inter-pod affinity, topology spread, host ports, volumes) are not
+part of the kept scores: they belong to the task, not to its (signature, request), and one placement can
+change their answer on thousands of rows (a zone filling up). They are applied when the Placer answers for
+a task that has any: one vectorized pass ANDs their masks into its rows and adds their scores, and a row a
+rule allows only once the pods being released are gone (``now_mask``) is not "fits now" (no nodeavailability
+bonus, and the task is pipelined there). A ``node_choice`` plugin sees the rules folded into ``fits_now``,
+so a policy never picks a row a rule forbids.
 
 Theory of operation: one Placer lives as long as its Session. It keeps, per
 (scheduling signature, request), the score of every node, and remembers how far
@@ -27,13 +34,14 @@ filling the cluster, about half the changed rows are of that kind.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
 
-from kai.scheduler.framework import Choice, NodeRule
+from kai.scheduler.framework import Choice, NodeRules
 from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single
 from kai.scheduler.model import CPU, GPU, MILLI, GpuShare, TaskInfo
 from kai.scheduler.session import Session
@@ -64,10 +72,25 @@ class _Candidates:
     w_spread: float
     w_shared: float
     extra: np.ndarray | None  # (n,) float: node_order plugins' scores for the signature, None if none
-    rules: list[NodeRule]  # stateful node_filter rules for the task shape (empty: none)
     share: GpuShare | None = None  # a fractional request: per-GPU fit on top of the node columns
     need: list[int] | None = None  # one-device share: the units it takes on each node's GPUs
     best: int = -1  # the row best_node picks (highest score, lowest row on ties); -1 until asked, or unknown
+
+
+@dataclass(slots=True)
+class _Ruled:
+    """A candidates cache with one task's stateful rules applied (see ``Placer._ruled_state``)."""
+
+    c: _Candidates
+    rules: NodeRules
+    score: np.ndarray  # (n,) float: c.score with the rules' masks and scores, -inf where the task cannot go
+    fits_now: np.ndarray  # (n,) bool: c.fits_now where the rules allow the task now
+    synced: int  # position in Session.node_log up to which the rows are current
+    seen: list[int]  # per rule, how much of its log is applied
+    best: int = -1
+
+
+_RULED_KEPT = 64  # rule-applied caches kept (least recently used dropped): a task shape's pods come together
 
 
 class Placer:
@@ -86,7 +109,10 @@ class Placer:
         self._facts: dict[int, tuple[list[int], bool, bool, tuple[int, int]]] = {}
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
         self._extras: dict[int, np.ndarray | None] = {}  # signature -> node_order plugins' scores
+        self._choices: dict[int, Choice] = {}  # 2 * row + fits now -> its Choice (no GPUs chosen)
         self._choose = ssn.hooks.has_node_choice  # a node_choice plugin (kai's GPU policies) picks first
+        self._ruled_on = ssn.hooks.has_node_filter  # some plugin may give tasks stateful rules this Session
+        self._ruled: OrderedDict[tuple[int, ...], _Ruled] = OrderedDict()
 
     def _score_rows(self, c: _Candidates, rows: np.ndarray | slice) -> None:
         ssn = self.ssn
@@ -127,11 +153,6 @@ class Placer:
         allowed = c.static[rows] & c.fits_later[rows]
         if c.extra is not None:
             score = score + c.extra[rows]
-        for rule in c.rules:
-            allowed = allowed & rule.mask()[rows]
-            extra = rule.scores()
-            if extra is not None:
-                score = score + extra[rows]
         c.score[rows] = np.where(allowed, score, -np.inf)
         c.best = -1
 
@@ -150,7 +171,8 @@ class Placer:
         max_now, max_later = ssn.group_max_now, ssn.group_max_later
         col, gpu_task = c.col, c.gpu_task
         w_now, w_cpu, w_binpack, w_spread, w_shared = c.w_now, c.w_cpu, c.w_binpack, c.w_spread, c.w_shared
-        extra, rules = c.extra, c.rules
+        extra = c.extra
+        plain_binpack = w_binpack == 1.0 and not w_spread  # 0.0 + 1.0 * x == x: same floats as the general case
         alloc_col, scale = self._alloc_cols[col], self._scale[col]
         rel_i = 1 if col == GPU else 0  # the binpack column's place in a row's facts (CPU, GPU releasing)
         cpu_only = self._cpu_only_list
@@ -191,17 +213,20 @@ class Placer:
                     now = now and g_now
                     later = g_later
             fits_now[row] = now  # (fits_later is the vector path's scratch: nothing reads it for one row)
-            if later and rules:
-                later = all(rule.allows(row) for rule in rules)
             if later:
                 alloc = alloc_col[row]
-                placement = 0.0
                 if alloc > 0:
                     free = max(idle[col] + rel_cg[rel_i], 0)  # idle plus releasing, as KAI
-                    if w_binpack:
-                        placement = placement + w_binpack * (9.0 * (1.0 - free / scale))
-                    if w_spread:
-                        placement = placement + w_spread * (9.0 * free / max(alloc, 1))
+                    if plain_binpack:  # the default weights: the arithmetic of the general case, fewer steps
+                        placement = 9.0 * (1.0 - free / scale)
+                    else:
+                        placement = 0.0
+                        if w_binpack:
+                            placement = placement + w_binpack * (9.0 * (1.0 - free / scale))
+                        if w_spread:
+                            placement = placement + w_spread * (9.0 * free / max(alloc, 1))
+                else:
+                    placement = 0.0
                 if shared and w_shared:
                     placement += w_shared
                 score = w_now * now + placement
@@ -209,8 +234,6 @@ class Placer:
                     score = score + w_cpu * cpu_only[row]
                 if extra is not None:
                     score = score + extra.item(row)
-                for rule in rules:
-                    score = score + rule.score(row)
             else:
                 score = _NEG_INF
             scores[row] = score
@@ -270,7 +293,6 @@ class Placer:
                 w_spread=terms.spread,
                 w_shared=terms.shared_fit,
                 extra=self._extra(task),
-                rules=hooks.node_filters(ssn, task) if hooks.has_node_filter else [],
                 share=share,
                 need=share.units_array(ssn.snap.gpus.cap).tolist() if share and share.devices == 1 else None,
             )
@@ -307,17 +329,22 @@ class Placer:
         *allowed* (n_nodes,) bool restricts the choice to a set of nodes (a topology domain); *bonus*
         (n_nodes,) float is added to the scores (topology's node preference). Neither changes the cache."""
         c = self._candidates(task)
-        if self._choose:  # a node_choice plugin picks among the nodes that fit now; else what follows
-            chosen = self.ssn.hooks.node_choice(self.ssn, task, c.static, c.fits_now, allowed, bonus)
+        kept: _Candidates | _Ruled = c
+        if self._ruled_on:  # a task with stateful rules: the kept scores with its rules applied
+            rules = self.ssn.hooks.node_rules(self.ssn, task)
+            if rules:
+                kept = self._ruled_state(c, rules)
+        if self._choose:  # a node_choice plugin picks among the nodes that fit now (rules folded in); else...
+            chosen = self.ssn.hooks.node_choice(self.ssn, task, c.static, kept.fits_now, allowed, bonus)
             if chosen is not None:
                 return chosen
-        score = c.score
+        score = kept.score
         if score.size == 0:
             return None
         if bonus is None and allowed is None:
-            row = c.best
+            row = kept.best
             if row < 0:
-                row = c.best = int(score.argmax())
+                row = kept.best = int(score.argmax())
         else:
             if bonus is not None:
                 score = score + bonus
@@ -326,4 +353,84 @@ class Placer:
             row = int(score.argmax())
         if score.item(row) == -np.inf:
             return None
-        return Choice(row, bool(c.fits_now[row]))
+        key = 2 * row + bool(kept.fits_now[row])
+        choice = self._choices.get(key)
+        if choice is None:  # one per (row, now) for the Session: allocate asks 50,000 times in a big cycle
+            choice = self._choices[key] = Choice(row, key & 1 == 1)
+        return choice
+
+    def _ruled_state(self, c: _Candidates, rules: NodeRules) -> _Ruled:
+        """The kept scores of *c* with *rules* applied, brought up to date: rows changed in the Session's log
+        since, and rows the rules' own logs say changed (a rule without a log is applied whole each time)."""
+        key = (id(c), *map(id, rules.rules))
+        r = self._ruled.get(key)
+        log = self.ssn.node_log
+        for rule in rules.rules:  # rules bring themselves up to date as they are read
+            rule.mask()
+            rule.scores()
+        if r is None:
+            r = _Ruled(c, rules, np.full(len(c.score), -np.inf), np.zeros(len(c.score), dtype=bool), len(log), [])
+            r.seen = [len(getattr(rule, "log", ())) for rule in rules.rules]
+            self._apply_rules(r, None)
+            self._ruled[key] = r
+            if len(self._ruled) > _RULED_KEPT:
+                self._ruled.popitem(last=False)
+            return r
+        self._ruled.move_to_end(key)
+        parts: list[np.ndarray] = []
+        whole = False
+        if r.synced < len(log):
+            parts.append(np.fromiter(set(log[r.synced :]), dtype=np.int64))
+            r.synced = len(log)
+        for i, rule in enumerate(rules.rules):
+            rule_log = getattr(rule, "log", None)
+            if rule_log is None:
+                whole = True
+                continue
+            for entry in rule_log[r.seen[i] :]:
+                if entry is None:
+                    whole = True
+                else:
+                    parts.append(entry)
+            r.seen[i] = len(rule_log)
+        if not whole and parts:
+            rows = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+            whole = len(rows) > len(r.score) // 4
+        if whole:
+            self._apply_rules(r, None)
+        elif parts and rows.size:
+            self._apply_rules(r, rows)
+        return r
+
+    def _apply_rules(self, r: _Ruled, rows: np.ndarray | None) -> None:
+        c, rules = r.c, r.rules
+        at = slice(None) if rows is None else rows
+        mask, now = rules.mask(), rules.now_mask()
+        base = c.score[at]
+        fits = c.fits_now[at]
+        if mask is not None:
+            m = mask[at]
+            base = np.where(m, base, -np.inf)
+            fits = fits & m
+        if now is not None:
+            w = now[at]
+            if c.w_now:  # fits on idle resources, but a rule says not while releases run: no fits-now bonus
+                base = base - c.w_now * (fits & ~w)
+            fits = fits & w
+        extra = rules.scores()
+        if extra is not None:
+            base = base + extra[at]
+        r.score[at] = base
+        r.fits_now[at] = fits
+        if rows is None or r.best < 0:
+            r.best = -1
+            return
+        best = r.best
+        if best in rows:  # the best row changed: look at every row again (ties go to the lower row)
+            r.best = -1
+            return
+        i = int(base.argmax())
+        top, row = base.item(i), int(rows[i])
+        best_score = r.score.item(best)
+        if top > best_score or (top == best_score and row < best):
+            r.best = row

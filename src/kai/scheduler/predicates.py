@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from kai.api.mig import legacy_mig_request, requests_mig
-from kai.api.objects import Pod, SelectorRequirement, Toleration, parse_go_int
+from kai.api.objects import Pod, SelectorRequirement, SelectorTerm, Toleration, parse_go_int
+from kai.api.selectors import describe_requirement
 from kai.scheduler.framework import NodeVerdict
 from kai.scheduler.model import NodeTable
 
@@ -93,51 +94,71 @@ def _tolerates(tolerations: tuple[Toleration, ...], key: str, value: str, effect
     return False
 
 
-def _describe(r: SelectorRequirement) -> str:
-    vals = ",".join(r.values)
-    return {
-        "In": f"{r.key} in ({vals})",
-        "NotIn": f"{r.key} notin ({vals})",
-        "Exists": f"{r.key} exists",
-        "DoesNotExist": f"!{r.key}",
-        "Gt": f"{r.key} > {vals}",
-        "Lt": f"{r.key} < {vals}",
-    }[r.operator]
+def selector_terms_fit(nodes: NodeTable, labels: NodeLabels, terms: tuple[SelectorTerm, ...]) -> np.ndarray:
+    """(n,) bool: nodes matching some of *terms* (nodeSelectorTerms: ORed, each term's requirements ANDed)."""
+    any_term = np.zeros(nodes.n, dtype=bool)
+    for term in terms:
+        m = np.ones(nodes.n, dtype=bool)
+        for r in term.match_expressions:
+            m &= _requirement(labels, r)
+        for r in term.match_fields:
+            m &= _requirement(labels, r, field=True)
+        any_term |= m
+    return any_term
+
+
+def _affinity_parts(nodes: NodeTable, labels: NodeLabels, pod: Pod) -> list[tuple[str, np.ndarray]]:
+    """(reason, rows passing) for the pod's nodeSelector and required node affinity."""
+    parts = []
+    for key, value in sorted(pod.node_selector.items()):
+        values, present = labels.column(key)
+        parts.append((f"do not match nodeSelector {key}={value}", present & (values == value)))
+    if pod.affinity_terms:
+        any_term = selector_terms_fit(nodes, labels, pod.affinity_terms)
+        terms = " or ".join(
+            "(" + ", ".join(describe_requirement(r) for r in (*t.match_expressions, *t.match_fields)) + ")"
+            for t in pod.affinity_terms
+        )
+        parts.append((f"do not match required node affinity {terms}", any_term))
+    return parts
+
+
+def _taint_parts(labels: NodeLabels, pod: Pod) -> list[tuple[str, np.ndarray]]:
+    """(reason, rows passing) for each NoSchedule / NoExecute taint the pod does not tolerate."""
+    return [
+        (f"have untolerated taint {key}{'=' + value if value else ''}:{effect}", ~m)
+        for (key, value, effect), m in labels.taint_masks()
+        if effect in _BLOCKING_EFFECTS and not _tolerates(pod.tolerations, key, value, effect)
+    ]
+
+
+def _all(n: int, parts: list[tuple[str, np.ndarray]]) -> np.ndarray:
+    ok = np.ones(n, dtype=bool)
+    for _, m in parts:
+        ok &= m
+    return ok
+
+
+def node_affinity_fit(nodes: NodeTable, labels: NodeLabels, pod: Pod) -> np.ndarray:
+    """(n,) bool: nodes matching the pod's nodeSelector and required node affinity (kube's RequiredNodeAffinity)."""
+    return _all(nodes.n, _affinity_parts(nodes, labels, pod))
+
+
+def taints_fit(nodes: NodeTable, labels: NodeLabels, pod: Pod) -> np.ndarray:
+    """(n,) bool: nodes whose NoSchedule / NoExecute taints the pod tolerates."""
+    return _all(nodes.n, _taint_parts(labels, pod))
 
 
 def static_fit(nodes: NodeTable, labels: NodeLabels, pod: Pod) -> StaticFit:
     """Evaluate the static predicates of *pod* (a signature's representative) over all nodes."""
-    n = nodes.n
     failures: list[tuple[str, np.ndarray]] = []
     ok = nodes.schedulable.copy()
     if not ok.all():
         failures.append(("are not ready", ~nodes.schedulable))
-    for key, value in sorted(pod.node_selector.items()):
-        values, present = labels.column(key)
-        m = present & (values == value)
+    for reason, m in (*_affinity_parts(nodes, labels, pod), *_taint_parts(labels, pod)):
         if not m.all():
-            failures.append((f"do not match nodeSelector {key}={value}", ~m))
+            failures.append((reason, ~m))
         ok &= m
-    if pod.affinity_terms:
-        any_term = np.zeros(n, dtype=bool)
-        for term in pod.affinity_terms:
-            m = np.ones(n, dtype=bool)
-            for r in term.match_expressions:
-                m &= _requirement(labels, r)
-            for r in term.match_fields:
-                m &= _requirement(labels, r, field=True)
-            any_term |= m
-        if not any_term.all():
-            terms = " or ".join(
-                "(" + ", ".join(_describe(r) for r in (*t.match_expressions, *t.match_fields)) + ")"
-                for t in pod.affinity_terms
-            )
-            failures.append((f"do not match required node affinity {terms}", ~any_term))
-        ok &= any_term
-    for (key, value, effect), m in labels.taint_masks():
-        if effect in _BLOCKING_EFFECTS and not _tolerates(pod.tolerations, key, value, effect):
-            failures.append((f"have untolerated taint {key}{'=' + value if value else ''}:{effect}", m))
-            ok &= ~m
     return StaticFit(ok, tuple(failures))
 
 

@@ -1,4 +1,4 @@
-"""KAI's reclaim rules (proportion plugin, reference 4.4.4), on the session's queue accounting.
+"""KAI's reclaim rules (proportion plugin, kai-behaviour §4.4.4), on the session's queue accounting.
 
 All comparisons between a reclaimer and a victim use the *leveled* queues: the
 two children of their lowest common ancestor, one on each side. So team-a in
@@ -131,8 +131,10 @@ class ReclaimRules:
                     ratio_r = _ratio(qs.alloc[x][r], self.fair[x][r])
                     ratio_s = _ratio(qs.alloc[s][r], self.fair[s][r])
                     if ratio_r > 1 and self.fair[s][r] > 0 and ratio_r * m >= ratio_s:
+                        # with a multiplier, say so: "1.25x ... not less than 1.75x" alone reads as false
+                        times = f" ({ratio_r * m:.2f}x with the saturation multiplier {m:g})" if m != 1 else ""
                         return (
-                            f"queue {self.name(x)} would use {ratio_r:.2f}x its fair share of {qres_name(r)}, "
+                            f"queue {self.name(x)} would use {ratio_r:.2f}x its fair share of {qres_name(r)}{times}, "
                             f"not less than {self.name(s)} ({ratio_s:.2f}x)"
                         )
         return None

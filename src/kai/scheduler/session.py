@@ -100,8 +100,9 @@ class Statement:
 
     The operations go into the Session's one undo log (``Session.journal``); a Statement is the part of it
     from where it opened. Statements follow each other, never interleave (an action opens one, then commits
-    or rolls it back). ``commit`` keeps the operations in the journal, so a job whose attempt fails later in
-    the cycle (``Session.drop_job``) can still be undone whole."""
+    or rolls it back). ``commit`` keeps the operations in the journal until the next job's attempt begins
+    (``Session.begin_job``), so a job whose attempt fails after a commit (``Session.drop_job``) is still
+    undone whole."""
 
     def __init__(self, ssn: Session) -> None:
         self._ssn = ssn
@@ -380,7 +381,7 @@ class Session:
         # other change only takes, and the Placer relies on that (see ``log_node``)
         self.node_freed: list[int] = []
         self.changed: set[int] = set()  # tasks whose status or node changed (close_session reports only these)
-        self.journal: list[_Op] = []  # every change made through Statements, for undo (see Statement)
+        self.journal: list[_Op] = []  # the changes of the current job's attempt, for undo (Statement, begin_job)
         # jobs left out of the rest of the cycle after their attempt raised: job -> (action, what went wrong)
         self.job_errors: dict[int, tuple[str, str]] = {}
         self._ready = [False] * len(snap.jobs)  # per job, job_ready (filled by _open_queues: one pass over the tasks)
@@ -402,6 +403,10 @@ class Session:
         self.queues = self._open_queues()
         self.queue_limits = [q.limit.tolist() for q in snap.queues]  # QRES base units, -1 = none
         self.queue_quotas = [q.deserved.tolist() for q in snap.queues]
+        # what must be bound with a pod before it is bound (a WaitForFirstConsumer claim's volume): task -> bindings,
+        # kept by the plugin whose rule chose them (kai.scheduler.podrules), read by close_session
+        self.volume_bindings: dict[int, tuple[Any, ...]] = {}
+        hooks.session_opened(self)  # plugins with no stateful work this Session step out of the stateful points
 
     # --- accounting ---------------------------------------------------------------------------
 
@@ -508,6 +513,13 @@ class Session:
 
     def statement(self) -> Statement:
         return Statement(self)
+
+    def begin_job(self) -> int:
+        """A job's attempt starts (no Statement is open): the changes before it will never be undone, so the
+        journal is emptied (a cycle that commits 40,000 placements keeps no log of them); returns the mark
+        ``drop_job`` undoes to if the attempt raises."""
+        self.journal.clear()
+        return 0
 
     def undo_to(self, mark: int) -> None:
         """Undo every change after journal position *mark* (``len(journal)`` taken earlier), newest first."""
@@ -745,7 +757,20 @@ class Session:
 
     def fit_on(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> int:
         """NOW if *task* fits on *node*'s idle resources, LATER if only with what is being released,
-        0 if not at all (static predicates are the caller's business)."""
+        0 if not at all. The task's stateful rules (inter-pod affinity, spread, ports, volumes) count: a row
+        they refuse is 0, one they allow only once the pods being released are gone is LATER. Static
+        predicates are the caller's business."""
+        fit = self._resource_fit(task, node, gpus)
+        if fit and self.hooks.has_node_filter:
+            rules = self.hooks.node_rules(self, task)
+            if rules:
+                if not rules.allows(node):
+                    return 0
+                if fit == NOW and not rules.allows_now(node):
+                    return LATER
+        return fit
+
+    def _resource_fit(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None) -> int:
         req = self.node_request(task)
         cols = np.flatnonzero(req)
         idle = self.idle[node, cols]

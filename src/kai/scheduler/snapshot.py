@@ -8,16 +8,17 @@ that "ties go to the lower row" means "ties go to the node name ascending"
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from kai.api import constants as C
 from kai.api.gpugroups import group_labels
 from kai.api.mig import MIG_PREFIX, legacy_mig_request, mig_gpus, requests_mig
-from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology, parse_go_int
+from kai.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, Topology, parse_go_int
 from kai.api.pdb import PodDisruptionBudget
 from kai.api.quantity import MAX_AMOUNT
+from kai.api.queueaccess import access_denied
 from kai.scheduler.gpusharing import (
     GpuTable,
     Placed,
@@ -39,6 +40,7 @@ from kai.scheduler.model import (
     TaskInfo,
     TaskStatus,
 )
+from kai.scheduler.storage import NO_STORAGE, Storage
 from kai.scheduler.subgroups import attach_gang
 from kai.scheduler.taskorder import default_task_order
 
@@ -63,6 +65,23 @@ class Snapshot:
     pdbs: tuple[PdbInfo, ...] = ()
     queue_usage: dict[str, tuple[float, float, float]] | None = None  # time-based fair share; None = off
     topologies: tuple[Topology, ...] = ()  # Topology CRs; domains are built per session (kai.scheduler.topology)
+    # pods on nodes that are not kai's tasks (other schedulers', ungrouped ones): what inter-pod affinity, spread
+    # and host ports count besides the tasks
+    others: tuple[OtherPod, ...] = ()
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # namespace -> labels (namespaceSelector)
+    storage: Storage = NO_STORAGE
+    # some pod (task or other) has inter-pod affinity, spread constraints, host ports or claims: without any, the
+    # stateful node rules have nothing to do
+    pod_rules: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OtherPod:
+    """A pod on a node that is not one of kai's tasks: it stays where it is for the whole cycle."""
+
+    pod: Pod
+    node: int  # row in the node table
+    releasing: bool  # terminating
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +192,9 @@ MAX_GPU_MEMORY_MIB = 2**30  # per GPU (1 PiB): a larger label value is as unusab
 
 
 def task_status(pod: Pod, now: float | None = None, stuck_after: float = C.DEFAULT_STUCK_IN_RELEASING_S) -> TaskStatus:
-    """KAI's pod status model (reference 1.4), from what the API shows. A Running pod whose deletionTimestamp
-    is more than *stuck_after* seconds before *now* is StuckInReleasing (KAI's getTaskStatus); without *now*
-    no pod is."""
+    """KAI's pod status model (kai-behaviour §1.4), from what the API shows. A Running pod whose
+    deletionTimestamp is more than *stuck_after* seconds before *now* is StuckInReleasing (KAI's
+    getTaskStatus); without *now* no pod is."""
     if pod.phase == "Succeeded":
         return TaskStatus.SUCCEEDED
     if pod.phase == "Failed":
@@ -326,6 +345,8 @@ def build_snapshot(
     topologies: Iterable[Topology] = (),
     task_order: Callable[[Pod], tuple] = default_task_order,
     stuck_in_releasing_s: float = C.DEFAULT_STUCK_IN_RELEASING_S,
+    namespaces: Iterable[Namespace] = (),
+    storage: Storage = NO_STORAGE,
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
     scheduler belong to the PodGroup named by their ``pod-group-name`` annotation. *task_order*: the pod
@@ -358,6 +379,8 @@ def build_snapshot(
 
     classes = {c.meta.name: c for c in priority_classes}
     queue_infos, queue_index = _build_queues(queues)
+    queue_by_name = {q.meta.name: q for q in queues}
+    any_rule = any(q.allowed_namespaces is not None for q in queues)  # access rules are rare: skip the walk
     pg_index: dict[tuple[str, str], int] = {}
     jobs: list[JobInfo] = []
     for pg in sorted(podgroups, key=lambda g: (g.meta.creation_timestamp or 0.0, g.meta.uid)):
@@ -368,6 +391,9 @@ def build_snapshot(
             reason = f"Queue '{pg.queue}' does not exist"
         elif not queue_infos[qi].is_leaf:
             reason = f"Queue '{pg.queue}' is not a leaf queue; only leaf queues hold jobs"
+            qi = -1
+        elif any_rule and (denied := access_denied(queue_by_name, pg.queue, pg.meta.namespace or "")):
+            reason = denied  # kai's queue access rule (the admission webhook refuses the same at create)
             qi = -1
         pg_index[(pg.meta.namespace or "", pg.meta.name)] = len(jobs)
         jobs.append(
@@ -390,6 +416,8 @@ def build_snapshot(
     tasks: list[TaskInfo] = []
     placed: list[Placed] = []
     placed_task: list[int] = []  # per Placed, its task index (-1: another scheduler's pod)
+    others: list[OtherPod] = []
+    pod_rules = False
     for count, pod in enumerate(pods):
         if count % SATURATE_EVERY == SATURATE_EVERY - 1:
             _saturate(used, releasing, other_used)
@@ -399,6 +427,12 @@ def build_snapshot(
         req = _vector(pod.requests if named is None else {**pod.requests, **named}, col, n_res)
         if named is not None and status in ACTIVE_USED and node >= 0:
             legacy_mig[node] = True
+        reservation = pod.meta.labels.get(C.LABEL_APP) == C.RESERVATION_APP
+        if reservation:
+            # A GPU reservation pod holds, towards the device plugin, the GPU its GPU group already takes
+            # from the node here: its other resources count on the node, its GPU does not (KAI's
+            # addTaskResources), and as a KAI utility pod it is not taken off the fair-share total.
+            req[GPU] = 0
         share, spec_error = share_of(pod, max_gpu_mem)
         reason = INVALID_GPU_REQUEST if spec_error else ""
         if status not in _TO_PLACE:  # bound (or done): it holds what it holds, whatever its annotations say now
@@ -415,13 +449,19 @@ def build_snapshot(
         if share is not None:
             node_mem = int(gpu_mem[node]) if node >= 0 else max_gpu_mem
             req[GPU] = share.accounted_milli(node_mem)  # what queues are charged (fractions count)
+        if pod.placement_rules:
+            pod_rules = True
         if pod.scheduler_name != scheduler_name:
-            if status in ACTIVE_USED and node >= 0 and ready[node]:
-                other_used += req
+            if status in ACTIVE_USED and node >= 0:
+                if ready[node] and not reservation:
+                    other_used += req
+                others.append(OtherPod(pod, node, status == TaskStatus.RELEASING))
             continue
         ji = pg_index.get((pod.meta.namespace or "", pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")))
-        if ji is None:
-            continue  # not grouped yet: the pod-grouper has not seen it
+        if ji is None:  # not grouped yet: the pod-grouper has not seen it
+            if status in ACTIVE_USED and node >= 0:
+                others.append(OtherPod(pod, node, status == TaskStatus.RELEASING))
+            continue
         key = _signature_key(pod, share, named is not None)
         sig = sig_ids.setdefault(key, len(sig_ids))
         if sig == len(sig_pods):
@@ -497,4 +537,8 @@ def build_snapshot(
         pdbs=_pdb_infos(pdbs, pods, tasks),
         queue_usage=queue_usage,
         topologies=tuple(sorted(topologies, key=lambda t: t.meta.name)),
+        others=tuple(others),
+        namespaces={ns.meta.name: ns.labels for ns in namespaces},
+        storage=storage,
+        pod_rules=pod_rules,
     )

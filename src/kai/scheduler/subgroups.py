@@ -5,7 +5,7 @@ Session. The tree is built once per snapshot (``attach_gang``) and read by
 allocate, the eviction actions and stale gang eviction, so all of them agree
 on what "gang satisfied" means.
 
-Shape (reference 2.2, KAI's ``subgroup_info.FromPodGroup``):
+Shape (kai-behaviour §2.2, KAI's ``subgroup_info.FromPodGroup``):
 
 * a PodGroup without ``spec.subGroups`` is one leaf holding every pod, whose
   minimum is ``minMember``;

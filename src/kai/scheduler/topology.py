@@ -1,4 +1,4 @@
-"""Topology domains from node labels, and the domains a (sub)group may be placed in (reference 6).
+"""Topology domains from node labels, and the domains a (sub)group may be placed in (kai-behaviour §6).
 
 Rules: NumPy over nodes, no Python loop over nodes per task. A Topology's
 domains are built once per session (``topology_index``); everything else is a

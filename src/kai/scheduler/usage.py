@@ -5,7 +5,7 @@ decayed by a half-life, ``U = 0.5^(age / halfLife) * A``, and divides it by
 what the cluster could have given over the same window: 24 GPU-hours in a
 10-GPU, 10-hour window is 0.24. The value enters the over-quota split through
 kValue (``fairshare.py``): a queue that used more recently gets less of what is
-left over; deserved quotas are never affected (reference 4.4.2).
+left over; deserved quotas are never affected (kai-behaviour §4.4.2).
 
 The engine only sees the result, a number per queue and resource, through the
 ``UsageSource`` interface: the embedded cluster feeds it from its own record of

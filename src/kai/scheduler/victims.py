@@ -1,7 +1,7 @@
 """Victim order for reclaim, preempt and consolidation (KAI's VictimQueue).
 
 The queue that most deserves to lose resources gives first: the queue order of
-reference 4.4.3 is reversed at every level of the tree and evaluated on each
+kai-behaviour §4.4.3 is reversed at every level of the tree and evaluated on each
 queue's allocation *minus the victims already taken from it*, so a heavily
 over-allocated queue gives until it is no longer the worst. Inside a leaf queue
 the job order is reversed: lowest priority first, then the job furthest above

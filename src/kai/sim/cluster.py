@@ -7,6 +7,9 @@ plays the parts of a real cluster the scheduler relies on: the workload controll
 (queues, parents, PodGroups, priority classes, owners) are checked when applied and reported as
 ManifestErrors naming the file, object and field the user wrote, so nothing is dropped silently.
 
+Claims are bound as a PV controller and a provisioner would (``kai.sim.volumes``): an Immediate claim when
+it exists, a WaitForFirstConsumer one with the volume kai chose when its pod is bound.
+
 Between two cycles the cluster moves on as a real one would: a pod bound last cycle is Running; an
 evicted pod is gone and its controller creates it again (a pod without one comes back as the same pod);
 a pipelined pod is Pending again; a pod whose ``kai.sim/duration`` has passed since it was bound has
@@ -50,11 +53,13 @@ from kai.scheduler.gpusharing import default_group_name, parse_share
 from kai.scheduler.model import TaskStatus
 from kai.scheduler.plugins import check_conf, task_order_of
 from kai.scheduler.snapshot import Snapshot, build_snapshot
+from kai.scheduler.storage import storage_of
 from kai.scheduler.taskorder import default_task_order
 from kai.scheduler.usage import UsageLedger, UsageParams
 from kai.sim import checks
 from kai.sim.controllers import ADMISSION, Created, controller_for
 from kai.sim.lifetimes import Interruption, Lifetimes
+from kai.sim.volumes import bind_chosen, bind_immediate
 from kai.store import Key, Store, key_of
 
 SCHEDULE_PERIOD_S = 1.0  # simulated time between two cycles
@@ -195,6 +200,7 @@ class EmbeddedCluster:
         self._run_controllers(strict=True)
         self._group_pods(strict=True)
         self._validate()
+        bind_immediate(self.store, self.now)  # the PV controller: claims that do not wait for a pod
         if self.strict_input and any(isinstance(obj, (Pod, Node)) for _, obj in objects):
             err = checks.overcommitted(self.store.list("Node"), self.store.list("Pod"), self.now)
             if err is not None:
@@ -564,6 +570,8 @@ class EmbeddedCluster:
             topologies=self.topologies(),
             task_order=task_order_of(conf) if conf is not None else default_task_order,
             stuck_in_releasing_s=(conf or SchedulerConf()).stuck_in_releasing_threshold,
+            namespaces=self.store.list("Namespace"),
+            storage=storage_of(self.store),
         )
 
     def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
@@ -621,6 +629,8 @@ class EmbeddedCluster:
         self._pipelined_gpus = {}
         self._evicted_last = set()
         for b in result.binds:
+            if b.volumes:  # kai binds a pod's volumes first (a provisioner makes the new ones)
+                bind_chosen(self.store, b.volumes, self.now)
             pod = self.store.get("Pod", (b.pod.namespace, b.pod.name))
             pod.node_name = b.node
             self._start(pod, self.now)  # kai.sim/duration counts from the bind
@@ -741,6 +751,7 @@ class EmbeddedCluster:
             self.store.put(pod)
         self._run_controllers(strict=False)
         self._group_pods(strict=False)
+        bind_immediate(self.store, self.now)
 
     def next_completion(self) -> float | None:
         """When the next running pod reaches its kai.sim/duration (None: none will)."""

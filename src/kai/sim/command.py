@@ -19,7 +19,7 @@ from kai.api.objects import parse_time
 from kai.scheduler.conf import KNOWN_ACTIONS, ConfigError
 from kai.sim.cluster import EmbeddedCluster, shard_conf
 from kai.sim.output import build_document, render_json, render_table, render_yaml
-from kai.sim.timeline import AT_FORM, check_arrivals, parse_steps, play, record_document
+from kai.sim.timeline import AT_FORM, Loaded, check_arrivals, parse_steps, play, record_document
 from kai.sim.timeline_view import render_timeline
 from kai.sim.timesim import load_input
 from kai.sim.timesim.cli import run_time_mode, time_mode, time_options
@@ -27,7 +27,7 @@ from kai.sim.timesim.cli import run_time_mode, time_mode, time_options
 EXIT_BAD_INPUT = 2
 
 
-def _read(files: tuple[str, ...]) -> list[tuple[str, str]]:
+def read_texts(files: tuple[str, ...]) -> list[tuple[str, str]]:
     texts = []
     for f in files:
         if f == "-":
@@ -39,6 +39,15 @@ def _read(files: tuple[str, ...]) -> list[tuple[str, str]]:
         except OSError as e:
             raise ManifestError(f"cannot read: {e.strerror}", source=f) from None
     return texts
+
+
+def load_arrivals(at: tuple[str, ...], cycles: int) -> dict[int, Loaded]:
+    """``--at N:FILE[,FILE...]`` values -> the objects arriving before each cycle (ManifestError if bad)."""
+    steps = parse_steps(at, cycles)
+    arrivals = {s.cycle: load_manifests(read_texts(s.files))[0] for s in steps}
+    for s in steps:
+        check_arrivals(s, arrivals[s.cycle])
+    return arrivals
 
 
 @click.command(
@@ -85,14 +94,11 @@ def sim(
     err = Console(stderr=True)
     try:
         chosen = tuple(a.strip() for a in actions.split(",") if a.strip())
-        objects, _ignored, simulation = load_input(_read(files))
+        objects, _ignored, simulation = load_input(read_texts(files))
         if time_mode(simulation, timed):
             sys.exit(run_time_mode(ctx, objects, simulation, timed, chosen, now_text, fmt, err))
         now = parse_time(now_text, "--now") if now_text else _dt.datetime.now(_dt.UTC).timestamp()
-        steps = parse_steps(at, cycles)
-        arrivals = {s.cycle: load_manifests(_read(s.files))[0] for s in steps}
-        for s in steps:
-            check_arrivals(s, arrivals[s.cycle])
+        arrivals = load_arrivals(at, cycles)
         cluster = EmbeddedCluster(now=now, strict_input=True)  # type: ignore[arg-type]
         cluster.apply(objects)
         conf = shard_conf(cluster, chosen if actions else None)
@@ -101,13 +107,13 @@ def sim(
         err.print("[red]error:[/] " + escape(str(e)), highlight=False, soft_wrap=True)
         sys.exit(EXIT_BAD_INPUT)
     doc = build_document(cluster, run.last, run.events)
-    if steps:  # a timeline: every cycle's record (kai's addition to the sim contract)
+    if at:  # a timeline: every cycle's record (kai's addition to the sim contract)
         doc["timeline"] = [record_document(r) for r in run.records]
     if fmt == "json":
         click.echo(render_json(doc))
     elif fmt == "yaml":
         click.echo(render_yaml(doc))
-    elif steps:
+    elif at:
         click.echo(render_timeline(run.records))
     else:
         render_table(doc, Console(width=max(Console().width, 120)))

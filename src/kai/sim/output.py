@@ -12,10 +12,12 @@ from rich.table import Table
 from kai.api import constants as C
 from kai.api.objects import Pod
 from kai.api.quantity import format_bytes
+from kai.api.storage import PersistentVolume
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.gpusharing import parse_share
 from kai.scheduler.model import MILLI
 from kai.sim.cluster import EmbeddedCluster
+from kai.sim.gpushare import gpu_env, reservations
 
 
 def node_resources(cluster: EmbeddedCluster) -> list[dict[str, Any]]:
@@ -52,7 +54,8 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
     pgs = {(pg.meta.namespace, pg.meta.name): pg for pg in cluster.store.list("PodGroup")}
     gpu_memory = {n.meta.name: n.meta.labels.get(C.LABEL_GPU_MEMORY, "") for n in cluster.nodes()}
     pods = []
-    for v in cluster.pod_views():
+    views = cluster.pod_views()
+    for v in views:
         pg_name = v.pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")
         pg = pgs.get((v.pod.meta.namespace, pg_name))
         pods.append(
@@ -65,6 +68,7 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
                 "node": v.node or None,
                 "gpus": pod_gpus(v.pod, gpu_memory.get(v.node or "", "")),
                 "gpuGroups": list(v.gpu_groups),
+                "gpuEnv": gpu_env(v, gpu_memory.get(v.node or "", "")),
             }
         )
     conditions = {(s.namespace, s.name): s.conditions for s in (last.podgroups if last else [])}
@@ -95,17 +99,43 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
         }
         for q in (last.queues if last else [])
     ]
-    return {
+    doc = {
         "cycles": cluster.cycle,
         "pods": pods,
         "podGroups": podgroups,
         "queues": queues,
         "nodes": node_resources(cluster),
+        "reservations": reservations(views),
         "events": [
             {"cycle": c, "object": e.object, "type": e.type, "reason": e.reason, "message": e.message}
             for c, e in events
         ],
     }
+    claims = cluster.store.list("PersistentVolumeClaim")
+    if claims:  # only when the input has claims: documents without storage stay as they were
+        volumes = {v.meta.name: v for v in cluster.store.list("PersistentVolume")}
+        doc["persistentVolumeClaims"] = [
+            {
+                "namespace": c.meta.namespace,
+                "name": c.meta.name,
+                "phase": c.phase,
+                "volume": c.volume_name or None,
+                "node": _pinned_node(volumes.get(c.volume_name)),
+            }
+            for c in claims
+        ]
+    return doc
+
+
+def _pinned_node(volume: PersistentVolume | None) -> str | None:
+    """The node a volume is pinned to (a kubernetes.io/hostname requirement with one value), if any."""
+    if volume is None:
+        return None
+    for term in volume.node_affinity:
+        for r in term.match_expressions:
+            if r.key == C.LABEL_HOSTNAME and r.operator == "In" and len(r.values) == 1:
+                return r.values[0]
+    return None
 
 
 def pod_gpus(pod: Pod, node_gpu_memory: str) -> float:

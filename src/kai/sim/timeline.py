@@ -81,6 +81,7 @@ class Decision:
     pod_group: str
     action: str | None  # the action that evicted (reclaim, preempt, ...); None for bind and pipeline
     reason: str
+    volumes: tuple[str, ...] = ()  # bind: "claim -> volume" bound first ("claim -> new volume" when provisioned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +185,16 @@ def _record(cluster: EmbeddedCluster, cycle: int, applied: tuple[str, ...], resu
         for p in result.pipelines
     ]
     decisions += [
-        Decision("bind", str(b.pod), b.node, b.podgroup, None, gang(b.pod.namespace, b.podgroup)) for b in result.binds
+        Decision(
+            "bind",
+            str(b.pod),
+            b.node,
+            b.podgroup,
+            None,
+            gang(b.pod.namespace, b.podgroup),
+            tuple(f"{v.namespace}/{v.claim} -> {v.volume or 'new volume'}" for v in b.volumes),
+        )
+        for b in result.binds
     ]
     pods = tuple(
         PodState(
@@ -220,6 +230,7 @@ def record_document(record: CycleRecord) -> dict[str, Any]:
                 "podGroup": d.pod_group,
                 "action": d.action,
                 "reason": d.reason,
+                **({"volumes": list(d.volumes)} if d.volumes else {}),
             }
             for d in record.decisions
         ],

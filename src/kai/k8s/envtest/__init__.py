@@ -1,12 +1,23 @@
 """A real control plane for tests and benchmarks, in the spirit of controller-runtime's envtest.
 
 ``Binaries.find()`` locates etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
-kubectl ($KUBEBUILDER_ASSETS first, then the cache that scripts/control-plane/provision.sh
-fills); ``ControlPlane`` runs them on loopback; ``create_node`` and ``mark_pod_running`` play
-the kubelet's part. Test-only: nothing in the scheduler imports it.
+kubectl of the selected release (current by default, ``$KAI_K8S_VERSION=oldest`` for 1.20.2;
+$KUBEBUILDER_ASSETS first, then the cache that scripts/control-plane/provision.sh fills);
+``ControlPlane`` runs them on loopback; ``create_node`` and ``mark_pod_running`` play the
+kubelet's part. Test-only: nothing in the scheduler imports it.
 """
 
-from kai.k8s.envtest._binaries import K8S_VERSION, Binaries, MissingBinaryError, cache_dir, default_bin_dir
+from kai.k8s.envtest._binaries import (
+    CURRENT_VERSION,
+    K8S_VERSION,
+    OLDEST_VERSION,
+    Binaries,
+    MissingBinaryError,
+    cache_dir,
+    default_bin_dir,
+    release_name,
+    selected_version,
+)
 from kai.k8s.envtest._controlplane import (
     ADMIN_USER,
     SCHEDULER_USER,
@@ -26,9 +37,11 @@ from kai.k8s.envtest._objects import (
 
 __all__ = [
     "ADMIN_USER",
+    "CURRENT_VERSION",
     "GPU_RESOURCE",
     "K8S_VERSION",
     "NOT_READY_TAINT",
+    "OLDEST_VERSION",
     "SCHEDULER_USER",
     "Binaries",
     "ControlPlane",
@@ -41,5 +54,7 @@ __all__ = [
     "mark_pod_running",
     "node_manifest",
     "node_status",
+    "release_name",
     "running_pod_status",
+    "selected_version",
 ]

@@ -14,6 +14,8 @@ Theory of operation:
   insists on are generated here with openssl.
 * The API server makes a self-signed serving certificate in its cert dir; the kubeconfig
   files trust exactly that certificate.
+* The flags suit the release of the binaries (``Binaries.version``): the insecure-port flags,
+  which 1.20 needs set to 0, were removed in 1.24.
 * Each child gets PR_SET_PDEATHSIG=SIGKILL, so a test run that is killed leaves no etcd or
   kube-apiserver behind; ``stop()`` ends them in reverse order and removes the work dir.
 * ``restart_apiserver()`` stops and starts only kube-apiserver, on the same port, with the
@@ -249,10 +251,10 @@ class ControlPlane:
             str(self.binaries.kube_controller_manager),
             f"--kubeconfig={self.kubeconfig}",
             "--bind-address=127.0.0.1",
-            "--port=0",
+            *self._insecure_port_off("--port=0"),
             "--secure-port=0",
             "--leader-elect=false",
-            "--controllers=*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-serviceaccount-token,-csrsigning",
+            "--controllers=*,-nodelifecycle,-nodeipam,-serviceaccount-token,-csrsigning",
             f"--service-account-private-key-file={self._dir / 'sa.key'}",
             "--use-service-account-credentials=false",
             "--kube-api-qps=1000",
@@ -277,7 +279,7 @@ class ControlPlane:
             str(self.binaries.kube_scheduler),
             f"--kubeconfig={self.kubeconfig}",
             "--bind-address=127.0.0.1",
-            "--port=0",
+            *self._insecure_port_off("--port=0"),
             "--secure-port=0",
             "--leader-elect=false",
             *extra_args,
@@ -295,7 +297,7 @@ class ControlPlane:
     def kubectl(
         self, *args: str, check: bool = True, kubeconfig: Path | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """Run the control plane's own kubectl (1.20.2) against it; output captured as text."""
+        """Run the control plane's own kubectl (of the same release) against it; output captured as text."""
         # A fresh discovery cache for each call: kubectl keeps one for 10 minutes and does not
         # refresh it for a short name (pg) of a CRD installed meanwhile.
         with tempfile.TemporaryDirectory(prefix="kubectl-cache-", dir=self._dir) as cache:
@@ -311,6 +313,10 @@ class ControlPlane:
         return res
 
     # ---- internals --------------------------------------------------------------------------
+
+    def _insecure_port_off(self, flag: str) -> list[str]:
+        """FLAG (turning an insecure port off) for releases before 1.24, which had one; nothing after."""
+        return [flag] if self.binaries.version < (1, 24) else []
 
     def _spawn(self, name: str, args: list[str]) -> _Proc:
         proc = _Proc(name, args, self._dir / f"{name}.log")
@@ -385,7 +391,7 @@ class ControlPlane:
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
             f"--secure-port={self.apiserver_port}",
-            "--insecure-port=0",
+            *self._insecure_port_off("--insecure-port=0"),
             f"--cert-dir={d / 'certs'}",
             f"--token-auth-file={d / 'tokens.csv'}",
             "--authorization-mode=RBAC",

@@ -13,10 +13,11 @@ and ``mark_pod_running`` helpers send them with a synchronous lightkube Client.
 from __future__ import annotations
 
 import datetime as _dt
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from lightkube import Client
+from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import Node, NodeStatus, Pod, PodStatus
 from lightkube.types import PatchType
 
@@ -101,23 +102,35 @@ def create_node(
 ) -> Node:
     """Create a Ready node NAME (``status`` as node_status's keywords: cpu, memory, gpus, ...).
 
-    Three requests: create, status patch, and a spec patch that drops the not-ready taint the
-    TaintNodesByCondition admission plugin added while keeping TAINTS. Returns the final Node.
+    Create, status patch, then drop_not_ready_taint. Returns the final Node.
     """
     client.create(Node.from_dict(node_manifest(name, labels, taints)))
     client.patch(NodeStatus, name, {"status": node_status(**status)}, patch_type=PatchType.MERGE)
-    node = client.get(Node, name)
-    kept = [t for t in (node.spec.taints or []) if t.key != NOT_READY_TAINT]
-    # A JSON patch with a test op: fails instead of clobbering a taint someone added meanwhile.
-    patch = [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": node.metadata.resourceVersion},
-        {
-            "op": "replace" if node.spec.taints is not None else "add",
-            "path": "/spec/taints",
-            "value": [t.to_dict() for t in kept],
-        },
-    ]
-    return client.patch(Node, name, patch, patch_type=PatchType.JSON)
+    return drop_not_ready_taint(client, name)
+
+
+def drop_not_ready_taint(client: Client, name: str, attempts: int = 20) -> Node:
+    """Remove the not-ready taint the TaintNodesByCondition admission plugin put on node NAME at
+    creation, keeping every other taint; the Node afterwards.
+
+    A JSON patch with a test of the resourceVersion: it fails (422) instead of clobbering a change
+    someone made meanwhile (kube-controller-manager annotates new nodes, say), and is tried again on
+    the node as it is then.
+    """
+    for _ in range(attempts):
+        node = client.get(Node, name)
+        kept = [t.to_dict() for t in (node.spec.taints or []) if t.key != NOT_READY_TAINT]
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": node.metadata.resourceVersion},
+            {"op": "replace" if node.spec.taints is not None else "add", "path": "/spec/taints", "value": kept},
+        ]
+        try:
+            return client.patch(Node, name, patch, patch_type=PatchType.JSON)
+        except ApiError as e:
+            if e.status.code != 422:
+                raise
+            time.sleep(0.05)
+    raise RuntimeError(f"could not remove the not-ready taint of node {name}: it kept changing")
 
 
 def mark_pod_running(client: Client, name: str, namespace: str) -> Pod:

@@ -4,7 +4,7 @@ Only pending preemptible jobs are preemptors, and only when the cluster has
 enough idle + releasing GPUs for them overall: moving pods never creates
 capacity, it only gathers it on one node. A scenario is accepted only if every
 victim is re-placed (pipelined on its new node), and at most
-``max_consolidation_preemptees`` pods move for one job (reference 4.2).
+``max_consolidation_preemptees`` pods move for one job (kai-behaviour §4.2).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class EvictingAction:
         queue = JobQueue(ssn, eligible, ssn.conf.queue_depth(self.name))
         failed: dict[tuple, tuple[int, str]] = {}  # KAI's scheduling signatures: skip jobs no easier than a failure
         while (job := queue.pop()) is not None:
-            mark = len(ssn.journal)
+            mark = ssn.begin_job()
             try:
                 placed = self._attempt(ssn, job, budget, failed)
             except Exception as e:  # one job's failure costs only that job (Session.drop_job)
@@ -106,7 +106,7 @@ class EvictingAction:
             ssn.failures[job.index] = over
             return None
         req = job_request(tasks)
-        shape = _shape(job, tasks)
+        shape = _shape(ssn, job, tasks)
         if shape is not None and shape in failed and len(tasks) >= failed[shape][0]:
             ssn.note(job, self.name, failed[shape][1])
             return None
@@ -195,11 +195,12 @@ def _pending_ready(ssn: Session) -> list[JobInfo]:
     ]
 
 
-def _shape(job: JobInfo, tasks: list[TaskInfo]) -> tuple | None:
-    """KAI's scheduling signature for eviction actions: the pod shape, within one queue and priority."""
+def _shape(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> tuple | None:
+    """KAI's scheduling signature for eviction actions: the pod shape (with its stateful rules), within one queue
+    and priority."""
     if not is_simple(job):
         return None  # subgroups and topology constraints make jobs of one pod shape differ in difficulty
-    shape = uniform_shape(tasks)
+    shape = uniform_shape(tasks, ssn)
     return None if shape is None else (job.queue, job.priority, job.preemptible, *shape)
 
 

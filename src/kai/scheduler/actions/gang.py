@@ -4,7 +4,7 @@ Used by allocate (the job loop) and by the victim solver (the preemptor's pods),
 so a placement made by evicting honours the same constraints as one made on
 free resources.
 
-Theory of operation (KAI's ``allocateSubGroupSet`` → ``SubsetNodesFn``, reference 6).
+Theory of operation (KAI's ``allocateSubGroupSet`` → ``SubsetNodesFn``, kai-behaviour §6).
 A *plan* says what to place: pods per leaf, and for every set how many of
 which children must succeed. ``place(node)`` walks the subgroup tree: at a
 node with a topology constraint it asks ``topology.candidates`` for the

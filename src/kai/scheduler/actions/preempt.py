@@ -2,7 +2,7 @@
 
 Inference (125) preempts train (50) in the same team queue; equal priorities
 never preempt each other, and other queues are reclaim's business. A
-non-preemptible preemptor must stay within its queue's quota (reference 4.2),
+non-preemptible preemptor must stay within its queue's quota (kai-behaviour §4.2),
 which the shared capacity check (NonPreemptibleOverQuota) enforces before any search.
 """
 

@@ -1,4 +1,4 @@
-"""reclaim: a queue below its fair share takes resources back from queues above theirs (reference 4.2, 4.4.4).
+"""reclaim: a queue below its fair share takes resources back from queues above theirs (kai-behaviour §4.2, 4.4.4).
 
 Preemptors are pending jobs whose queue stays within its fair share with them
 (within quota for non-preemptible jobs). Victims are preemptible jobs of other
@@ -13,6 +13,7 @@ from __future__ import annotations
 from kai.scheduler.actions.evicting import EvictingAction
 from kai.scheduler.actions.solver import Scenario
 from kai.scheduler.model import JobInfo, TaskInfo
+from kai.scheduler.plugins.proportion import reclaim_rules
 from kai.scheduler.session import Session
 
 
@@ -43,10 +44,9 @@ class Reclaim(EvictingAction):
     def message(self, ssn: Session, scenario: Scenario, task: TaskInfo) -> str:
         job = scenario.job
         text = f"Pod {task.namespace}/{task.name} was preempted by workload {job.ref}."
-        proportion = ssn.hooks.plugins.get("proportion")
-        if proportion is None:  # the numbers are proportion's
+        rules = reclaim_rules(ssn)
+        if rules is None:  # the numbers are proportion's
             return text
-        rules = proportion._rules_of(ssn)  # type: ignore[attr-defined]
         rq, vq = rules.leveled(job.queue, ssn.snap.jobs[task.job].queue)
         before = scenario.before_alloc
         return f"{text}\n{rules.describe(rq, before[rq])}\n{rules.describe(vq, before[vq])}"

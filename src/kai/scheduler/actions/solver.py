@@ -1,4 +1,4 @@
-"""Victim search shared by reclaim, preempt and consolidation (KAI's JobSolver, reference 4.3).
+"""Victim search shared by reclaim, preempt and consolidation (KAI's JobSolver, kai-behaviour §4.3).
 
 For one pending job, candidate victim sets are tried in two ways, cheapest first:
 
@@ -156,9 +156,10 @@ class Solver:
         # freed room could hold every pod (_Room, a necessary condition), and after a failure only once it
         # has grown by _GROWTH, so a 2,000-pod gang costs a handful of simulations, not thousands.
         room = _Room(free, static, tasks, cols, _required_domains(ssn, job))
-        if ssn.any_groups:
+        if ssn.any_groups or (ssn.hooks.has_node_filter and any(ssn.hooks.node_rules(ssn, t) for t in tasks)):
             # GPU groups make the per-node count a bound only (free share may be split over several GPUs, and
-            # a victim that does not raise the count can still empty a GPU): never drop victims as useless
+            # a victim that does not raise the count can still empty a GPU); a stateful rule (anti-affinity, a
+            # host port) can be what a victim frees: never drop victims as useless
             room.exact = False
         chosen: list[VictimUnit] = []
         next_try = tried_len = 0

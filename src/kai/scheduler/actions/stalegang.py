@@ -7,7 +7,7 @@ as in KAI's IsGangSatisfied). The first cycle that sees it stale stamps the PodG
 (``kai.scheduler/stale-podgroup-timestamp``); once stale for the grace period
 (``spec.stalenessGracePeriod``, else the scheduler default of 60 s; negative:
 never) all its active pods are evicted, so the GPUs a broken gang holds go back
-to the cluster. A job no longer stale has its stamp cleared (reference 4.2).
+to the cluster. A job no longer stale has its stamp cleared (kai-behaviour §4.2).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class StaleGangEviction:
         for job in ssn.snap.jobs:
             if job.index in ssn.job_errors:
                 continue
-            mark = len(ssn.journal)
+            mark = ssn.begin_job()
             try:
                 self._check(ssn, job)
             except Exception as e:  # one job's failure costs only that job (Session.drop_job)

@@ -17,8 +17,10 @@ from kai.scheduler.framework._plugin import (
     implements,
 )
 from kai.scheduler.framework._points import POINT_NAMES, POINTS, Combine, ExtensionPoint
+from kai.scheduler.framework._rules import NO_RULES, NodeRules
 
 __all__ = [
+    "NO_RULES",
     "POINTS",
     "POINT_NAMES",
     "Arg",
@@ -28,6 +30,7 @@ __all__ = [
     "ExtensionPoint",
     "Hooks",
     "NodeRule",
+    "NodeRules",
     "NodeVerdict",
     "Plugin",
     "QueueOrder",

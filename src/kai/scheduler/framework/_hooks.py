@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from kai.scheduler.framework._plugin import Choice, NodeRule, NodeVerdict, Plugin, QueueOrder, ScoreTerms, implements
+from kai.scheduler.framework._rules import NO_RULES, NodeRules
 
 NO_TERMS = ScoreTerms()
 
@@ -46,12 +47,52 @@ class Hooks:
         self._preempt_validator = _methods(ps, "preempt_scenario_validator")
         self._core_allowed = _methods(ps, "victim_core_allowed")
         self._subset_nodes = _methods(ps, "subset_nodes")
-        changes = _methods(ps, "on_task_change")
-        # None when no plugin listens: Session._set checks this once per change (20,000 per busy cycle)
-        self.on_task_change: Callable[[Any, Any, Any, int], None] | None = (
-            changes[0] if len(changes) == 1 else (lambda *a: [f(*a) for f in changes]) if changes else None
-        )
+        self._changes = _methods(ps, "on_task_change")
+        self._stateful = {p.name: p.stateful for p in ps if implements(p, "stateful")}
+        self._compose_changes(self._changes)
         self.has_node_choice = bool(self._node_choice)
+        self.has_node_filter = bool(self._node_filter)
+        # Points called per job or per victim (thousands of times a cycle): with one implementation, the
+        # plugin's method itself stands in for the composed one (an instance attribute shadows the method
+        # below), so the hot path pays no loop or generator; with none, a constant answer.
+        for point, impls, none_answer in (
+            ("reclaim_victim_filter", self._reclaim_filter, True),
+            ("preempt_victim_filter", self._preempt_filter, True),
+            ("victim_core_allowed", self._core_allowed, True),
+            ("job_over_capacity", self._capacity, None),
+            ("reclaim_scenario_validator", self._reclaim_validator, None),
+            ("preempt_scenario_validator", self._preempt_validator, None),
+        ):
+            if len(impls) == 1:
+                setattr(self, point, impls[0])
+            elif not impls:
+                setattr(self, point, lambda *_, _a=none_answer: _a)
+        self.job_order = _tiers(self._job_order)  # type: ignore[method-assign]
+        self._rules: dict[int, NodeRules] = {}  # task index -> its rules (asked once per task per Session)
+
+    def _compose_changes(self, changes: list[Callable[..., Any]]) -> None:
+        # None when no plugin listens: Session._set checks this once per change (20,000 per busy cycle)
+        if len(changes) > 1:
+
+            def notify(ssn: Any, task: Any, old: Any, old_node: int) -> None:
+                for f in changes:
+                    f(ssn, task, old, old_node)
+
+            self.on_task_change: Callable[[Any, Any, Any, int], None] | None = notify
+        else:
+            self.on_task_change = changes[0] if changes else None
+
+    def session_opened(self, ssn: Any) -> None:
+        """Called by the Session once it is built: each plugin with a ``stateful`` gate says whether it has
+        stateful work in this Session; one that has none is left out of node_filter and on_task_change."""
+        if not self._stateful:
+            return
+        idle = {name for name, gate in self._stateful.items() if not gate(ssn)}
+        if not idle:
+            return
+        active = [p for name, p in self.plugins.items() if name not in idle]
+        self._node_filter = _methods(active, "node_filter")
+        self._compose_changes(_methods(active, "on_task_change"))
         self.has_node_filter = bool(self._node_filter)
 
     def enabled(self, name: str) -> bool:
@@ -67,14 +108,9 @@ class Hooks:
         return None
 
     def job_order(self, ssn: Any, job: Any) -> tuple:
-        """The job's sort key: every tier, then (creation, UID). Asked once per job queued."""
-        fs = self._job_order
-        if len(fs) == 2:  # priority, elastic: the default pair, without a generator
-            return (*fs[0](ssn, job), *fs[1](ssn, job), job.creation, job.podgroup.meta.uid)
-        key: tuple = ()
-        for f in fs:
-            key += f(ssn, job)
-        return (*key, job.creation, job.podgroup.meta.uid)
+        """The job's sort key: every tier, then (creation, UID). Asked once per job queued (composed per
+        Session by ``_tiers``; this method documents the point and is replaced on the instance)."""
+        return _tiers(self._job_order)(ssn, job)
 
     def subgroup_order(self, gang: Any, node: int, count: Any) -> tuple:
         key: tuple = ()
@@ -112,13 +148,21 @@ class Hooks:
                 failures.extend(v.failures)
         return NodeVerdict(mask, tuple(failures))
 
-    def node_filters(self, ssn: Any, task: Any) -> list[NodeRule]:
-        rules = []
-        for f in self._node_filter:
-            r = f(ssn, task)
-            if r is not None:
-                rules.append(r)
-        return rules
+    def node_rules(self, ssn: Any, task: Any) -> NodeRules:
+        """*task*'s stateful rules from every node_filter plugin, combined (asked of the plugins once per task)."""
+        got = self._rules.get(task.index)
+        if got is None:
+            rules: list[NodeRule] = []
+            for f in self._node_filter:
+                r = f(ssn, task)
+                if r is None:
+                    continue
+                if isinstance(r, (list, tuple)):
+                    rules.extend(r)
+                else:
+                    rules.append(r)
+            got = self._rules[task.index] = NodeRules(rules) if rules else NO_RULES
+        return got
 
     def node_order_terms(self, ssn: Any, task: Any) -> ScoreTerms:
         terms = NO_TERMS
@@ -192,3 +236,22 @@ class Hooks:
             if got is not None:
                 return got
         return None
+
+
+def _tiers(fs: list[Callable[..., tuple]]) -> Callable[[Any, Any], tuple]:
+    """The job-order key of tiers *fs* (priority order), then (creation, UID), without a loop for the usual
+    one or two tiers: JobQueue asks once per job it queues, 20,000 times in a busy cycle."""
+    if len(fs) == 2:
+        f0, f1 = fs
+        return lambda ssn, job: (*f0(ssn, job), *f1(ssn, job), job.creation, job.podgroup.meta.uid)
+    if len(fs) == 1:
+        (f0,) = fs
+        return lambda ssn, job: (*f0(ssn, job), job.creation, job.podgroup.meta.uid)
+
+    def key(ssn: Any, job: Any) -> tuple:
+        out: tuple = ()
+        for f in fs:
+            out += f(ssn, job)
+        return (*out, job.creation, job.podgroup.meta.uid)
+
+    return key

@@ -14,7 +14,7 @@ naming the plugin and the argument.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Protocol
 
@@ -70,17 +70,28 @@ class Choice(NamedTuple):
 
 
 class NodeRule(Protocol):
-    """A stateful filter and score over node rows for one task shape (``node_filter``), kept current by the
-    plugin through ``on_task_change``. After changing what it answers for a row, the plugin logs the row with
-    ``Session.log_node(row, freed=...)`` (freed=True when the row may now allow more), so the Placer
-    rescores exactly the rows that changed."""
+    """A stateful filter and score over node rows for one task (``node_filter``): inter-pod affinity, topology
+    spread, host ports, volumes. The plugin keeps it current through ``on_task_change`` (every change of a
+    task's status or node, placements, pipelining, evictions and rollbacks included).
+
+    The Placer applies a task's rules when it answers for that task, in one vectorized pass (the AND of their
+    masks, the sum of their scores, over its own resource scores), so a change of a rule's answer needs no
+    ``Session.log_node``: the next question reads the rule as it is. A rule may recompute lazily (when the
+    counts it reads have moved). Arrays it returns are read, never written, by callers.
+
+    Optional members: ``now_mask()`` / ``allows_now(row)``, the rows it allows while the pods being released
+    are still there (a host port or an anti-affinity a terminating pod still holds: the task may be pipelined
+    there, not placed now); without them the rule answers the same now and later. ``filters = False``: the
+    rule only scores (its mask is never read). ``loosens = False``: placing pods never makes the rule allow a
+    row it refused (anti-affinity, ports), so a task shape that failed stays failed while only placements
+    happen; without it the rule is taken to loosen (affinity, spread)."""
 
     def mask(self) -> np.ndarray:
-        """(n_nodes,) bool: rows the task may use now."""
+        """(n_nodes,) bool: rows the task may use (once the pods being released there are gone)."""
         ...
 
     def allows(self, row: int) -> bool:
-        """``mask()[row]``, as a Python bool, for the Placer's row-by-row path."""
+        """``mask()[row]``, as a Python bool."""
         ...
 
     def scores(self) -> np.ndarray | None:
@@ -140,9 +151,15 @@ class Contract:
         (labels, taints, readiness, static volume topology). *share*: its GpuShare or None. Cached per
         signature for the Session; None = no opinion."""
 
-    def node_filter(self, ssn: Any, task: Any) -> NodeRule | None:
-        """ALL. A stateful rule (NodeRule) for tasks of this shape: inter-pod affinity, topology spread, host
-        ports, volumes... whose answer changes as the Session places, pipelines and evicts. None = no rule."""
+    def node_filter(self, ssn: Any, task: Any) -> NodeRule | Sequence[NodeRule] | None:
+        """ALL. Stateful rules (NodeRule) for *task*: inter-pod affinity, topology spread, host ports, volumes...
+        whose answers change as the Session places, pipelines and evicts. Asked once per task per Session (the
+        rules stay the task's rules and follow the Session themselves); a plugin shares one rule between tasks
+        of the same shape. None or () = no rule."""
+
+    def stateful(self, ssn: Any) -> bool:
+        """GATE. Whether this plugin has any stateful work in this Session (asked once, when it opens): False
+        turns its node_filter and on_task_change off for the Session."""
 
     def node_order_terms(self, ssn: Any, task: Any) -> ScoreTerms | None:
         """SUM. This plugin's weights in the Placer's resource-score kernel for tasks of this shape."""

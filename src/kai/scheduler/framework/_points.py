@@ -10,6 +10,9 @@ Session, in plugin priority order (higher first, as KAI's), with the point's com
 * ``TIERS``: answers are sort-key parts, concatenated in priority order, so the first plugin that tells two
   items apart decides (KAI's "first non-zero comparator wins"); the point's fallback key closes the tuple.
 * ``FIRST``: the first plugin with a non-None answer decides; no answer = the point's default.
+* ``GATE``: each plugin answers for itself, once per Session: False switches its ``node_filter`` and
+  ``on_task_change`` off for that Session (a cycle whose pods have no affinity, spread, ports or claims pays
+  nothing for the rules that follow them).
 
 Plugins run once per Session and may keep state for that Session only (they are made anew each cycle).
 Per-node answers are NumPy arrays over all node rows, never loops in Python over nodes: the hot path stays
@@ -21,7 +24,7 @@ The points, by family (the contract of each is the docstring of the method of th
 ordering       queue_order (FIRST), job_order (TIERS), task_order (TIERS), subgroup_order (TIERS)
 fair share     fair_share (FIRST)
 capacity       job_over_capacity (FIRST)
-node filter    predicate (ALL, per signature), node_filter (ALL, stateful, per task)
+node filter    predicate (ALL, per signature), node_filter (ALL, stateful, per task), stateful (GATE, per Session)
 node score     node_order_terms (SUM of kernel weights), node_order (SUM, per signature),
                node_choice (FIRST: a plugin that picks the node and GPUs itself)
 GPU choice     gpu_order (FIRST)
@@ -43,6 +46,7 @@ class Combine(enum.Enum):
     SUM = "sum"
     TIERS = "tiers"
     FIRST = "first"
+    GATE = "gate"  # asked once per plugin when the Session opens: False turns its stateful points off for the Session
     NOTIFY = "notify"  # events: every implementation is called, nothing is returned
 
 
@@ -61,7 +65,8 @@ POINTS: tuple[ExtensionPoint, ...] = (
     ExtensionPoint("fair_share", Combine.FIRST, "once per Session, when it opens"),
     ExtensionPoint("job_over_capacity", Combine.FIRST, "per job attempt, before any placement"),
     ExtensionPoint("predicate", Combine.ALL, "once per scheduling signature per Session"),
-    ExtensionPoint("node_filter", Combine.ALL, "once per task shape per Session; kept current by events"),
+    ExtensionPoint("node_filter", Combine.ALL, "once per task per Session; its rules follow the Session by events"),
+    ExtensionPoint("stateful", Combine.GATE, "once per plugin when the Session opens"),
     ExtensionPoint("node_order_terms", Combine.SUM, "once per task shape per Session"),
     ExtensionPoint("node_order", Combine.SUM, "once per scheduling signature per Session"),
     ExtensionPoint("node_choice", Combine.FIRST, "per placement, before the Placer's own choice"),

@@ -26,10 +26,12 @@ from kai.scheduler.plugins.nodeorder import (
     ResourceType,
 )
 from kai.scheduler.plugins.order import Elastic, Kubeflow, Priority, Ray, SubGroupOrder, TaskOrder
+from kai.scheduler.plugins.podaffinity import PodAffinity
+from kai.scheduler.plugins.podtopologyspread import PodTopologySpread
 from kai.scheduler.plugins.predicates import Predicates
 from kai.scheduler.plugins.proportion import Proportion
 from kai.scheduler.plugins.topology import TopologyPlugin
-from kai.scheduler.taskorder import TaskOrderTier, task_order
+from kai.scheduler.taskorder import TaskOrderTier, default_task_order, task_order
 
 
 class NominatedNode(Plugin):
@@ -48,6 +50,8 @@ REGISTRY: dict[str, type[Plugin]] = {
         Priority,
         NodeAvailability,
         ResourceType,
+        PodAffinity,
+        PodTopologySpread,
         Elastic,
         Kubeflow,
         Ray,
@@ -68,7 +72,6 @@ for _cls in REGISTRY.values():
 
 # KAI plugins kai does not run: (the `enabled` values accepted, why). docs/differences.md lists them too.
 NOT_OFFERED: dict[str, tuple[frozenset[bool], str]] = {
-    "podaffinity": (frozenset({True, False}), "kai's inter-pod affinity is not built yet; see docs/differences.md"),
     "dynamicresources": (frozenset({True, False}), "kai does not allocate DRA ResourceClaims yet"),
     "snapshot": (frozenset({True, False}), "kai serves no snapshot endpoint; `kai snapshot` and `kai explain` do that"),
     "sg-nodelocalgreedy": (frozenset({True}), "kai's victim search always runs its node-local and multi-node steps"),
@@ -122,7 +125,10 @@ def build_hooks(conf: SchedulerConf) -> Hooks:
 
 def task_order_of(conf: SchedulerConf) -> Callable[[Pod], tuple]:
     """The pod order the configuration's task-order plugins give, in priority order (for ``build_snapshot``)."""
-    tiers: list[TaskOrderTier] = [p.task_order for p in make_plugins(conf) if implements(p, "task_order")]
+    plugins = [p for p in make_plugins(conf) if implements(p, "task_order")]
+    if [p.name for p in plugins] == ["kubeflow", "ray", "taskorder"]:  # KAI's default: the written-out key
+        return default_task_order
+    tiers: list[TaskOrderTier] = [p.task_order for p in plugins]
     return task_order(tiers)
 
 

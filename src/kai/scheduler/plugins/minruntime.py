@@ -1,4 +1,4 @@
-"""minruntime: a job that started recently keeps its pods (KAI's minruntime plugin, reference 4.5).
+"""minruntime: a job that started recently keeps its pods (KAI's minruntime plugin, kai-behaviour §4.5).
 
 A protected job keeps its minAvailable core; an elastic one may still lose the pods above its minimum (the
 victim order offers surplus pods one by one; only the core is refused here). The protection window comes
@@ -42,6 +42,18 @@ def protected(ssn: Session, victim: JobInfo, min_runtime: float) -> bool:
     if min_runtime <= 0 or victim.last_start is None:
         return False
     return victim.last_start + min_runtime > ssn.snap.now
+
+
+def preempt_min_runtime(ssn: Session, victim: JobInfo) -> float:
+    """The preempt min runtime that protects *victim* in this Session (0 when the plugin is disabled)."""
+    plugin = ssn.hooks.plugins.get("minruntime")
+    return plugin._preempt_min_runtime(ssn, victim) if isinstance(plugin, MinRuntime) else 0.0
+
+
+def reclaim_min_runtime(ssn: Session, reclaimer: JobInfo, victim: JobInfo) -> float:
+    """The reclaim min runtime that protects *victim* from *reclaimer* (0 when the plugin is disabled)."""
+    plugin = ssn.hooks.plugins.get("minruntime")
+    return plugin._reclaim_min_runtime(ssn, reclaimer, victim) if isinstance(plugin, MinRuntime) else 0.0
 
 
 class MinRuntime(Plugin):

@@ -1,6 +1,6 @@
 """The node-order plugins: KAI's nodeavailability, resourcetype, nodeplacement and gpusharingorder, and gpupack
 and gpuspread (which rank the shared GPUs of one node). Each contributes weights to the Placer's resource
-score kernel (``ScoreTerms``) with KAI's magnitudes (reference 4.1's score table), so scores stay vectorized
+score kernel (``ScoreTerms``) with KAI's magnitudes (kai-behaviour §4.1's score table), so scores stay vectorized
 over nodes and current row by row as the Session changes.
 """
 

@@ -20,13 +20,19 @@ import numpy as np
 from kai.scheduler.capacity import check_capacity, job_request
 from kai.scheduler.fairshare import QueueShareInput, compute_fair_share
 from kai.scheduler.framework import Arg, Plugin, QueueOrder
-from kai.scheduler.model import MILLI, JobFailure, JobInfo, TaskInfo
+from kai.scheduler.model import MILLI, JobInfo
 from kai.scheduler.ordering import ProportionQueueOrder
 from kai.scheduler.plugins._args import number
 from kai.scheduler.reclaimable import ReclaimRules
 from kai.scheduler.session import Session
 
 _SATURATION_KEYS = ("relcaimerSaturationMultiplier", "reclaimerSaturationMultiplier", "reclaimerUtilizationMultiplier")
+
+
+def reclaim_rules(ssn: Session) -> ReclaimRules | None:
+    """This Session's reclaim rules (the proportion plugin's), or None when the plugin is disabled."""
+    plugin = ssn.hooks.plugins.get("proportion")
+    return plugin._rules_of(ssn) if isinstance(plugin, Proportion) else None
 
 
 class Proportion(Plugin):
@@ -77,8 +83,8 @@ class Proportion(Plugin):
 
     # --- capacity -------------------------------------------------------------------------------------
 
-    def job_over_capacity(self, ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> JobFailure | None:
-        return check_capacity(ssn, job, tasks)
+    # the capacity rules themselves, no wrapper frame: allocate asks for every job it pops
+    job_over_capacity = staticmethod(check_capacity)
 
     # --- reclaim --------------------------------------------------------------------------------------
 

@@ -36,6 +36,8 @@ svg text{font-size:11px;fill:#444} .legend{margin:4px 0 8px;font-size:12px}
 figcaption{font-size:12px;color:#444;margin-bottom:2px}
 """
 
+STYLE = _CSS  # the report's look, shared with the live dashboard (kai.dashboard)
+
 _SCRIPT = """
 window.addEventListener('load', function () {
   var n = 0;
