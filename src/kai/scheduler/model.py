@@ -134,6 +134,8 @@ ACTIVE_ALLOCATED = frozenset(
     {TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING}
 )
 ACTIVE_USED = ACTIVE_ALLOCATED | {TaskStatus.RELEASING, TaskStatus.STUCK_IN_RELEASING}
+# on its node for good as far as this cycle sees: its ports, volumes and place among other pods stay taken
+HOLDING = ACTIVE_ALLOCATED | {TaskStatus.STUCK_IN_RELEASING}
 ALIVE = ACTIVE_ALLOCATED | {TaskStatus.PENDING, TaskStatus.GATED}
 
 
