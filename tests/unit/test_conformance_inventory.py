@@ -52,5 +52,5 @@ def test_deliberate_and_inexpressible_cases_are_in_differences_md() -> None:
     for case in CASES:
         if "deliberate" in case:
             assert case["name"] in DIFFERENCES, f"docs/differences.md does not name KAI's {case['name']!r}"
-    for topic in ("DRA", "NUMA", "Pipelined in the input", "inter-pod affinity", "PersistentVolumeClaims"):
+    for topic in ("DRA", "NUMA", "Pipelined in the input", "PersistentVolumeClaims"):
         assert topic.lower() in DIFFERENCES.lower(), topic
