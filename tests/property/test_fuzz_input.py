@@ -52,8 +52,7 @@ from kai.store import Store
 ROOT = Path(__file__).parents[1] / "scenarios"
 STORAGE_KINDS = (StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode)
 CORPUS = [
-    [d for d in yaml.safe_load_all(p.read_text()) if isinstance(d, dict)]
-    for p in sorted(ROOT.glob("*/*/cluster.yaml"))
+    [d for d in yaml.safe_load_all(p.read_text()) if isinstance(d, dict)] for p in sorted(ROOT.glob("*/*/cluster.yaml"))
 ]
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 ALL_ACTIONS = SchedulerConf(actions=("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"))

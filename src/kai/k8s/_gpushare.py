@@ -54,6 +54,7 @@ class BindSender(Protocol):
         self, b: Bind, pod: Pod, stats: Any = None, extra: list[Event] | None = None, *, labels: bool = True
     ) -> bool: ...
 
+
 log = logging.getLogger("kai.k8s.gpushare")
 MERGE = "application/merge-patch+json"
 POLL_S = 0.05
