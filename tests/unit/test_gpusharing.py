@@ -17,6 +17,7 @@ from kai.scheduler.cycle import open_session
 from kai.scheduler.gpusharing import parse_share
 from kai.scheduler.model import GPU, MILLI, GpuShare, TaskStatus
 from kai.sim.cluster import EmbeddedCluster
+from tests.unit import builders as B
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
@@ -209,3 +210,24 @@ def test_embedded_cluster_labels_unlabeled_running_shared_pods() -> None:
     assert pods["unnamed"].meta.labels["runai-gpu-group"] == "X"
     assert pods["pending"].node_name == "node0"
     assert pods["pending"].meta.labels["runai-gpu-group"].startswith("node0-gpu")
+
+
+def test_evicting_a_whole_gpu_pod_from_an_over_committed_node_frees_no_device() -> None:
+    """n0 has one GPU, held by a group (a running half) and, over-committed, by a whole-GPU pod as well (input
+    an API server can hold). Evicting the whole-GPU pod pays what the node owes; no device comes free, so a 0.7
+    portion neither fits there later nor is offered the node (the Placer and pick_gpus agree: before, the
+    Placer offered the node and pipelining there raised)."""
+    docs = [
+        B.node("n0", gpu=1),
+        B.queue("team"),
+        *B.job_docs("half", "team", on="n0", gpu=0, fraction="0.5", gpu_groups=("n0-gpu0",)),
+        *B.job_docs("whole", "team", on="n0", gpu=1),
+        *B.job_docs("big", "team", gpu=0, fraction="0.7"),
+    ]
+    ssn = B.session_of(docs)
+    whole, big = B.task(ssn.snap, "whole-0"), B.task(ssn.snap, "big-0")
+    assert ssn.idle[0, GPU] == -MILLI  # the group counts one GPU, the whole pod another
+    ssn.statement().evict(whole)
+    assert ssn.fit_on(big, 0) == 0
+    assert ssn.pick_gpus(big, 0, allow_releasing=True) is None
+    assert ssn.placer.best_node(big) is None

@@ -206,7 +206,7 @@ def fit_rows(
     ok_now = group & (idle >= need[:, None])
     ok_later = group & (idle + rel >= need[:, None])
     whole_now = np.maximum(node_idle_gpu, 0) // MILLI
-    whole_later = whole_now + np.maximum(node_rel_gpu, 0) // MILLI
+    whole_later = whole_now + np.maximum(node_rel_gpu + np.minimum(node_idle_gpu, 0), 0) // MILLI  # see fit_one
     room = need <= cap
     fits_now = room & (ok_now.sum(axis=1) + whole_now >= share.devices)
     fits_later = room & (ok_later.sum(axis=1) + whole_later >= share.devices)
@@ -227,8 +227,10 @@ def fit_one(
     if need > cap:
         return False, False, False
     d = share.devices
+    # on an over-committed node (idle below 0: a whole-GPU pod on a device a group also holds) what is released
+    # first pays what idle owes: evicting that pod frees no device (Session.pick_gpus counts the same)
+    whole_later = max(whole_idle, 0) // MILLI + max(whole_releasing + min(whole_idle, 0), 0) // MILLI
     whole_idle = max(whole_idle, 0) // MILLI
-    whole_later = whole_idle + max(whole_releasing, 0) // MILLI
     shared = bool(free_later) and max(free_later) >= need
     if d == 1:
         now = whole_idle >= 1 or (bool(free_now) and max(free_now) >= need)
@@ -252,7 +254,8 @@ def fit_rows_single(
     room = need <= cap
     shared = room & (max_later >= need)
     fits_now = room & ((node_idle_gpu >= MILLI) | (max_now >= need))
-    fits_later = shared | (room & (np.maximum(node_idle_gpu, 0) + np.maximum(node_rel_gpu, 0) >= MILLI))
+    whole_later = np.maximum(node_idle_gpu, 0) + np.maximum(node_rel_gpu + np.minimum(node_idle_gpu, 0), 0)
+    fits_later = shared | (room & (whole_later >= MILLI))  # releasing pays an over-committed node's debt first
     return fits_now, fits_later, shared
 
 

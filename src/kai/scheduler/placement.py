@@ -187,7 +187,7 @@ class Placer:
                 g = idle[GPU]
                 rel_cg = (releasing_rows.item(row, CPU), releasing_rows.item(row, GPU))
                 whole_now = g >= MILLI  # a whole idle GPU; else, is one with what is being released?
-                whole_later = whole_now or max(g, 0) + max(rel_cg[1], 0) >= MILLI
+                whole_later = whole_now or max(g, 0) + max(rel_cg[1] + min(g, 0), 0) >= MILLI  # (fit_one)
                 f = facts[row] = (idle, whole_now, whole_later, rel_cg)
             idle, whole_now, whole_later, rel_cg = f
             now = later = True

@@ -731,8 +731,10 @@ class Session:
             return None
         cap = self.gpu_cap[node]
         idle, rel, pods, gone = rows if rows is not None else self.gpu_slots[node]
-        whole_idle = max(self.idle.item(node, GPU), 0) // MILLI  # item(): a Python int, no NumPy scalar
-        whole_rel = max(self.releasing.item(node, GPU), 0) // MILLI if allow_releasing else 0  # else unused
+        idle_gpu = self.idle.item(node, GPU)  # item(): a Python int, no NumPy scalar
+        whole_idle = max(idle_gpu, 0) // MILLI
+        # releasing first pays what an over-committed node's idle owes (gpusharing.fit_one)
+        whole_rel = max(self.releasing.item(node, GPU) + min(idle_gpu, 0), 0) // MILLI if allow_releasing else 0
         if gpus is None:
             return choose(share, cap, idle, rel, pods, gone, whole_idle, whole_rel, self._gpu_pack, allow_releasing)
         need = share.units(cap)
