@@ -56,14 +56,7 @@ func DumpTopology(kind string, topology TestTopologyBasic, config *conf.Schedule
 	if err != nil {
 		data, _ = json.Marshal(map[string]any{"Kind": kind, "File": file, "Name": topology.Name, "Error": err.Error()})
 	}
-	dumpMu.Lock()
-	defer dumpMu.Unlock()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	f.Write(append(data, '\n'))
+	appendLine(path, data)
 }
 
 type dumpTask struct {
@@ -90,6 +83,11 @@ func DumpResult(name string, ssn *framework.Session) {
 		}
 	}
 	data, _ := json.Marshal(map[string]any{"Kind": "result", "File": file, "Line": line, "Function": fn, "Name": name, "Tasks": tasks})
+	appendLine(path, data)
+}
+
+// appendLine adds one JSON line to the dump (tests may run in parallel: one writer at a time).
+func appendLine(path string, data []byte) {
 	dumpMu.Lock()
 	defer dumpMu.Unlock()
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
