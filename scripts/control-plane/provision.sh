@@ -54,6 +54,8 @@ K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
 say() { [[ $QUIET == 1 ]] || echo "control-plane: $*" >&2; }
 die() { echo "control-plane: ERROR: $*" >&2; exit 1; }
+# shellcheck source=../lib/gobuild.sh
+source "$HERE/../lib/gobuild.sh"
 
 # has_assets NAME: true if KUBEBUILDER_ASSETS holds an executable NAME (envtest's archives are
 # of current releases, so they stand in for the current release only).
@@ -98,23 +100,10 @@ enable_deb_src() {
   apt-get update -qq
 }
 
-# go_cmd: the Go toolchain for the current release: $KAI_GO, else the machine's /usr/local/go
-# (Debian's golang-go, installed for the oldest release, is 1.19 and may come first on the PATH).
-go_cmd() {
-  local go
-  for go in "${KAI_GO:-}" /usr/local/go/bin/go "$(command -v go || true)"; do
-    [[ -n $go && -x $go ]] || continue
-    # go.mod says which Go it needs; GOTOOLCHAIN=local keeps the go command from fetching another.
-    if GOTOOLCHAIN=local "$go" list -C "$HERE/current" -m >/dev/null 2>&1; then echo "$go"; return 0; fi
-  done
-  die "no Go that can build $HERE/current/go.mod ($(sed -n 's/^go //p' "$HERE/current/go.mod") or newer); set KAI_GO=/path/to/go"
-}
-
 # build_current NAME...: go build the named programs of the current release (one invocation).
 build_current() {
-  local what=("$@") work="$DEST/build" started=$SECONDS go pkgs=() b minor
-  go="$(go_cmd)"
-  echo "control-plane: building ${what[*]} $K8S_VERSION with $("$go" env GOVERSION) from the Go module proxy (first run only, ~7 min on 2 cores; log: $DEST/build.log)" >&2
+  local what=("$@") work="$DEST/build" started=$SECONDS pkgs=() b minor
+  echo "control-plane: building ${what[*]} $K8S_VERSION from the Go module proxy (first run only, ~8 min on 2 cores; log: $DEST/build.log)" >&2
   for b in "${what[@]}"; do
     if [[ $b == etcd ]]; then pkgs+=(go.etcd.io/etcd/server/v3); else pkgs+=("k8s.io/kubernetes/cmd/$b"); fi
   done
@@ -125,14 +114,9 @@ build_current() {
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     stamp+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  rm -rf "$work"; mkdir -p "$work" "$BIN" "$CACHE/go"
+  rm -rf "$work"; mkdir -p "$BIN"
   (
-    cd "$HERE/current"
-    # One build cache and module cache under kai's cache (CI keeps it; -modcacherw lets rm -rf clear it).
-    export GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOTOOLCHAIN=local CGO_ENABLED=0
-    export GOFLAGS="-mod=readonly -modcacherw -buildvcs=false"
-    # -trimpath and -s -w: smaller binaries, same code; grpcnotrace drops x/net/trace (unused here).
-    "$go" build -trimpath -tags=grpcnotrace -ldflags="-s -w$stamp" -o "$work/" "${pkgs[@]}"
+    go_build "$HERE/current" "$work" "$stamp" "${pkgs[@]}"
     [[ ! -e "$work/v3" ]] || mv "$work/v3" "$work/etcd"  # go names go.etcd.io/etcd/server/v3's binary v3
     [[ ! -e "$work/server" ]] || mv "$work/server" "$work/etcd"
     for b in "${what[@]}"; do install -m 0755 "$work/$b" "$BIN/$b"; done

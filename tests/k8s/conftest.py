@@ -7,8 +7,9 @@ run and serialises concurrent callers on a lock; if it fails, every test here er
 its output: a missing control plane is a failure, never a skip.
 
 The release is the current one unless $KAI_K8S_VERSION says ``oldest`` (1.20.2): `make test`
-runs this whole folder on the current release, then the tests marked ``oldest`` once more on
-the oldest supported release (tests/k8s/oldest.py says which and why).
+runs this whole folder on the current release, then once more on the oldest supported release.
+A test of an API the oldest release does not serve (DRA, say) carries ``@pytest.mark.k8s_min("1.34")``
+and is deselected there (reported as deselected, never skipped).
 """
 
 from __future__ import annotations
@@ -29,6 +30,28 @@ REPO = Path(__file__).resolve().parents[2]
 PROVISION = REPO / "scripts" / "control-plane" / "provision.sh"
 DATA = Path(__file__).parent / "data"
 PROVISION_TIMEOUT_S = 60 * 60  # a cold build is ~7-10 min on 2 cores; leave room for a slow mirror
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "k8s_min(version): needs this Kubernetes release or newer; deselected on older ones"
+    )
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.removeprefix("v").split("."))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the tests whose ``k8s_min`` release is newer than the one this run tests against."""
+    running = _release(selected_version())
+    kept, dropped = [], []
+    for item in items:
+        marker = item.get_closest_marker("k8s_min")
+        (dropped if marker and _release(marker.args[0]) > running else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def provision() -> Binaries:

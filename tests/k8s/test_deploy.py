@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -346,3 +347,14 @@ def test_the_reservation_pods_identity_may_annotate_pods_of_its_namespace_only(
     assert res.stdout.strip() == answer, (verb, resource, res.stdout, res.stderr)
     elsewhere = applied.kubectl("auth", "can-i", verb, resource, "-n", "default", who, check=False)
     assert elsewhere.stdout.strip() == "no"
+
+
+@pytest.mark.k8s_min("1.29")
+def test_flowschema_file_applies_as_written_on_a_current_release(fresh: ControlPlane) -> None:
+    """deploy/flowschema.yaml says flowcontrol v1 (served from 1.29 on), so `kubectl apply -f` of the
+    file as shipped works on a current cluster; on older ones `kai install` or the chart pick the version."""
+    res = fresh.kubectl("apply", "--dry-run=server", "-f", str(DEPLOY / "flowschema.yaml"))  # raises if refused
+    # created, or configured when another test of the module installed it already (at the same version)
+    assert re.search(r"flowschema.flowcontrol.apiserver.k8s.io/kai-scheduler \w+ \(server dry run\)", res.stdout), (
+        res.stdout
+    )

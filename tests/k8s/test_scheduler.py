@@ -462,6 +462,8 @@ def test_a_standby_turns_the_collector_back_on_once_synced(scheduler_cluster: Co
             standby_opts = options(scheduler_cluster, lease=leader_opts.lease, gc_paused_until_synced=True)
             with InProcess(standby_opts) as standby:  # returns once its informers have synced
                 assert not standby.scheduler.leader.is_leader
-                assert gc.isenabled()
+                # The informers' synced events are set on the scheduler's loop, which resumes the coroutine
+                # that enables the collector right after: on a loaded machine this thread can look first.
+                wait_for(gc.isenabled, "the standby to turn the collector back on after its sync", timeout=10)
         finally:
             gc.enable()
