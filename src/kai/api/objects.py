@@ -16,6 +16,7 @@ from typing import Any
 from kai.api import constants as C
 from kai.api._read import _bool, _duration, _int, _list, _map, _number, _required, _str, _str_map
 from kai.api.errors import ManifestError
+from kai.api.limits import MAX_NODE_GPUS
 from kai.api.podspec import (
     HostPort,
     PodAffinity,
@@ -211,6 +212,11 @@ def parse_node(doc: dict[str, Any]) -> Node:
     oversize: list[str] = []
     allocatable = parse_resources(alloc_src, alloc_path, oversize)
     allocatable.setdefault(C.RESOURCE_PODS, 110)
+    gpus = allocatable.get(C.RESOURCE_GPU, 0)
+    if gpus > MAX_NODE_GPUS:
+        raise ManifestError(
+            f"{gpus} GPUs on one node: kai models at most {MAX_NODE_GPUS}", field=f"{alloc_path}.{C.RESOURCE_GPU}"
+        )
     taints = []
     for i, t in enumerate(_list(spec.get("taints"), "spec.taints")):
         p = f"spec.taints[{i}]"
