@@ -447,6 +447,7 @@ class KaiScheduler:
     async def cycle(self) -> CycleRecord:
         """One cycle: snapshot, engine, apply."""
         from kai.scheduler.cycle import run_cycle
+        from kai.scheduler.dra import dra_of
         from kai.scheduler.plugins import task_order_of
         from kai.scheduler.snapshot import build_snapshot
         from kai.scheduler.storage import storage_of
@@ -470,6 +471,7 @@ class KaiScheduler:
             stuck_in_releasing_s=conf.stuck_in_releasing_threshold,
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
+            dra=dra_of(self.store, self.applier.claims.claims()),  # with claims written, not yet watched
         )
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, conf)
