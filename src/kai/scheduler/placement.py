@@ -42,8 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kai.scheduler.framework import Choice, NodeRules
-from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single
-from kai.scheduler.model import CPU, GPU, MILLI, GpuShare, TaskInfo
+from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single, one_device_fit, whole_gpus
+from kai.scheduler.model import CPU, GPU, GpuShare, TaskInfo
 from kai.scheduler.session import Session
 
 _SCALAR_ROWS = 24  # below this many changed rows, rescoring row by row in Python is cheaper
@@ -106,7 +106,7 @@ class Placer:
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
         self._cap = ssn.snap.gpus.cap.tolist()
         # per changed row, facts every cache's rescoring reads (see _row_facts); dropped when the row changes again
-        self._facts: dict[int, tuple[list[int], bool, bool, tuple[int, int]]] = {}
+        self._facts: dict[int, tuple[list[int], int, int, tuple[int, int]]] = {}
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
         self._extras: dict[int, np.ndarray | None] = {}  # signature -> node_order plugins' scores
         self._choices: dict[int, Choice] = {}  # 2 * row + fits now -> its Choice (no GPUs chosen)
@@ -186,8 +186,7 @@ class Placer:
                 idle = idle_rows[row].tolist()  # of releasing, only the CPU and GPU values (item)
                 g = idle[GPU]
                 rel_cg = (releasing_rows.item(row, CPU), releasing_rows.item(row, GPU))
-                whole_now = g >= MILLI  # a whole idle GPU; else, is one with what is being released?
-                whole_later = whole_now or max(g, 0) + max(rel_cg[1] + min(g, 0), 0) >= MILLI  # (fit_one)
+                whole_now, whole_later = whole_gpus(g, rel_cg[1])
                 f = facts[row] = (idle, whole_now, whole_later, rel_cg)
             idle, whole_now, whole_later, rel_cg = f
             now = later = True
@@ -199,12 +198,11 @@ class Placer:
                         break
             shared = False
             if later and share is not None:
-                if needs is not None:  # one device: the node's largest free group decides (fit_one, inlined)
-                    need = needs[row]
-                    fits_gpu = need <= cap[row]
-                    shared = fits_gpu and max_later[row] >= need
-                    now = now and (whole_now or (fits_gpu and max_now[row] >= need))
-                    later = shared or (fits_gpu and whole_later)
+                if needs is not None:  # one device: the node's largest free group decides (fit_rows_single's counts)
+                    g_now, later, shared = one_device_fit(
+                        needs[row], cap[row], max_now[row], max_later[row], whole_now, whole_later
+                    )
+                    now = now and g_now
                 else:
                     free_now, free_later = ssn.group_free(row)
                     g_now, g_later, shared = fit_one(
@@ -247,9 +245,10 @@ class Placer:
                     best, best_score = row, score
         c.best = best
 
-    def _row_facts(self) -> dict[int, tuple[list[int], bool, bool, tuple[int, int]]]:
-        """Per changed row, what every cache's rescoring reads: (idle row as Python ints, a whole GPU idle now,
-        a whole GPU idle or being released, releasing CPU and GPU). Current up to the end of ``Session.node_log``.
+    def _row_facts(self) -> dict[int, tuple[list[int], int, int, tuple[int, int]]]:
+        """Per changed row, what every cache's rescoring reads: (idle row as Python ints, whole GPUs idle now,
+        whole GPUs idle or being released (``gpusharing.whole_gpus``), releasing CPU and GPU). Current up to the
+        end of ``Session.node_log``.
 
         Nine fraction sizes keep nine caches and each rescores the rows changed since it last answered, so a
         row placed on is rescored several times before it changes again: it is read from NumPy once."""
