@@ -487,6 +487,7 @@ class KaiScheduler:
             pdbs=self.store.list("PodDisruptionBudget"),
             topologies=self.store.list("Topology"),
             task_order=task_order_of(conf),
+            stuck_in_releasing_s=conf.stuck_in_releasing_threshold,
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
             dra=dra_of(self.store, self.applier.claims.claims()),  # with claims written, not yet watched
