@@ -147,11 +147,13 @@ class PodGrouper:
         *,
         workers: int = 8,
         backoff: Backoff = _GROUPER_BACKOFF,
+        in_shard: Callable[[Mapping[str, str]], bool] | None = None,
     ) -> None:
         self.api = api
         self.store = store
         self.record = record
         self.backoff = backoff
+        self.in_shard = in_shard  # a shard's grouper makes only its own pool's PodGroups (their labels tell)
         self._queue: asyncio.Queue[Key] = asyncio.Queue()
         self._queued: set[Key] = set()
         self._failures: dict[Key, int] = {}
@@ -203,6 +205,8 @@ class PodGrouper:
         if grouping is None:
             return
         pg = grouping.podgroup
+        if self.in_shard is not None and not self.in_shard(pg.meta.labels):
+            return  # another shard's pod: its own scheduler groups it
         existing = self.store.get("PodGroup", (ns, pg.meta.name))
         if existing is None:
             try:

@@ -45,7 +45,9 @@ from kai.k8s._grouper import PodGrouper, needs_group
 from kai.k8s._informer import Informer
 from kai.k8s._leader import LeaderElector, LeaseConfig
 from kai.k8s._metrics import Metrics, serve_http
+from kai.k8s._shard import lease_name, resolve_partition
 from kai.scheduler.decisions import CycleResult, Event
+from kai.scheduler.partition import Partition, partition_input
 from kai.store import Key, Store
 
 if TYPE_CHECKING:
@@ -66,6 +68,8 @@ class SchedulerOptions:
     schedule_period_s: float = 1.0
     actions: tuple[str, ...] | None = None
     shard: str = "default"
+    nodepool_label_key: str = C.LABEL_NODE_POOL  # KAI's --nodepool-label-key (kai.scheduler.partition)
+    shard_lease: bool = True  # the Lease's name gets the shard's partitionLabelValue (kai.k8s._shard)
     leader_elect: bool = True
     lease: LeaseConfig = field(default_factory=LeaseConfig)
     identity: str = ""
@@ -121,6 +125,7 @@ class KaiScheduler:
         self.http_port = 0
         self.webhook: WebhookProcess | None = None
         self.dashboard_port = 0
+        self.partition: Partition | None = None  # the node pool of --shard (None: the whole cluster)
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._started_sync = False
@@ -177,12 +182,16 @@ class KaiScheduler:
                 self.dashboard_port = dashboard.sockets[0].getsockname()[1]
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
             # kube-scheduler's do); nothing is written (PodGroups, events, binds) before the Lease is held.
+            self.partition = await resolve_partition(self.api, self.options.shard, self.options.nodepool_label_key)
             syncing = asyncio.ensure_future(self._start_informers(tasks))
             if self.options.webhook_listen is not None:  # served by a standby too
                 tasks.append(asyncio.ensure_future(self._start_webhook()))
             _preload_engine()
             if self.options.leader_elect:
-                self.leader = LeaderElector(self.api, self.identity, self.options.lease)
+                lease = self.options.lease
+                if self.options.shard_lease:  # one Lease per node pool, as KAI names it
+                    lease = dataclasses.replace(lease, name=lease_name(lease.name, self.partition))
+                self.leader = LeaderElector(self.api, self.identity, lease)
                 acquired = asyncio.ensure_future(self.leader.acquire())
                 stopped = asyncio.ensure_future(self._stop.wait())
                 await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -254,7 +263,8 @@ class KaiScheduler:
         api = self.api
         t0 = time.perf_counter()
         self.events = EventRecorder(api, self._resolve, self.metrics, instance=self.identity)
-        self.grouper = PodGrouper(api, self.store, self.events.record)
+        in_shard = self.partition.matches if self.partition is not None else None
+        self.grouper = PodGrouper(api, self.store, self.events.record, in_shard=in_shard)
 
         def start(spec: KindSpec) -> None:
             inf = Informer(api, spec, self.store, on_change=self._on_change(spec.kind), on_invalid=self._on_invalid)
@@ -457,11 +467,18 @@ class KaiScheduler:
         self.applier.assumed.expire(self.store, self.applier.assume_ttl_s, time.monotonic())
         pods = self.applier.assumed.pods(self.store, now)
         conf = self.conf()
-        snap = build_snapshot(
+        mine = partition_input(
+            self.partition,
             nodes=self.store.list("Node"),
             pods=pods,
             podgroups=self.store.list("PodGroup"),
             queues=self.store.list("Queue"),
+        )
+        snap = build_snapshot(
+            nodes=mine.nodes,
+            pods=mine.pods,
+            podgroups=mine.podgroups,
+            queues=mine.queues,
             priority_classes=self.store.list("PriorityClass"),
             now=now,
             pdbs=self.store.list("PodDisruptionBudget"),

@@ -50,6 +50,7 @@ from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.gpusharing import default_group_name, parse_share
+from kai.scheduler.partition import Partition, partition_input
 from kai.scheduler.plugins import check_conf, task_order_of
 from kai.scheduler.snapshot import Snapshot, build_snapshot
 from kai.scheduler.storage import storage_of
@@ -157,6 +158,7 @@ class EmbeddedCluster:
         self._sources: dict[ObjKey, str] = {}
         self._generation = 0
         self._usage: UsageLedger | None = None  # time-based fair share, when the SchedulingShard asks for it
+        self.shard_name: str | None = None  # kai sim --shard: that shard's scheduler alone (its node pool)
         self._workloads: list[ObjKey] = []  # every Workload, in creation order (controllers run in this order)
         self._made: dict[ObjKey, _Made] = {}
         self._names_used: set[tuple[str, str, str]] = set()  # (kind, namespace, name) ever created
@@ -548,19 +550,37 @@ class EmbeddedCluster:
     # --- cycles ---------------------------------------------------------------------------------
 
     def shard(self) -> SchedulingShard | None:
+        if self.shard_name is not None:
+            return self.store.get("SchedulingShard", ("", self.shard_name))
         shards = sorted(self.store.list("SchedulingShard"), key=lambda s: (s.meta.name != "default", s.meta.name))
         return shards[0] if shards else None
+
+    def partition(self) -> Partition | None:
+        """The node pool of ``--shard`` (``kai.scheduler.partition``); None without it: the whole cluster."""
+        if self.shard_name is None:
+            return None
+        shard = self.shard()
+        if shard is None:
+            raise ManifestError(f'--shard: no SchedulingShard "{self.shard_name}" among the input')
+        return Partition(shard.partition_label_value)
 
     def topologies(self) -> list[Topology]:
         return self.store.list("Topology")
 
     def snapshot(self, conf: SchedulerConf | None = None) -> Snapshot:
         """The Store as the engine sees it; *conf* orders each job's pods by its task-order plugins."""
-        return build_snapshot(
+        mine = partition_input(
+            self.partition(),
             nodes=self.store.list("Node"),
             pods=self.store.list("Pod"),
             podgroups=self.store.list("PodGroup"),
             queues=self.store.list("Queue"),
+        )
+        return build_snapshot(
+            nodes=mine.nodes,
+            pods=mine.pods,
+            podgroups=mine.podgroups,
+            queues=mine.queues,
             priority_classes=self.store.list("PriorityClass"),
             now=self.now,
             pdbs=self.store.list("PodDisruptionBudget"),
