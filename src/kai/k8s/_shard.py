@@ -34,18 +34,22 @@ class ShardMissing(RuntimeError):
 
 
 async def resolve_partition(api: Api, name: str, label_key: str) -> Partition | None:
-    """The node pool of SchedulingShard *name*; None (the whole cluster) when the default shard is absent."""
+    """The node pool of SchedulingShard *name*; None (the whole cluster) when the default shard is absent.
+
+    Read with a list and a field selector: kai's RBAC grants list and watch on SchedulingShards, not get."""
     try:
-        doc = await _read(api, f"{SHARDS_PATH}/{name}")
+        found = await _read(api, f"{SHARDS_PATH}?fieldSelector=metadata.name%3D{name}")
+        items = found.get("items") or []
     except ApiError as e:
-        if e.code == 404 and name == DEFAULT_SHARD:
+        if e.code != 404:  # 404: the CRD is not installed, so no shard exists
+            raise ShardMissing(f'SchedulingShard "{name}" cannot be read: {e}') from e
+        items = []
+    if not items:
+        if name == DEFAULT_SHARD:
             return None
-        what = "does not exist" if e.code == 404 else f"cannot be read: {e}"
-        raise ShardMissing(
-            f'SchedulingShard "{name}" {what}; create it (kubectl apply) or name another with --shard'
-        ) from e
+        raise ShardMissing(f'SchedulingShard "{name}" does not exist; create it, or name another with --shard')
     try:
-        shard = parse_shard(doc)
+        shard = parse_shard({"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard", **items[0]})
     except ManifestError as e:
         raise ShardMissing(f'SchedulingShard "{name}" is invalid: {e}') from e
     return Partition(shard.partition_label_value, label_key)
