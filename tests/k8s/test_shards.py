@@ -7,8 +7,6 @@ Every assertion reads the API server: where each pod was bound, the PodGroups' l
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,48 +18,23 @@ from lightkube.generic_resource import create_global_resource
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Node, Pod
 
-from kai.k8s.envtest import ControlPlane, free_port
+from kai.k8s.envtest import ControlPlane
+from tests.k8s.kaiproc import KaiCommand
 from tests.k8s.sched import PodGroup, Queue, wait_for
 from tests.k8s.test_scheduler import gpu_pod
-from tests.k8s.test_scheduler_process import KAI, _die_with_parent
 
 KEY = "kai.scheduler/node-pool"
 POOLS = ("a", "b")
 SchedulingShard = create_global_resource("kai.scheduler", "v1", "SchedulingShard", "schedulingshards")
 
 
-class ShardProcess:
-    """One ``kai scheduler --shard NAME``; the Lease name is left to kai (derived from the shard)."""
-
-    def __init__(self, cp: ControlPlane, shard: str, log_dir: Path) -> None:
-        self.port = free_port()
-        self.log = log_dir / f"kai-{shard}.log"
-        args = [
-            str(KAI),
-            "scheduler",
-            f"--kubeconfig={cp.scheduler_kubeconfig}",
-            f"--shard={shard}",
-            "--schedule-period=0.5",
-            "--lease-duration=2",
-            "--renew-deadline=1.5",
-            "--retry-period=0.25",
-            f"--identity={shard}",
-            f"--metrics-bind-address=127.0.0.1:{self.port}",
-        ]
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
-
-    def tail(self) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+def shard_process(cp: ControlPlane, shard: str, log_dir: Path) -> KaiCommand:
+    """``kai scheduler --shard NAME``; the Lease name is left to kai (derived from the shard)."""
+    return KaiCommand(cp, shard, log_dir, f"--shard={shard}")
 
 
 @pytest.fixture
-def shards(scheduler_cluster: ControlPlane, admin: Client) -> Iterator[list[ShardProcess]]:
+def shards(scheduler_cluster: ControlPlane, admin: Client) -> Iterator[list[KaiCommand]]:
     for pool in POOLS:
         admin.apply(
             SchedulingShard.from_dict({"metadata": {"name": f"shard-{pool}"}, "spec": {"partitionLabelValue": pool}}),
@@ -76,12 +49,10 @@ def shards(scheduler_cluster: ControlPlane, admin: Client) -> Iterator[list[Shar
             ),
             field_manager="test",
         )
-    procs: list[ShardProcess] = []
+    procs: list[KaiCommand] = []
     yield procs
     for p in procs:
-        if p.proc.poll() is None:
-            p.proc.send_signal(signal.SIGKILL)
-            p.proc.wait(timeout=10)
+        p.kill()
 
 
 _RES = ("gpu", "cpu", "memory")
@@ -103,7 +74,7 @@ def _placement(admin: Client, ns: str) -> dict[str, tuple[str, str]]:
 
 
 def test_two_shards_never_touch_each_others_nodes(
-    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes: Any, shards: list[ShardProcess], tmp_path: Path
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes: Any, shards: list[KaiCommand], tmp_path: Path
 ) -> None:
     """Pools a and b (two 4-GPU nodes each) and an unlabelled node no shard serves; 8 one-GPU pods per pool.
     shard-a alone binds pool a's pods to pool-a nodes and leaves pool b's pods alone (not even grouped);
@@ -116,7 +87,7 @@ def test_two_shards_never_touch_each_others_nodes(
         for i in range(8):
             admin.create(_pool_pod(f"{pool}-{i}", ns, pool))
 
-    a = ShardProcess(scheduler_cluster, "shard-a", tmp_path)
+    a = shard_process(scheduler_cluster, "shard-a", tmp_path)
     shards.append(a)
     wait_for(
         lambda: sum(1 for pod_pool, node_pool in _placement(admin, ns).values() if node_pool and pod_pool == "a") == 8,
@@ -129,7 +100,7 @@ def test_two_shards_never_touch_each_others_nodes(
     groups = {g.metadata.name: (g.metadata.labels or {}).get(KEY) for g in admin.list(PodGroup, namespace=ns)}
     assert groups and set(groups.values()) == {"a"}, groups  # shard-a grouped only its own pool's pods
 
-    b = ShardProcess(scheduler_cluster, "shard-b", tmp_path)
+    b = shard_process(scheduler_cluster, "shard-b", tmp_path)
     shards.append(b)
     wait_for(
         lambda: all(node_pool for node_pool in (v[1] for v in _placement(admin, ns).values())),
@@ -149,6 +120,6 @@ def test_two_shards_never_touch_each_others_nodes(
 def test_a_shard_that_does_not_exist_stops_the_process_saying_so(
     scheduler_cluster: ControlPlane, tmp_path: Path
 ) -> None:
-    p = ShardProcess(scheduler_cluster, "no-such-shard", tmp_path)
+    p = shard_process(scheduler_cluster, "no-such-shard", tmp_path)
     assert p.proc.wait(timeout=30) != 0
     assert 'SchedulingShard "no-such-shard" does not exist' in p.log.read_text()

@@ -46,6 +46,7 @@ from kai.k8s._informer import Informer
 from kai.k8s._leader import LeaderElector, LeaseConfig
 from kai.k8s._metrics import Metrics, serve_http
 from kai.k8s._shard import lease_name, resolve_partition
+from kai.k8s._usage import UsageFetcher
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.partition import Partition, partition_input
 from kai.store import Key, Store
@@ -126,7 +127,9 @@ class KaiScheduler:
         self.webhook: WebhookProcess | None = None
         self.dashboard_port = 0
         self.partition: Partition | None = None  # the node pool of --shard (None: the whole cluster)
+        self.usage: UsageFetcher | None = None  # historical usage from Prometheus, once leading
         self._wake = asyncio.Event()
+        self._usage_task: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
         self._started_sync = False
         self._conf_error = ""
@@ -237,6 +240,8 @@ class KaiScheduler:
         finally:
             if self.options.gc_paused_until_synced:
                 gc.enable()  # stopped before the sync ended
+            if self._usage_task is not None:
+                tasks.append(self._usage_task)  # type: ignore[arg-type]
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -318,6 +323,12 @@ class KaiScheduler:
             if needs_group(pod):
                 self.grouper.enqueue((pod.meta.namespace or "", pod.meta.name))
         await self._reservation_image()
+        self.usage = UsageFetcher(self.store, self.options.shard, self._pool(), self.metrics)
+        self._usage_task = asyncio.ensure_future(self.usage.run())
+        await self.usage.wait_first()  # a restarted scheduler's first cycle already knows the past
+
+    def _pool(self) -> str:
+        return self.partition.pool if self.partition is not None else "default"
 
     async def _reservation_image(self) -> None:
         """Reservation pods run ``kai resource-reservation`` in kai's own image: without --reservation-image,
@@ -486,7 +497,9 @@ class KaiScheduler:
             task_order=task_order_of(conf),
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
+            queue_usage=self.usage.current() if self.usage is not None else None,
         )
+        self.metrics.record_capacity(self._pool(), snap.total)
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, conf)
         t2 = time.perf_counter()

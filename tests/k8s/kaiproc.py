@@ -1,0 +1,63 @@
+"""``kai scheduler`` as a process of its own for the tests: the installed command, as kai's ServiceAccount."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from kai.k8s.envtest import ControlPlane, free_port
+from tests.k8s.test_scheduler_process import KAI, _die_with_parent
+
+FAST_LEASE = ("--lease-duration=2", "--renew-deadline=1.5", "--retry-period=0.25")
+
+
+class KaiCommand:
+    """One ``kai scheduler NAME-ARGS...`` with short Lease timings; its JSON log goes to a file."""
+
+    def __init__(self, cp: ControlPlane, name: str, log_dir: Path, *args: str, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.log = log_dir / f"kai-{name}.log"
+        argv = [
+            str(KAI),
+            "scheduler",
+            f"--kubeconfig={cp.scheduler_kubeconfig}",
+            "--schedule-period=0.5",
+            *FAST_LEASE,
+            f"--identity={name}",
+            f"--metrics-bind-address=127.0.0.1:{self.port}",
+            *args,
+        ]
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError:
+            return 0, ""
+
+    def metric(self, line_start: str) -> float | None:
+        """The value of the first /metrics line starting with *line_start* (name and labels), or None."""
+        for line in self.get("/metrics")[1].splitlines():
+            if line.startswith(line_start):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=30)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
