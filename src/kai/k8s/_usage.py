@@ -212,7 +212,8 @@ class UsageFetcher:
         if isinstance(q, str):
             return
         try:
-            await asyncio.wait_for(self._first.wait(), timeout=q.wait_timeout)
+            async with asyncio.timeout(q.wait_timeout):
+                await self._first.wait()
         except TimeoutError:
             log.warning("no historical usage yet; scheduling without it", extra={"waited_s": q.wait_timeout})
 
@@ -230,7 +231,8 @@ class UsageFetcher:
                     continue
                 try:
                     client = clients.get(q.address) or clients.setdefault(q.address, _client(q.address))
-                    value = await asyncio.wait_for(self.fetch(client, q), timeout=q.timeout)
+                    async with asyncio.timeout(q.timeout):
+                        value = await self.fetch(client, q)
                 except (UsageError, HttpError, OSError, TimeoutError) as e:
                     self.metrics.usage_errors.inc()
                     self._note(f"Prometheus at {q.address}: {type(e).__name__}: {e}", warn=True)
