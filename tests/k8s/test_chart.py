@@ -14,6 +14,7 @@ import yaml
 from lightkube import Client, KubeConfig
 from lightkube.generic_resource import create_global_resource
 from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRole
 
 from kai.k8s.envtest import Binaries, ControlPlane
@@ -58,7 +59,9 @@ def test_defaults_render_what_the_kustomization_installs(helm: Path) -> None:
     got = objects(template(helm, "--include-crds").stdout)
     want = kustomization()
     assert set(want) - set(got) == {("Namespace", "kai-scheduler")}
-    for key in [k for k in want if k[0] in ("CustomResourceDefinition", "ClusterRole", "PriorityClass")]:
+    same = ("CustomResourceDefinition", "ClusterRole", "PriorityClass", "Service", "RoleBinding")
+    same += ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")  # in the release's namespace: below
+    for key in [k for k in want if k[0] in same]:
         strip = {"metadata", "status"}
         assert {k: v for k, v in got[key].items() if k not in strip} == {
             k: v for k, v in want[key].items() if k not in strip
@@ -68,7 +71,7 @@ def test_defaults_render_what_the_kustomization_installs(helm: Path) -> None:
     pod, kpod = (d[("Deployment", "kai-scheduler")]["spec"]["template"]["spec"] for d in (got, want))
     (c,), (kc,) = pod["containers"], kpod["containers"]
     assert c["image"] == kc["image"] == "kai:0.1.0"
-    for field in ("command", "ports", "livenessProbe", "readinessProbe", "resources", "securityContext"):
+    for field in ("command", "env", "ports", "livenessProbe", "readinessProbe", "resources", "securityContext"):
         assert c[field] == kc[field], field
     assert (pod["securityContext"], pod["volumes"], pod["priorityClassName"]) == (
         kpod["securityContext"],
@@ -104,6 +107,17 @@ def test_values_do_what_kai_s_chart_says(helm: Path) -> None:
     binding = got[("ClusterRoleBinding", "kai-scheduler")]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kai-scheduler", "namespace": "ml-system"}]
     assert got[("Role", "kai-scheduler-leader-election")]["metadata"]["namespace"] == "ml-system"
+    # the webhooks call the Service beside the scheduler, and never see the scheduler's own namespace
+    assert got[("Service", "admission")]["metadata"]["namespace"] == "ml-system"
+    assert "--webhook-listen=0.0.0.0:9443" in c["args"]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        (conf,) = [d for k, d in got.items() if k[0] == kind]
+        for hook in conf["webhooks"]:
+            assert hook["clientConfig"]["service"]["namespace"] == "ml-system"
+            for e in (hook.get("namespaceSelector") or {}).get("matchExpressions", []):
+                assert "ml-system" in e["values"] and "kai-scheduler" not in e["values"], e
+    # the reservation pods' namespace keeps KAI's fixed name (the binder names it)
+    assert got[("ServiceAccount", "kai-resource-reservation")]["metadata"]["namespace"] == "kai-resource-reservation"
 
 
 @pytest.mark.parametrize(
@@ -132,6 +146,15 @@ def released(binaries: Binaries, helm: Path) -> Iterator[ControlPlane]:
             check=False,
         )
         assert res.returncode == 0, res.stderr
+        # The chart registers kai's admission webhooks at the Service of the scheduler Deployment, which no
+        # kubelet runs here: with failurePolicy Fail they would refuse every pod the tests below create.
+        # test_helm_install_on_a_real_api_server checks them first (cp.webhooks), then they go.
+        names = (
+            "mutatingwebhookconfiguration/mutating-kai-admission",
+            "validatingwebhookconfiguration/validating-kai-admission",
+        )
+        cp.webhooks = cp.kubectl("get", *names, "-o", "name").stdout.split()  # type: ignore[attr-defined]
+        cp.kubectl("delete", *names)
         yield cp
 
 
@@ -143,6 +166,11 @@ def test_helm_install_on_a_real_api_server(released: ControlPlane) -> None:
     assert [r.to_dict() for r in admin.get(ClusterRole, "kai-scheduler").rules] == rbac["ClusterRole"]["rules"]
     assert admin.get(SchedulingShard, "default").spec["placementStrategy"] == {"gpu": "binpack", "cpu": "binpack"}
     assert admin.get(Queue, "default-queue").spec["parentQueue"] == "default-parent-queue"
+    assert sorted(released.webhooks) == [  # type: ignore[attr-defined]
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/mutating-kai-admission",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/validating-kai-admission",
+    ]
+    assert admin.get(ServiceAccount, "kai-resource-reservation", namespace="kai-resource-reservation")
     # The FlowSchema at the newest flowcontrol version served: v1 on the current release, v1beta1 on 1.20.
     version = "v1" if released.binaries.version >= (1, 29) else "v1beta1"
     flowschema = create_global_resource("flowcontrol.apiserver.k8s.io", version, "FlowSchema", "flowschemas")

@@ -25,15 +25,30 @@ from kai.k8s.envtest import ControlPlane
 from tests.k8s.conftest import run_kai
 from tests.k8s.sched import InProcess, Kubelet, PodGroup, Queue, options, wait_for
 
+# What kai could write, cluster-wide: any change to one of these is a write. (etcd's global revision is no
+# measure: from 1.26 on, the API server renews its own identity Lease in kube-system every 10 s.)
+_WRITABLE = (
+    "/api/v1/pods", "/api/v1/events", "/api/v1/configmaps", "/api/v1/secrets", "/api/v1/nodes",
+    "/api/v1/namespaces", "/apis/coordination.k8s.io/v1/leases", "/apis/scheduling.run.ai/v2alpha2/podgroups",
+    "/apis/scheduling.run.ai/v2/queues",
+)  # fmt: skip
 
-def revision(cp: ControlPlane) -> str:
-    """etcd's current revision, from a quorum list (no resourceVersion): any write anywhere moves it."""
+
+def revision(cp: ControlPlane) -> dict[tuple[str, str, str], str]:
+    """(resource, namespace, name) -> resourceVersion of every object kai could write, but the API server's
+    own Leases in kube-system: equal before and after means nothing was written."""
     ctx = ssl.create_default_context(cafile=str(cp.ca_file))
-    req = urllib.request.Request(
-        f"{cp.url}/api/v1/namespaces?limit=1", headers={"Authorization": f"Bearer {cp.token()}"}
-    )
-    with urllib.request.urlopen(req, timeout=10, context=ctx) as r:
-        return json.loads(r.read())["metadata"]["resourceVersion"]
+    seen: dict[tuple[str, str, str], str] = {}
+    for path in _WRITABLE:
+        req = urllib.request.Request(f"{cp.url}{path}", headers={"Authorization": f"Bearer {cp.token()}"})
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as r:
+            items = json.loads(r.read())["items"]
+        for item in items:
+            meta = item["metadata"]
+            if path.endswith("/leases") and meta.get("namespace") == "kube-system":
+                continue
+            seen[(path, meta.get("namespace", ""), meta["name"])] = meta["resourceVersion"]
+    return seen
 
 
 def queue(name: str, gpus: float, parent: str = "", limit: float = -1) -> Queue:

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from kai.api.errors import ManifestError
-from kai.api.manifests import Ignored, iter_documents, load_manifests, object_ref, parse_document
+from kai.api.manifests import Ignored, document_ref, iter_documents, load_manifests, parse_document
 from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, SchedulingShard, Topology
 
 ALL_KINDS = textwrap.dedent(
@@ -207,11 +207,11 @@ def test_non_mapping_item_in_a_list() -> None:
     assert "mapping" in str(info.value)
 
 
-def test_parse_document_and_object_ref() -> None:
-    assert object_ref({"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}) == "Pod/ns/p"
-    assert object_ref({"kind": "Node", "metadata": {"name": "n"}}) == "Node/n"
-    assert object_ref({"metadata": "x"}) == "?/?"
-    assert object_ref([1]) == ""
+def test_parse_document_and_document_ref() -> None:
+    assert document_ref({"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}) == "Pod/ns/p"
+    assert document_ref({"kind": "Node", "metadata": {"name": "n"}}) == "Node/n"
+    assert document_ref({"metadata": "x"}) == "?/?"
+    assert document_ref([1]) == ""
     node = parse_document({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}, "src")
     assert isinstance(node, Node)
 

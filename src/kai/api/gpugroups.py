@@ -24,6 +24,11 @@ def group_labels(pod: Pod) -> list[str]:
     return groups
 
 
+def is_gpu_group_label(key: str) -> bool:
+    """Whether *key* is one of the labels ``gpu_group_labels`` writes (a pod moved or made again drops them)."""
+    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")
+
+
 def gpu_group_labels(groups: tuple[str, ...]) -> dict[str, str]:
     """The labels that record *groups* on a pod (the inverse of ``group_labels``)."""
     if len(groups) == 1:

@@ -21,6 +21,7 @@ from kai.api.errors import ManifestError
 from kai.api.limits import check_shape
 from kai.api.objects import (
     ApiObject,
+    object_ref,
     parse_namespace,
     parse_node,
     parse_pod,
@@ -101,7 +102,7 @@ class Ignored:
     name: str
 
 
-def object_ref(doc: Any) -> str:
+def document_ref(doc: Any) -> str:
     """``Kind/ns/name`` or ``Kind/name`` for messages, as far as the document tells."""
     if not isinstance(doc, dict):
         return ""
@@ -109,14 +110,14 @@ def object_ref(doc: Any) -> str:
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     name = str(meta.get("name") or "?")
     ns = meta.get("namespace") or ("default" if kind in NAMESPACED_KINDS else None)
-    return f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
+    return object_ref(kind, ns, name)
 
 
 def parse_document(doc: Any, source: str) -> ManifestObject | Ignored:
     """One decoded YAML document → a typed object."""
     if not isinstance(doc, dict):
         raise ManifestError(f"a manifest must be a mapping, got {type(doc).__name__}", source=source)
-    ref = object_ref(doc)
+    ref = document_ref(doc)
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     if not kind:
         raise ManifestError("is required", source=source, obj=ref, field="kind")
@@ -157,7 +158,7 @@ def iter_documents(text: str, source: str) -> Iterator[Any]:
         try:
             check_shape(doc)
         except ManifestError as e:
-            raise e.located(source=source, obj=object_ref(doc) or f"document {i + 1}") from None
+            raise e.located(source=source, obj=document_ref(doc) or f"document {i + 1}") from None
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
             yield from (d for d in doc["items"] if d is not None)
         else:

@@ -110,6 +110,12 @@ def _max_into(into: Resources, other: Resources) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def object_ref(kind: str, namespace: str | None, name: str) -> str:
+    """``Kind/namespace/name`` (``Kind/name`` for a cluster-scoped object): how events, errors and
+    messages name an object, in both backends and ``kai sim``."""
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
 @dataclass(frozen=True, slots=True)
 class OwnerReference:
     api_version: str
@@ -129,7 +135,6 @@ class ObjectMeta:
     creation_timestamp: float | None = None
     deletion_timestamp: float | None = None
     owner_references: tuple[OwnerReference, ...] = ()
-    resource_version: int = 0
 
 
 MAX_NAME = 253  # a DNS subdomain, the longest name the API server accepts for any kind

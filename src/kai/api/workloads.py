@@ -18,7 +18,7 @@ from typing import Any
 from kai.api._read import INT32
 from kai.api.errors import ManifestError, OwnerSpecError
 from kai.api.limits import check_shape
-from kai.api.objects import ObjectMeta, Pod, parse_go_int, parse_meta
+from kai.api.objects import ObjectMeta, Pod, object_ref, parse_go_int, parse_meta
 
 # (apiVersion, kind) of every owner kind kai reads. The pod-grouper's registry and the simulated
 # controllers are keyed by these; a unit test keeps the three in step.
@@ -81,7 +81,7 @@ class Workload:
 
     @property
     def ref(self) -> str:
-        return f"{self.kind}/{self.meta.namespace}/{self.meta.name}"
+        return object_ref(self.kind, self.meta.namespace, self.meta.name)
 
     def fields(self) -> Fields:
         return Fields(self.ref, self.doc)

@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kai.api import constants as C
-from kai.api.gpugroups import gpu_group_labels, group_labels
+from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import Pod, format_time
 from kai.k8s._api import Api, ApiError
+from kai.k8s._decode import pod_scheduled_condition
 from kai.k8s._events import EventRecorder
 from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
@@ -97,7 +98,7 @@ class Assumed:
             if b is not None and b[0] == pod.meta.uid and not pod.node_name:
                 pod = dataclasses.replace(pod, node_name=b[1])
                 if b[3] and set(group_labels(pod)) != set(b[3]):
-                    labels = {k: v for k, v in pod.meta.labels.items() if not _is_group_label(k)}
+                    labels = {k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)}
                     labels.update(gpu_group_labels(b[3]))
                     pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, labels=labels))
             ev = self.evictions.get(key)
@@ -240,7 +241,7 @@ class Applier:
         t0 = time.perf_counter()
         try:
             if b.gpu_groups and labels:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
-                patch: dict[str, str | None] = {k: None for k in pod.meta.labels if _is_group_label(k)}
+                patch: dict[str, str | None] = {k: None for k in pod.meta.labels if is_gpu_group_label(k)}
                 patch.update(gpu_group_labels(b.gpu_groups))
                 await self.api.request(
                     "PATCH",
@@ -392,7 +393,7 @@ class Applier:
                     if pkey in bound:
                         continue
                     want = ("False", "Unschedulable", cond.message) if cond is not None else None
-                    have = _pod_scheduled(self.pods.statuses.get(pkey))
+                    have = pod_scheduled_condition(self.pods.statuses.get(pkey))
                     if want is not None and have != want:
                         body = {
                             "status": {
@@ -429,18 +430,5 @@ class Applier:
         return out
 
 
-def _is_group_label(key: str) -> bool:
-    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")
-
-
 def _conditions_key(conds: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
     return [(c.get("type", ""), c.get("status", ""), c.get("reason", ""), c.get("message", "")) for c in conds]
-
-
-def _pod_scheduled(status: Any) -> tuple[str, str, str] | None:
-    if status is None or not status.conditions:
-        return None
-    for c in status.conditions:
-        if c.type == "PodScheduled":
-            return (c.status, c.reason or "", c.message or "")
-    return None

@@ -35,8 +35,8 @@ from typing import Any, Protocol
 
 from kai.api import constants as C
 from kai.api import sharedgpu
-from kai.api.gpugroups import gpu_group_labels, group_labels
-from kai.api.objects import Pod
+from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
+from kai.api.objects import Pod, object_ref
 from kai.k8s._api import Api, ApiError
 from kai.k8s._events import EventRecorder
 from kai.k8s._metrics import Metrics
@@ -53,6 +53,7 @@ class BindSender(Protocol):
     async def send_bind(
         self, b: Bind, pod: Pod, stats: Any = None, extra: list[Event] | None = None, *, labels: bool = True
     ) -> bool: ...
+
 
 log = logging.getLogger("kai.k8s.gpushare")
 MERGE = "application/merge-patch+json"
@@ -217,7 +218,7 @@ class GpuSharingBinder:
         env = sharedgpu.visibility_env(uuids, portion)
         await self._upsert_configmap(ns, sharedgpu.capabilities_configmap(prefix, ref), owner, env)
         await self._upsert_configmap(ns, sharedgpu.env_configmap(prefix, ref), owner, {})
-        labels: dict[str, str | None] = {k: None for k in pod.meta.labels if _is_group_label(k)}
+        labels: dict[str, str | None] = {k: None for k in pod.meta.labels if is_gpu_group_label(k)}
         labels.update(gpu_group_labels(tuple(b.gpu_groups)))
         body = {
             "metadata": {
@@ -357,13 +358,10 @@ class GpuSharingBinder:
                 f"Pod {pod.meta.namespace}/{pod.meta.name} runs on GPU group {missing[0]} of node {pod.node_name}, "
                 "which has no GPU reservation pod (its GPU is no longer held for it): deleted, as KAI's binder does"
             )
-            gone.append(Event(f"Pod/{pod.meta.namespace}/{pod.meta.name}", "Warning", "GpuReservationMissing", text))
+            ref = object_ref("Pod", pod.meta.namespace, pod.meta.name)
+            gone.append(Event(ref, "Warning", "GpuReservationMissing", text))
         if gone:
             self.events.record(gone)
 
     def _inflight_groups(self) -> set[str]:
         return {g for groups in self._inflight.values() for g in groups}
-
-
-def _is_group_label(key: str) -> bool:
-    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")

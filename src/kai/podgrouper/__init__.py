@@ -13,8 +13,10 @@ from kai.podgrouper._default import default, podgroup_name
 from kai.podgrouper._group import group_pod, skips_podgrouper
 from kai.podgrouper._model import NO_CLUSTER, ClusterView, Draft, Grouper, Grouping, Origin, Request
 from kai.podgrouper._registry import REGISTRY, lookup
+from kai.podgrouper._update import GROUPER_SPEC_FIELDS, updated_podgroup
 
 __all__ = [
+    "GROUPER_SPEC_FIELDS",
     "NO_CLUSTER",
     "REGISTRY",
     "ClusterView",
@@ -28,4 +30,5 @@ __all__ = [
     "lookup",
     "podgroup_name",
     "skips_podgrouper",
+    "updated_podgroup",
 ]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kai.api.errors import ManifestError
-from kai.api.objects import Pod, PodGroup, SubGroup, TopologyConstraint
+from kai.api.objects import Pod, PodGroup, SubGroup, TopologyConstraint, object_ref
 from kai.api.workloads import Workload
 
 
@@ -32,7 +32,7 @@ class Origin:
 
     @property
     def ref(self) -> str:
-        return f"{self.kind}/{self.namespace}/{self.name}"
+        return object_ref(self.kind, self.namespace, self.name)
 
 
 class ClusterView(Protocol):

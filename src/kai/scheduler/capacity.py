@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from kai.scheduler.explain import fmt_amount, qres_name
-from kai.scheduler.model import JobFailure, JobInfo, TaskInfo
+from kai.scheduler.model import QRES_INDEXES, JobFailure, JobInfo, TaskInfo
 from kai.scheduler.session import Session
 
 
@@ -43,7 +43,7 @@ def check_capacity(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> JobFail
     if no_limit[job.queue] and (job.preemptible or no_quota[job.queue]):
         return None
     req = job_request(tasks)
-    requested = [r for r in range(3) if req[r] > 0]
+    requested = [r for r in QRES_INDEXES if req[r] > 0]
     qs = ssn.queues
     for qi in qs.ancestors[job.queue]:
         q = ssn.snap.queues[qi]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 from time import perf_counter
 
+from kai.api.objects import object_ref
 from kai.scheduler.actions import ACTIONS
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.decisions import (
@@ -126,7 +127,8 @@ def close_session(ssn: Session) -> CycleResult:
     for ti in sorted(ssn.invalid):  # bad GPU-sharing annotations: the pod says why it is never placed
         t = snap.tasks[ti]
         if ssn.status[ti] == TaskStatus.PENDING:
-            res.events.append(Event(f"Pod/{t.namespace}/{t.name}", "Warning", t.spec_error_reason, t.spec_error))
+            ref = object_ref("Pod", t.namespace, t.name)
+            res.events.append(Event(ref, "Warning", t.spec_error_reason, t.spec_error))
 
     status, pending_status, any_invalid = ssn.status, TaskStatus.PENDING, bool(ssn.invalid)
     failures, stale_since, eviction_notes, job_errors = ssn.failures, ssn.stale_since, ssn.notes, ssn.job_errors

@@ -22,6 +22,8 @@ from kai.api.objects import Pod, PodGroup, TopologyConstraint
 CPU, MEMORY, GPU, PODS = 0, 1, 2, 3  # fixed node resource columns; extended resources follow
 BASE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "pods")
 QRES = ("gpu", "cpu", "memory")
+Q_GPU, Q_CPU, Q_MEMORY = 0, 1, 2  # positions in a queue vector (QRES); not the node columns above
+QRES_INDEXES = (Q_GPU, Q_CPU, Q_MEMORY)  # loop over a queue vector's resources with this, not range(3)
 QRES_COLUMNS = np.array([GPU, CPU, MEMORY])  # node column of each queue resource
 MILLI = 1000
 UNITS_PER_MIB = 1000  # per-GPU memory units: 1/1000 MiB

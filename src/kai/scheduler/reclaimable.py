@@ -9,7 +9,7 @@ Amounts are QRES base units (milli-GPU, millicores, bytes); -1 means unlimited.
 from __future__ import annotations
 
 from kai.scheduler.explain import fmt_amount, qres_name
-from kai.scheduler.model import JobInfo
+from kai.scheduler.model import Q_GPU, QRES_INDEXES, JobInfo
 from kai.scheduler.ordering import INF, allocatable_shares, deserved_shares
 from kai.scheduler.session import Session
 
@@ -50,7 +50,7 @@ class ReclaimRules:
         qs = self.ssn.queues
         qi = job.queue
         alloc = qs.alloc[qi]
-        for r in range(3):
+        for r in QRES_INDEXES:
             if req[r] > 0 and alloc[r] + req[r] > self.fair[qi][r] + _EPS:
                 return (
                     f"queue {self.name(qi)} would exceed its fair share of {qres_name(r)}: "
@@ -66,11 +66,11 @@ class ReclaimRules:
         qs = self.ssn.queues
         rq, vq = self.leveled(reclaimer.queue, victim.queue)
         r_alloc, v_alloc = qs.alloc[rq], qs.alloc[vq]
-        r_over_quota = any(r_alloc[r] + req[r] > self.deserved[rq][r] for r in range(3))
+        r_over_quota = any(r_alloc[r] + req[r] > self.deserved[rq][r] for r in QRES_INDEXES)
         if r_over_quota:
-            share = [max(self.deserved[vq][r], self.fair[vq][r]) for r in range(3)]
-            return not all(v_alloc[r] <= share[r] + _EPS for r in range(3))
-        requested = [r for r in range(3) if req[r] > 0]
+            share = [max(self.deserved[vq][r], self.fair[vq][r]) for r in QRES_INDEXES]
+            return not all(v_alloc[r] <= share[r] + _EPS for r in QRES_INDEXES)
+        requested = [r for r in QRES_INDEXES if req[r] > 0]
         above = any(v_alloc[r] > self.deserved[vq][r] for r in requested)
         # an unlimited quota (-1) is no floor to be below: only real quotas count here
         below = any(v_alloc[r] < self.deserved[vq][r] for r in requested if self.deserved[vq][r] != INF)
@@ -96,19 +96,19 @@ class ReclaimRules:
         for vleaf, lost in victims:
             rq, vq = self.leveled(job.queue, vleaf)
             rem = remaining[vq]
-            maintain_fair_share = not all(rem[r] <= self.allocatable[vq][r] + _EPS for r in range(3))
-            guarantee_quota = all(before[rq][r] + req[r] <= self.deserved[rq][r] for r in range(3)) and not all(
-                rem[r] <= self.deserved[vq][r] for r in range(3)
+            maintain_fair_share = not all(rem[r] <= self.allocatable[vq][r] + _EPS for r in QRES_INDEXES)
+            guarantee_quota = all(before[rq][r] + req[r] <= self.deserved[rq][r] for r in QRES_INDEXES) and not all(
+                rem[r] <= self.deserved[vq][r] for r in QRES_INDEXES
             )
             if not (maintain_fair_share or guarantee_quota):
-                g = 0
+                g = Q_GPU
                 return (
                     f"queue {self.name(vq)} is not above its fair share: it uses {fmt_amount(g, rem[g])} "
                     f"with fair share {fmt_amount(g, self.fair[vq][g])} and quota {_quota(self.deserved[vq][g])}"
                 )
             for a in qs.ancestors[vleaf]:
                 row = remaining[a]
-                for r in range(3):
+                for r in QRES_INDEXES:
                     row[r] -= lost[r]
         return self._saturation(job, req, victims) or self._non_preemptible_quota(job)
 
@@ -120,7 +120,7 @@ class ReclaimRules:
         queues = ssn.snap.queues
         m = self.saturation_multiplier
         touched = {a for vleaf, _ in victims for a in qs.ancestors[vleaf]}
-        requested = [r for r in range(3) if req[r] > 0]
+        requested = [r for r in QRES_INDEXES if req[r] > 0]
         for x in qs.ancestors[job.queue]:
             parent = queues[x].parent
             siblings = queues[parent].children if parent >= 0 else [q.index for q in queues if q.parent < 0]
@@ -144,7 +144,7 @@ class ReclaimRules:
             return None
         qs = self.ssn.queues
         for a in qs.ancestors[job.queue]:
-            for r in range(3):
+            for r in QRES_INDEXES:
                 if qs.alloc_np[a][r] > self.deserved[a][r]:
                     return f"queue {self.name(a)} would hold more non-preemptible {qres_name(r)} than its quota"
         return None
@@ -153,13 +153,13 @@ class ReclaimRules:
         """'<queue> uses 6 GPUs with a quota of 2, fair-share of 4 and queue priority of 100.' (KAI's words)."""
         q = self.ssn.snap.queues[qi]
         return (
-            f"{q.name} uses {fmt_amount(0, alloc[0])} with a quota of {_quota(self.deserved[qi][0])}, "
-            f"fair-share of {fmt_amount(0, self.fair[qi][0])} and queue priority of {q.priority}."
+            f"{q.name} uses {fmt_amount(Q_GPU, alloc[Q_GPU])} with a quota of {_quota(self.deserved[qi][Q_GPU])}, "
+            f"fair-share of {fmt_amount(Q_GPU, self.fair[qi][Q_GPU])} and queue priority of {q.priority}."
         )
 
 
 def _quota(value: float) -> str:
-    return "unlimited" if value == INF else fmt_amount(0, value)
+    return "unlimited" if value == INF else fmt_amount(Q_GPU, value)
 
 
 def _ratio(alloc: float, fair: float) -> float:

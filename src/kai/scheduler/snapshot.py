@@ -249,7 +249,7 @@ def resolve_priority(pg: PodGroup, classes: dict[str, PriorityClass]) -> tuple[i
 def _queue_vectors(q: Queue) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Quota, limit and weight in QRES base units (milli-GPU, millicores, bytes); -1 kept as -1."""
     scale = {"gpu": MILLI, "cpu": 1, "memory": MB}
-    deserved, limit, weight = (np.zeros(3) for _ in range(3))
+    deserved, limit, weight = (np.zeros(len(QRES)) for _ in range(3))
     for i, r in enumerate(QRES):
         qr = q.resources.get(r)
         if qr is None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kai.scheduler.model import QRES_INDEXES
+
 Vector = tuple[float, float, float]  # gpu (GPUs), cpu (millicores), memory (bytes)
 
 
@@ -68,15 +70,15 @@ class UsageLedger:
             span = end - start
             covered += span
             decay = 1.0 if half_life is None else 0.5 ** ((now - (start + end) / 2) / half_life)
-            for r in range(3):
+            for r in QRES_INDEXES:
                 capacity[r] += iv.capacity[r] * span
             for name, alloc in iv.allocated.items():
                 acc = used.setdefault(name, [0.0, 0.0, 0.0])
-                for r in range(3):
+                for r in QRES_INDEXES:
                     acc[r] += alloc[r] * span * decay
         # normalize by what the cluster could have given over the whole window (its mean capacity x window)
         scale = [c / covered * window if covered > 0 else 0.0 for c in capacity]
         return {
-            name: tuple(acc[r] / scale[r] if scale[r] > 0 else 0.0 for r in range(3))  # type: ignore[misc]
+            name: tuple(acc[r] / scale[r] if scale[r] > 0 else 0.0 for r in QRES_INDEXES)  # type: ignore[misc]
             for name, acc in used.items()
         }

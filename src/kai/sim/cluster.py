@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from kai.api import constants as C
 from kai.api.duration import parse_duration
 from kai.api.errors import ManifestError
-from kai.api.gpugroups import gpu_group_labels, group_labels
+from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import (
     ApiObject,
     Node,
@@ -42,10 +42,11 @@ from kai.api.objects import (
     SchedulingShard,
     Topology,
     format_time,
+    object_ref,
     parse_pod,
 )
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload, pod_as_owner
-from kai.podgrouper import Grouping, Origin, group_pod
+from kai.podgrouper import Grouping, Origin, group_pod, updated_podgroup
 from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
@@ -62,6 +63,7 @@ from kai.sim.lifetimes import Interruption, Lifetimes
 from kai.sim.volumes import bind_chosen, bind_immediate
 from kai.store import Key, Store, key_of
 
+T = TypeVar("T")
 SCHEDULE_PERIOD_S = 1.0  # simulated time between two cycles
 ARRIVAL_SPACING_S = 0.001  # creation-time gap between objects applied together between two cycles
 MAX_CONTROLLER_ROUNDS = 32  # owners nest a few levels deep (RayService → RayCluster → pods); this is ample
@@ -91,8 +93,7 @@ def default_queues() -> list[Queue]:
 
 
 def _ref(obj: SimObject) -> str:
-    ns = obj.meta.namespace
-    return f"{obj.kind}/{ns}/{obj.meta.name}" if ns else f"{obj.kind}/{obj.meta.name}"
+    return object_ref(obj.kind, obj.meta.namespace, obj.meta.name)
 
 
 def _parse_ref(ref: str) -> ObjKey:
@@ -371,7 +372,8 @@ class EmbeddedCluster:
         for pod in self.store.list("Pod"):
             if pod.scheduler_name not in (C.SCHEDULER_NAME, "default-scheduler"):
                 continue  # another scheduler's pod: it only takes node capacity
-            pod.scheduler_name = C.SCHEDULER_NAME  # kai sim schedules every pod with no other scheduler named
+            if pod.scheduler_name != C.SCHEDULER_NAME:  # kai sim schedules every pod with no other scheduler named
+                pod = self._update(pod, scheduler_name=C.SCHEDULER_NAME)
             if C.ANNOTATION_POD_GROUP_NAME in pod.meta.annotations:
                 continue
             try:
@@ -391,7 +393,7 @@ class EmbeddedCluster:
         key = key_of(pg)
         existing = self.store.get("PodGroup", key)
         if existing is not None and existing.generated:
-            pg = _update_spec(existing, pg)
+            pg = updated_podgroup(existing, pg)
         if existing is None or existing.generated:
             if existing is None and pg.meta.creation_timestamp is None:
                 pg.meta.creation_timestamp = pod.meta.creation_timestamp
@@ -410,10 +412,9 @@ class EmbeddedCluster:
                 self._events.append(Event(top.ref, "Normal", "UnknownOwnerKind", message))
             if grouping.warning is not None:
                 self._warn_owner(grouping.warning, pg)
-        pod.meta.annotations[C.ANNOTATION_POD_GROUP_NAME] = pg.meta.name
-        if grouping.subgroup:
-            pod.meta.labels[C.LABEL_SUBGROUP_NAME] = grouping.subgroup
-        self.store.put(pod)
+        labels = {**pod.meta.labels, C.LABEL_SUBGROUP_NAME: grouping.subgroup} if grouping.subgroup else pod.meta.labels
+        annotations = {**pod.meta.annotations, C.ANNOTATION_POD_GROUP_NAME: pg.meta.name}
+        self._update_meta(pod, annotations=annotations, labels=labels)
 
     def _warn_owner(self, warning: ManifestError, pg: PodGroup) -> None:
         """An owner whose spec contradicts itself: a Warning on the object the user wrote (a RayService, not
@@ -633,11 +634,24 @@ class EmbeddedCluster:
             if set(group_labels(t.pod)) != set(groups):
                 self._set_gpu_groups(t.pod, groups)
 
-    def _set_gpu_groups(self, pod: Pod, groups: tuple[str, ...]) -> None:
-        labels = {k: v for k, v in pod.meta.labels.items() if not _is_gpu_group_label(k)}
+    def _set_gpu_groups(self, pod: Pod, groups: tuple[str, ...]) -> Pod:
+        labels = {k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)}
         labels.update(gpu_group_labels(groups) if groups else {})
-        pod.meta.labels = labels
-        self.store.put(pod)
+        return self._update_meta(pod, labels=labels)
+
+    # Objects in the Store are never changed in place: a changed copy replaces them. A Snapshot keeps the Pod
+    # and PodGroup objects it was built from (``last_snapshot`` is read after the cluster has moved on), so
+    # an object changed under it would rewrite what that cycle saw.
+
+    def _update(self, obj: T, **changes: Any) -> T:
+        """Store a copy of *obj* with *changes*; returns the copy."""
+        new = dataclasses.replace(obj, **changes)
+        self.store.put(new)
+        return new
+
+    def _update_meta(self, obj: T, **changes: Any) -> T:
+        """Store a copy of *obj* whose metadata has *changes* (new dicts for labels or annotations)."""
+        return self._update(obj, meta=dataclasses.replace(obj.meta, **changes))
 
     def _apply(self, result: CycleResult) -> None:
         self._bound_last = set()
@@ -647,12 +661,10 @@ class EmbeddedCluster:
         for b in result.binds:
             if b.volumes:  # kai binds a pod's volumes first (a provisioner makes the new ones)
                 bind_chosen(self.store, b.volumes, self.now)
-            pod = self.store.get("Pod", (b.pod.namespace, b.pod.name))
-            pod.node_name = b.node
+            pod = self._update(self.store.get("Pod", (b.pod.namespace, b.pod.name)), node_name=b.node)
             self._start(pod, self.now)  # kai.sim/duration counts from the bind
             if b.gpu_groups:
                 self._set_gpu_groups(pod, b.gpu_groups)  # the binder's runai-gpu-group label(s)
-            self.store.put(pod)
             self._bound_last.add((b.pod.namespace, b.pod.name))
         for p in result.pipelines:
             self._pipelined_last[(p.pod.namespace, p.pod.name)] = p.node
@@ -663,12 +675,9 @@ class EmbeddedCluster:
         for pod in self.store.list("Pod"):
             nominated = held.get((pod.meta.namespace or "", pod.meta.name), "")
             if pod.nominated_node_name != nominated:
-                pod.nominated_node_name = nominated
-                self.store.put(pod)
+                self._update(pod, nominated_node_name=nominated)
         for e in result.evictions:
-            pod = self.store.get("Pod", (e.pod.namespace, e.pod.name))
-            pod.meta.deletion_timestamp = self.now
-            self.store.put(pod)
+            self._update_meta(self.store.get("Pod", (e.pod.namespace, e.pod.name)), deletion_timestamp=self.now)
             self._evicted_last.add((e.pod.namespace, e.pod.name))
         for st in result.podgroups:
             if not st.stale_changed:
@@ -676,12 +685,10 @@ class EmbeddedCluster:
             pg = self.store.get("PodGroup", (st.namespace, st.name))
             if pg is None:
                 continue
-            pg.stale_since = st.stale_since
-            if st.stale_since is None:
-                pg.meta.annotations.pop(C.ANNOTATION_STALE_TIMESTAMP, None)
-            else:
-                pg.meta.annotations[C.ANNOTATION_STALE_TIMESTAMP] = format_time(st.stale_since)
-            self.store.put(pg)
+            annotations = {k: v for k, v in pg.meta.annotations.items() if k != C.ANNOTATION_STALE_TIMESTAMP}
+            if st.stale_since is not None:
+                annotations[C.ANNOTATION_STALE_TIMESTAMP] = format_time(st.stale_since)
+            self._update(pg, stale_since=st.stale_since, meta=dataclasses.replace(pg.meta, annotations=annotations))
 
     def _start(self, pod: Pod, when: float) -> None:
         """Start the pod's run in the lifetimes book: its kai.sim/duration and checkpoint interval."""
@@ -729,7 +736,7 @@ class EmbeddedCluster:
                 uid=f"{pod.meta.uid}~{self._generation}",
                 deletion_timestamp=None,
                 creation_timestamp=self.now,
-                labels={k: v for k, v in pod.meta.labels.items() if not _is_gpu_group_label(k)},
+                labels={k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)},
                 annotations=dict(pod.meta.annotations),
             ),
             node_name="",
@@ -752,16 +759,13 @@ class EmbeddedCluster:
             if pod.meta.deletion_timestamp is not None:
                 self._gone(pod)
             elif pod.node_name and pod.phase == "Pending":
-                pod.phase = "Running"
-                pod.start_time = self.now
-                self.store.put(pod)
+                self._update(pod, phase="Running", start_time=self.now)
         for pod_id in self.lifetimes.due(self.now):
             pod = self.store.get("Pod", pod_id[:2])
             if pod is None or pod.meta.uid != pod_id[2] or pod.phase != "Running":
                 continue
             self._finished_at[pod_id] = self.lifetimes.complete(pod_id) or self.now
-            pod.phase = "Succeeded"
-            self.store.put(pod)
+            self._update(pod, phase="Succeeded")
         self._run_controllers(strict=False)
         self._group_pods(strict=False)
         bind_immediate(self.store, self.now)
@@ -779,10 +783,7 @@ class EmbeddedCluster:
 
     def cordon(self, name: str, unschedulable: bool = True) -> Node:
         """Mark the node (un)schedulable, as ``kubectl cordon``/``uncordon`` does. KeyError if absent."""
-        node = self._node(name)
-        node.unschedulable = unschedulable
-        self.store.put(node)
-        return node
+        return self._update(self._node(name), unschedulable=unschedulable)
 
     def drain(self, name: str) -> int:
         """Cordon the node and evict every pod on it (they terminate, as ``kubectl drain`` evicts them);
@@ -792,8 +793,7 @@ class EmbeddedCluster:
         for pod in self.store.list("Pod"):
             active = pod.phase not in ("Succeeded", "Failed") and pod.meta.deletion_timestamp is None
             if pod.node_name == name and active:
-                pod.meta.deletion_timestamp = self.now
-                self.store.put(pod)
+                self._update_meta(pod, deletion_timestamp=self.now)
                 n += 1
         return n
 
@@ -917,36 +917,6 @@ class EmbeddedCluster:
 
 
 SIM_DURATION_ANNOTATIONS = (C.ANNOTATION_SIM_DURATION, C.ANNOTATION_SIM_ARRIVAL, C.ANNOTATION_SIM_CHECKPOINT)
-
-
-def _is_gpu_group_label(key: str) -> bool:
-    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")
-
-
-_SPEC_FIELDS = (
-    "min_member",
-    "queue",
-    "priority_class_name",
-    "preemptibility",
-    "min_subgroup",
-    "sub_groups",
-    "topology_constraint",
-    "preemption_delay",
-    "staleness_grace_period",
-)
-
-
-def _update_spec(existing: PodGroup, new: PodGroup) -> PodGroup:
-    """The pod-grouper's update of a PodGroup it made: *existing* itself when nothing changed, else a copy
-    with the new spec, labels and annotations merged over the old ones. What the scheduler wrote (the stale
-    timestamp, its annotations) and the creation time are kept, as KAI's podgroup handler keeps them."""
-    same = all(getattr(existing, f) == getattr(new, f) for f in _SPEC_FIELDS)
-    labels = {**existing.meta.labels, **new.meta.labels}
-    annotations = {**existing.meta.annotations, **new.meta.annotations}
-    if same and labels == existing.meta.labels and annotations == existing.meta.annotations:
-        return existing
-    meta = dataclasses.replace(existing.meta, labels=labels, annotations=annotations)
-    return dataclasses.replace(existing, meta=meta, **{f: getattr(new, f) for f in _SPEC_FIELDS})
 
 
 def parse_sim_annotation(name: str, text: Any, error: Any) -> float:

@@ -55,15 +55,14 @@ class Store:
         return change
 
     def put(self, obj: Any) -> Change:
-        """Create or replace *obj* (its class's ``kind`` names the collection)."""
+        """Create or replace *obj* (its class's ``kind`` names the collection). The object is not touched:
+        its version is in the returned Change and the feed (a Snapshot may hold the object it replaces)."""
         kind = obj.kind
         key = key_of(obj)
         bucket = self._objects.setdefault(kind, {})
         op: Literal["ADDED", "MODIFIED"] = "MODIFIED" if key in bucket else "ADDED"
         bucket[key] = obj
-        change = self._record(op, kind, key, obj)
-        obj.meta.resource_version = change.resource_version
-        return change
+        return self._record(op, kind, key, obj)
 
     def delete(self, kind: str, key: Key) -> Change | None:
         obj = self._objects.get(kind, {}).pop(key, None)

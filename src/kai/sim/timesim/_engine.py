@@ -39,6 +39,7 @@ from kai.sim.cluster import EmbeddedCluster
 from kai.sim.timesim._config import NodeEventSpec
 from kai.sim.timesim._metrics import Recorder, node_allocatable
 from kai.sim.timesim._sources import Arrival
+from kai.store import Key, key_of
 
 _EPS = 1e-9
 
@@ -186,12 +187,12 @@ class TimeSimulation:
         """Apply arrivals as one batch; each new PodGroup's job is recorded at its own arrival time."""
         cluster = self.cluster
         objects = []
-        arrived_at: dict[int, float] = {}
+        arrived_at: dict[tuple[str, Key], float] = {}  # by (kind, key): the cluster stores changed copies
         for a in batch:
             for i, (source, obj) in enumerate(a.objects):
                 if a.at > 0 and obj.meta.creation_timestamp is None:
                     obj.meta.creation_timestamp = self.t0 + a.at + i * 1e-6  # job order: earlier arrival first
-                arrived_at[id(obj)] = a.at
+                arrived_at[(obj.kind, key_of(obj))] = a.at
                 objects.append((source, obj))
         rv = cluster.store.resource_version
         try:
@@ -206,10 +207,11 @@ class TimeSimulation:
         for change in cluster.store.changes_since(rv):
             if change.op != "ADDED":
                 continue
-            if change.kind == "PodGroup":
-                pgs.append(change.obj)
-            elif change.kind == "Pod":
-                pods.append(change.obj)
+            now = cluster.store.get(change.kind, change.key)  # as it is now (the pod-grouper annotated a copy)
+            if change.kind == "PodGroup" and now is not None:
+                pgs.append(now)
+            elif change.kind == "Pod" and now is not None:
+                pods.append(now)
             elif change.kind == "Node":
                 nodes_changed = True
         if nodes_changed:
@@ -218,8 +220,11 @@ class TimeSimulation:
         first_pod: dict[tuple[str, str], float] = {}
         for pod in pods:
             key = (pod.meta.namespace or "", pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, ""))
-            first_pod.setdefault(key, arrived_at.get(id(pod), t))
-        timed = [(arrived_at.get(id(pg), first_pod.get((pg.meta.namespace or "", pg.meta.name), t)), pg) for pg in pgs]
+            first_pod.setdefault(key, arrived_at.get(("Pod", key_of(pod)), t))
+        timed = [
+            (arrived_at.get(("PodGroup", key_of(pg)), first_pod.get((pg.meta.namespace or "", pg.meta.name), t)), pg)
+            for pg in pgs
+        ]
         self.recorder.arrived(timed, pods, self._alloc)
 
     def _node_event(self, t: float, ev: NodeEventSpec) -> None:

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from kai.api import constants as C
 from kai.api.errors import ManifestError
-from kai.api.objects import ApiObject
+from kai.api.objects import ApiObject, object_ref
 from kai.api.workloads import Workload
 from kai.sim.cluster import parse_sim_annotation
 
@@ -48,7 +48,7 @@ def arrival_time(source: str, obj: SimObject) -> float:
     text = obj.meta.annotations.get(C.ANNOTATION_SIM_ARRIVAL)
     if text is None:
         return 0.0
-    ref = f"{obj.kind}/{obj.meta.namespace}/{obj.meta.name}" if obj.meta.namespace else f"{obj.kind}/{obj.meta.name}"
+    ref = object_ref(obj.kind, obj.meta.namespace, obj.meta.name)
     field = f"metadata.annotations.{C.ANNOTATION_SIM_ARRIVAL}"
     return parse_sim_annotation(
         C.ANNOTATION_SIM_ARRIVAL, text, lambda m: ManifestError(m, source=source, obj=ref, field=field)
