@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -130,6 +131,18 @@ async def make_shards(api: Api) -> None:
         )
 
 
+async def _wait_bound(api: Api, total: int, started: float, deadline_s: float) -> float:
+    """e2e_fill's watch, opened again (after a fresh list) whenever the API server ends it early."""
+    while True:
+        left = deadline_s - (time.perf_counter() - started)
+        if left <= 0:
+            raise TimeoutError(f"not all {total} pods bound after {deadline_s:.0f} s")
+        try:
+            return await wait_all_bound(api, NS, total, started, deadline_s=left)
+        except TimeoutError:
+            continue
+
+
 def run_one(binaries: Binaries, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     cp = ControlPlane(binaries)
     cp.start()
@@ -159,13 +172,18 @@ def run_one(binaries: Binaries, mode: str, args: argparse.Namespace) -> dict[str
                     log = open(cp.workdir / f"kai-{mode}-{i}.log", "wb")  # type: ignore[operator]  # noqa: SIM115
                     cmd = [kai, "scheduler", f"--kubeconfig={cp.kubeconfig}", "--metrics-bind-address=127.0.0.1:0"]
                     procs.append(subprocess.Popen([*cmd, *([shard] if shard else [])], stdout=log, stderr=log))
-                return await wait_all_bound(api, NS, total, started, deadline_s=600)
+                return await _wait_bound(api, total, started, deadline_s=600)
             finally:
                 await api.close()
 
         seconds = asyncio.run(measure())
         return {"mode": mode, "seconds": round(seconds, 2), "pods_per_s": round(total / seconds)}
     finally:
+        logs = Path(args.logs) if args.logs else None
+        if logs is not None:  # the scheduler logs outlive the control plane's workdir
+            logs.mkdir(parents=True, exist_ok=True)
+            for f in cp.workdir.glob("kai-*.log"):  # type: ignore[union-attr]
+                shutil.copy(f, logs / f"{int(time.time())}-{f.name}")
         for p in procs:
             p.terminate()
             try:
@@ -182,6 +200,7 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=400, help="one-GPU pods per pool")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--logs", default="", help="copy the kai scheduler logs into this directory")
     args = parser.parse_args()
     binaries = Binaries.find()
     runs: list[dict[str, Any]] = []

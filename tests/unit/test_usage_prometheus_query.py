@@ -24,6 +24,14 @@ def _shard(db: dict[str, Any] | None, **params: Any) -> Any:
     )
 
 
+def _one_minute_query(half_life: str) -> UsageQuery:
+    """A 60 s window at 1 s resolution (the end-to-end test's), decayed with *half_life*."""
+    params = {"windowSize": "60s", "halfLifePeriod": half_life, "extraParams": {"queryResolution": "1s"}}
+    q = usage_query_of(_shard({"connectionString": "http://p"}, **params), "default", {})
+    assert isinstance(q, UsageQuery)
+    return q
+
+
 def test_query_follows_kai_defaults_and_extra_params() -> None:
     q = usage_query_of(
         _shard({"connectionString": "http://prom:9090/"}, windowSize="2h", halfLifePeriod="30m"), "a", {}
@@ -50,17 +58,7 @@ def test_query_follows_kai_defaults_and_extra_params() -> None:
 
 
 def test_promql_is_kais_subquery_with_the_decay() -> None:
-    q = usage_query_of(
-        _shard(
-            {"connectionString": "http://p"},
-            windowSize="60s",
-            halfLifePeriod="10s",
-            extraParams={"queryResolution": "1s"},
-        ),
-        "default",
-        {},
-    )
-    assert isinstance(q, UsageQuery)
+    q = _one_minute_query(half_life="10s")
     used, capacity = usage_queries(q, 1000.0)["gpu"]
     assert used == (
         "sum by (queue_name) (sum_over_time((((kai_queue_allocated_gpus) * (0.5^((1000.000 - time()) / 10))))"
@@ -92,17 +90,7 @@ def test_the_address_may_come_from_an_env_var() -> None:
 def test_normalized_as_the_simulators_ledger() -> None:
     """The same history gives the same usage as kai sim's UsageLedger: samples once a second over 10 s of a
     60 s window, team-a holding 2 of 4 GPUs, half-life 20 s."""
-    q = usage_query_of(
-        _shard(
-            {"connectionString": "http://p"},
-            windowSize="60s",
-            halfLifePeriod="20s",
-            extraParams={"queryResolution": "1s"},
-        ),
-        "default",
-        {},
-    )
-    assert isinstance(q, UsageQuery)
+    q = _one_minute_query(half_life="20s")
     now = 100.0
     ledger = UsageLedger(UsageParams(60.0, 20.0))
     samples = 0.0
