@@ -13,8 +13,12 @@ Theory of operation:
    the Applier sends the decisions. No cycle runs while an informer is re-listing after a 410.
 5. Losing the Lease ends ``run`` with exit code 1 (the process exits, as kube-scheduler does).
 
-Network I/O lives in the Informers, Applier, EventRecorder, PodGrouper and LeaderElector; this module
-only wires them and never decides anything about placement.
+With ``--shard NAME`` the process serves that SchedulingShard's node pool only (``kai.k8s._shard`` reads
+it at start and names the Lease; ``kai.scheduler.partition`` filters each cycle's input), and with the
+shard's ``usageDBConfig`` each cycle reads historical usage cached by ``kai.k8s._usage``.
+
+Network I/O lives in the Informers, Applier, EventRecorder, PodGrouper, LeaderElector and UsageFetcher;
+this module only wires them and never decides anything about placement.
 """
 
 from __future__ import annotations
