@@ -109,5 +109,5 @@ def test_sim_shard_schedules_only_its_pool() -> None:
 
 def test_sim_shard_that_does_not_exist_is_an_error() -> None:
     code, _, err = run_sim(["-", "--shard", "nope"], stdin=yaml.safe_dump_all(_pool_docs()))
-    assert code != 0
+    assert code == 2  # bad input
     assert 'no SchedulingShard "nope"' in err
