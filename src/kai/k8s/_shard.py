@@ -7,8 +7,9 @@ Rules (KAI's, ``cmd/scheduler/app`` and the operator's ``resources_for_shard.go`
   means a new scheduler process; in kai a change applies at the process's next start.
 * The Lease is ``kai-scheduler-<value>`` for a labelled pool and ``kai-scheduler`` for the unlabelled
   one, so the replicas of one shard elect one leader and shards never wait for each other.
-* No SchedulingShard ``default``: the process serves the whole cluster, as kai did before shards (a
-  cluster with no shard object has no pools). Any other missing name is a set-up error: ``ShardMissing``.
+* No SchedulingShard ``default`` (or none kai may read: RBAC): the process serves the whole cluster, as kai
+  did before shards (a cluster with no shard object has no pools). Any other missing name is a set-up
+  error: ``ShardMissing``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ async def resolve_partition(api: Api, name: str, label_key: str) -> Partition | 
         found = await _read(api, f"{SHARDS_PATH}?fieldSelector=metadata.name%3D{name}")
         items = found.get("items") or []
     except ApiError as e:
+        if e.code == 403 and name == DEFAULT_SHARD:  # SchedulingShards are optional, as for the informers
+            log.warning("SchedulingShards may not be read; serving the whole cluster", extra={"error": str(e)})
+            return None
         if e.code != 404:  # 404: the CRD is not installed, so no shard exists
             raise ShardMissing(f'SchedulingShard "{name}" cannot be read: {e}') from e
         items = []
