@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from kai.k8s.envtest import ControlPlane, free_port
-from tests.k8s.test_scheduler_process import KAI, _die_with_parent
+from tests.k8s.test_scheduler_process import KAI, KaiProcess, _die_with_parent
 
 
-class KaiCommand:
-    """One ``kai scheduler ARGS...``; its JSON log goes to a file. The Lease timings are kai's defaults: these
-    tests start one process per Lease at a time (a clean stop gives it up), and a loaded machine must not
-    make a leader lose it."""
+class KaiCommand(KaiProcess):
+    """One ``kai scheduler ARGS...`` (KaiProcess's probes and stop) with the arguments the test chooses: no
+    Lease name unless given (kai derives it from the shard), a fixed metrics port if asked (a Prometheus
+    scrapes it across restarts). The Lease timings are kai's defaults: these tests start one process per
+    Lease at a time (a clean stop gives it up), and a loaded machine must not make a leader lose it."""
 
     def __init__(self, cp: ControlPlane, name: str, log_dir: Path, *args: str, port: int | None = None) -> None:
         self.port = port or free_port()
+        self.identity = name
         self.log = log_dir / f"kai-{name}.log"
         argv = [
             str(KAI),
@@ -32,15 +32,6 @@ class KaiCommand:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
 
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-        except OSError:
-            return 0, ""
-
     def metric(self, line_start: str) -> float | None:
         """The value of the first /metrics line starting with *line_start* (name and labels), or None."""
         for line in self.get("/metrics")[1].splitlines():
@@ -48,15 +39,6 @@ class KaiCommand:
                 return float(line.rsplit(" ", 1)[1])
         return None
 
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=30)
-
     def kill(self) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def tail(self) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+            self.stop(signal.SIGKILL)
