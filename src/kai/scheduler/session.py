@@ -20,7 +20,7 @@ import numpy as np
 
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.framework import Choice, Hooks, NodeVerdict
-from kai.scheduler.gpusharing import LATER, NOW, Pick, choose, default_group_name, shared_free_milli
+from kai.scheduler.gpusharing import LATER, NOW, Pick, check_gpus, choose, default_group_name, shared_free_milli
 from kai.scheduler.model import (
     ACTIVE_ALLOCATED,
     ALIVE,
@@ -732,28 +732,7 @@ class Session:
         whole_rel = max(self.releasing.item(node, GPU), 0) // MILLI if allow_releasing else 0  # else unused
         if gpus is None:
             return choose(share, cap, idle, rel, pods, gone, whole_idle, whole_rel, self._gpu_pack, allow_releasing)
-        need = share.units(cap)
-        picks = []
-        for s in gpus:
-            if pods[s] > gone[s]:
-                ok = need <= idle[s] or (allow_releasing and need <= idle[s] + rel[s])
-                kind = "group"
-            elif pods[s] > 0:  # all its pods are releasing: it is one of the releasing whole GPUs
-                ok = allow_releasing and whole_rel > 0 and need <= idle[s] + rel[s]
-                whole_rel -= 1
-                kind = "released"
-            elif whole_idle > 0:
-                ok = need <= cap
-                whole_idle -= 1
-                kind = "fresh"
-            else:  # a GPU a releasing whole-GPU pod still holds
-                ok = allow_releasing and whole_rel > 0 and need <= cap
-                whole_rel -= 1
-                kind = "released"
-            if not ok:
-                return None
-            picks.append((s, kind))
-        return picks
+        return check_gpus(share, cap, idle, rel, pods, gone, whole_idle, whole_rel, allow_releasing, gpus)
 
     def fit_on(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> int:
         """NOW if *task* fits on *node*'s idle resources, LATER if only with what is being released,
