@@ -18,6 +18,8 @@ expect.yaml keys (all optional but ``pods``):
   events_contain: [<text>, ...]                 # each must appear in some event message
   claims: {<namespace/name>: {phase:, volume:, node:}}   # PersistentVolumeClaims after the run (node: where
                                                 # the bound volume is pinned by kubernetes.io/hostname)
+  resourceClaims: {<namespace/name>: {allocated:, node:, devices: [<pool/device>, ...], reservedFor: [<pod>, ...]}}
+                                                # DRA ResourceClaims after the run
   at_cycle: {<n>: {pods: {...as above...}, evicted: [<pod or glob>, ...], waiting: [<podGroup>, ...]}}
         with ``--at N:FILE`` in args (FILE relative to the scenario's folder): what held after cycle n;
         ``evicted`` lists exactly the pods evicted in that cycle, ``waiting`` exactly the waiting PodGroups
@@ -168,4 +170,15 @@ def test_scenario(case: Path) -> None:
         for field, value in want.items():
             if got.get(field) != value:
                 problems.append(f"claim {name}: {field} is {got.get(field)!r}, expected {value!r}")
+    resource_claims = {f"{c['namespace']}/{c['name']}": c for c in doc.get("resourceClaims", [])}
+    for name, want in (expect.get("resourceClaims") or {}).items():
+        got = resource_claims.get(name)
+        if got is None:
+            problems.append(f"resourceClaim {name}: not in the output")
+            continue
+        view = {**got, "devices": sorted(f"{d['pool']}/{d['device']}" for d in got["devices"])}
+        for field, value in want.items():
+            value = sorted(value) if field == "devices" else value
+            if view.get(field) != value:
+                problems.append(f"resourceClaim {name}: {field} is {view.get(field)!r}, expected {value!r}")
     assert not problems, "\n".join(problems)

@@ -142,9 +142,7 @@ def install(kubeconfig: str | None, timeout: float, webhook_url: str | None, web
 @main.command("resource-reservation")
 @_kubeconfig_option
 @click.option("--pod-name", envvar="POD_NAME", default="", help="This pod's name (the downward API sets POD_NAME).")
-@click.option(
-    "--pod-namespace", envvar="POD_NAMESPACE", default="", help="This pod's namespace (POD_NAMESPACE)."
-)
+@click.option("--pod-namespace", envvar="POD_NAMESPACE", default="", help="This pod's namespace (POD_NAMESPACE).")
 @click.option("--print-only", is_flag=True, help="Print the GPU's UUID and exit; touch no pod (a check on a node).")
 @click.option("--exit-after-patch", is_flag=True, help="Exit once the pod is annotated instead of holding on.")
 def resource_reservation(
@@ -277,9 +275,7 @@ def resource_reservation(
     show_default=True,
     help="runtimeClassName the webhook gives GPU-fraction pods that name none ('' for none).",
 )
-@click.option(
-    "--reservation-image", default="", help="Image of GPU reservation pods. [default: this pod's own image]"
-)
+@click.option("--reservation-image", default="", help="Image of GPU reservation pods. [default: this pod's own image]")
 @click.option(
     "--reservation-runtime-class-name", default="", help="runtimeClassName of GPU reservation pods. [default: none]"
 )

@@ -73,7 +73,6 @@ class Kai(InProcess):
         return self
 
 
-
 def _put_secret(client: Client, bundle: CertBundle, annotations: dict[str, str] | None = None) -> None:
     data = bundle.data() if bundle.ca_key else {k: v for k, v in bundle.data().items() if k != "ca.key"}
     body: dict[str, Any] = {

@@ -18,11 +18,13 @@ from typing import Any
 import yaml
 
 from kai.api import constants as C
+from kai.api.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from kai.api.manifests import load_manifests
 from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology
 from kai.api.pdb import PodDisruptionBudget
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import open_session
+from kai.scheduler.dra import build_dra
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.plugins import task_order_of
 from kai.scheduler.session import Session
@@ -203,6 +205,9 @@ def job_docs(
     return docs
 
 
+DRA_KINDS = (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate)
+
+
 def snapshot_of(
     docs: list[dict[str, Any]],
     *,
@@ -228,6 +233,9 @@ def snapshot_of(
         topologies=by_kind.get(Topology, []),
         task_order=task_order_of(conf or SchedulerConf()),
         queue_usage=queue_usage,
+        dra=build_dra(
+            *(by_kind.get(k, []) for k in (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate))
+        ),
     )
 
 

@@ -84,8 +84,11 @@ def test_resolve_levels_and_errors() -> None:
     assert resolve(None, idx, "x") is None
     with pytest.raises(TopologyError, match="Requested topology nope does not exist"):
         resolve(TopologyConstraint("nope", "rack", ""), idx, "podgroup ns/a")
-    with pytest.raises(TopologyError, match="specified 'spine' as the required topology constraint level, but the "
-                       "topology tree 't' does not contain a level with this name"):
+    with pytest.raises(
+        TopologyError,
+        match="specified 'spine' as the required topology constraint level, but the "
+        "topology tree 't' does not contain a level with this name",
+    ):
         resolve(TopologyConstraint("t", "spine", ""), idx, "podgroup ns/a")
     with pytest.raises(TopologyError, match="names no topology"):
         resolve(TopologyConstraint("", "rack", ""), idx, "subgroup w of ns/a")

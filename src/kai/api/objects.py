@@ -19,10 +19,13 @@ from kai.api.errors import ManifestError
 from kai.api.podspec import (
     HostPort,
     PodAffinity,
+    PodClaim,
     SpreadConstraint,
+    parse_claim_statuses,
     parse_claims,
     parse_host_ports,
     parse_pod_affinity,
+    parse_pod_claims,
     parse_spread,
 )
 from kai.api.quantity import MAX_AMOUNT, QuantityError, parse_quantity, to_milli, to_units
@@ -285,6 +288,9 @@ class Pod:
     spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints
     host_ports: tuple[HostPort, ...] = ()
     claims: tuple[str, ...] = ()  # PersistentVolumeClaims of its volumes, in its namespace
+    # DRA: spec.resourceClaims, and status.resourceClaimStatuses (pod claim name -> the claim made from a template)
+    resource_claims: tuple[PodClaim, ...] = ()
+    claim_statuses: dict[str, str] = field(default_factory=dict)
 
     kind = "Pod"
 
@@ -452,6 +458,8 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
         spread=parse_spread(spec.get("topologySpreadConstraints"), meta.labels),
         host_ports=parse_host_ports(spec),
         claims=parse_claims(spec, meta.name),
+        resource_claims=parse_pod_claims(spec),
+        claim_statuses=parse_claim_statuses(status),
         container_names=names,
         init_container_names=tuple(
             _str(_map(c, f"spec.initContainers[{i}]").get("name"), f"spec.initContainers[{i}].name")

@@ -37,6 +37,7 @@ from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import Pod, format_time
 from kai.k8s._api import Api, ApiError
 from kai.k8s._decode import pod_scheduled_condition
+from kai.k8s._dra import ClaimWriter
 from kai.k8s._events import EventRecorder
 from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
@@ -155,6 +156,7 @@ class Applier:
         self.metrics = metrics
         self.assumed = Assumed()
         self.volumes = VolumeBinder(api)
+        self.claims = ClaimWriter(api, store, assume_ttl_s=assume_ttl_s)
         self.assume_ttl_s = assume_ttl_s
         self.pdb_api_version = pdb_api_version
         self._concurrency = bind_concurrency
@@ -251,6 +253,8 @@ class Applier:
                 )
             if b.volumes:  # its volumes first, bound and waited for (kube-scheduler's VolumeBinding PreBind)
                 await self.volumes.bind(b)
+            if b.claims:  # its ResourceClaims' allocation and reservedFor (kube-scheduler's DynamicResources PreBind)
+                await self.claims.write(b, pod.meta.uid)
             await self.api.request("POST", f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}/binding", body=body)
         except ApiError as e:
             if e.code == 409:  # already bound (or the uid no longer matches): the watch has the truth

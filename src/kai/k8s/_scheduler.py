@@ -472,6 +472,7 @@ class KaiScheduler:
     async def cycle(self) -> CycleRecord:
         """One cycle: snapshot, engine, apply."""
         from kai.scheduler.cycle import run_cycle
+        from kai.scheduler.dra import dra_of
         from kai.scheduler.plugins import task_order_of
         from kai.scheduler.snapshot import build_snapshot
         from kai.scheduler.storage import storage_of
@@ -502,6 +503,7 @@ class KaiScheduler:
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
             queue_usage=self.usage.current() if self.usage is not None else None,
+            dra=dra_of(self.store, self.applier.claims.claims()),  # with claims written, not yet watched
         )
         self.metrics.record_capacity(self._pool(), snap.total)
         t1 = time.perf_counter()

@@ -406,6 +406,8 @@ class Session:
         # what must be bound with a pod before it is bound (a WaitForFirstConsumer claim's volume): task -> bindings,
         # kept by the plugin whose rule chose them (kai.scheduler.podrules), read by close_session
         self.volume_bindings: dict[int, tuple[Any, ...]] = {}
+        # the same for DRA: task -> its ResourceClaims' allocations (kai.scheduler.podrules._dra)
+        self.claim_allocations: dict[int, tuple[Any, ...]] = {}
         hooks.session_opened(self)  # plugins with no stateful work this Session step out of the stateful points
 
     # --- accounting ---------------------------------------------------------------------------

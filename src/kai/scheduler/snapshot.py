@@ -18,6 +18,7 @@ from kai.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 from kai.api.pdb import PodDisruptionBudget
 from kai.api.quantity import MAX_AMOUNT
 from kai.api.queueaccess import access_denied
+from kai.scheduler.dra import NO_DRA, Dra
 from kai.scheduler.gpusharing import (
     GpuTable,
     Placed,
@@ -69,6 +70,7 @@ class Snapshot:
     others: tuple[OtherPod, ...] = ()
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # namespace -> labels (namespaceSelector)
     storage: Storage = NO_STORAGE
+    dra: Dra = NO_DRA  # DeviceClasses, devices, ResourceClaims (kai.scheduler.dra)
     # some pod (task or other) has inter-pod affinity, spread constraints, host ports or claims: without any, the
     # stateful node rules have nothing to do
     pod_rules: bool = False
@@ -316,6 +318,7 @@ def build_snapshot(
     task_order: Callable[[Pod], tuple] = default_task_order,
     namespaces: Iterable[Namespace] = (),
     storage: Storage = NO_STORAGE,
+    dra: Dra = NO_DRA,
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
     scheduler belong to the PodGroup named by their ``pod-group-name`` annotation. *task_order*: the pod
@@ -334,6 +337,10 @@ def build_snapshot(
     gpu_mem = np.array([_gpu_memory_mib(lb) for lb in labels], dtype=np.int64)
     mig = np.array([lb.get(C.LABEL_MIG_STRATEGY, "none") not in ("", "none") for lb in labels], dtype=bool)
     sharing_nodes = (allocatable[:, GPU] > 0) & ~mig  # fractions are never placed on MIG nodes
+    if dra:  # DRA GPUs count as the node's GPUs (KAI's AddDRAGPUs); fractions never go on them
+        for name, count in dra.node_gpus().items():
+            if (row := node_row.get(name)) is not None:
+                allocatable[row, GPU] = min(int(allocatable[row, GPU]) + count * MILLI, MAX_AMOUNT)
     max_gpu_mem = int(gpu_mem[sharing_nodes].max()) if sharing_nodes.any() else C.DEFAULT_GPU_MEMORY_MIB
     schedulable = np.array([n.ready for n in nodes], dtype=bool)
     ready = np.array([n.ready for n in nodes], dtype=bool)
@@ -387,6 +394,8 @@ def build_snapshot(
         status = task_status(pod)
         node = node_row.get(pod.node_name, -1)
         req = _vector(pod.requests, col, n_res)
+        if pod.resource_claims and dra:  # GPUs claimed through DRA count as GPUs (KAI's DRA GPU accounting)
+            req[GPU] = min(int(req[GPU]) + dra.pod_gpus(pod) * MILLI, MAX_AMOUNT)
         reservation = pod.meta.labels.get(C.LABEL_APP) == C.RESERVATION_APP
         if reservation:
             # A GPU reservation pod holds, towards the device plugin, the GPU its GPU group already takes
@@ -497,5 +506,6 @@ def build_snapshot(
         others=tuple(others),
         namespaces={ns.meta.name: ns.labels for ns in namespaces},
         storage=storage,
+        dra=dra,
         pod_rules=pod_rules,
     )

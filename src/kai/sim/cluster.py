@@ -43,6 +43,7 @@ from kai.api.workloads import Workload
 from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
+from kai.scheduler.dra import dra_of
 from kai.scheduler.gpusharing import default_group_name, parse_share
 from kai.scheduler.partition import Partition, partition_input
 from kai.scheduler.plugins import check_conf, task_order_of
@@ -56,6 +57,7 @@ from kai.sim._controllermanager import ControllerManager
 from kai.sim._origins import Origins, SimObject
 from kai.sim._podgrouper import EmbeddedPodGrouper
 from kai.sim.controllers import controller_for
+from kai.sim.dra import allocate_chosen, make_template_claims, release_pod, sync_claims
 from kai.sim.lifetimes import Interruption, Lifetimes
 from kai.sim.volumes import bind_chosen, bind_immediate
 from kai.store import Key, Store, key_of
@@ -147,6 +149,7 @@ class EmbeddedCluster:
         self._group_pods(strict=True)
         self._validate()
         bind_immediate(self.store, self.now)  # the PV controller: claims that do not wait for a pod
+        make_template_claims(self.store, self.now)  # the resourceclaim controller: claims from templates
         if self.strict_input and any(isinstance(obj, (Pod, Node)) for _, obj in objects):
             err = checks.overcommitted(self.store.list("Node"), self.store.list("Pod"), self.now)
             if err is not None:
@@ -332,6 +335,7 @@ class EmbeddedCluster:
             task_order=task_order_of(conf) if conf is not None else default_task_order,
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
+            dra=dra_of(self.store),
         )
 
     def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
@@ -389,7 +393,10 @@ class EmbeddedCluster:
         for b in result.binds:
             if b.volumes:  # kai binds a pod's volumes first (a provisioner makes the new ones)
                 bind_chosen(self.store, b.volumes, self.now)
-            pod = updated(self.store, self.store.get("Pod", (b.pod.namespace, b.pod.name)), node_name=b.node)
+            pod = self.store.get("Pod", (b.pod.namespace, b.pod.name))
+            if b.claims:  # and its ResourceClaims' allocations and reservations (DynamicResources PreBind)
+                allocate_chosen(self.store, pod, b.claims)
+            pod = updated(self.store, pod, node_name=b.node)
             self._start(pod, self.now)  # kai.sim/duration counts from the bind
             if b.gpu_groups:
                 self._set_gpu_groups(pod, b.gpu_groups)  # the binder's runai-gpu-group label(s)
@@ -436,7 +443,8 @@ class EmbeddedCluster:
         its node's GPUs) summed over devices, as queues are charged."""
         share, _ = parse_share(pod)
         if share is None:
-            return float(pod.requests.get(C.RESOURCE_GPU, 0))
+            dra = dra_of(self.store).pod_gpus(pod) if pod.resource_claims else 0  # GPUs claimed through DRA
+            return float(pod.requests.get(C.RESOURCE_GPU, 0) + dra)
         node = self.store.get("Node", ("", pod.node_name)) if pod.node_name else None
         label = node.meta.labels.get(C.LABEL_GPU_MEMORY, "") if node is not None else ""
         memory = int(label) if label.isdigit() and int(label) > 0 else C.DEFAULT_GPU_MEMORY_MIB
@@ -454,6 +462,8 @@ class EmbeddedCluster:
         """Delete *pod*: its run is interrupted (if it ran) and, without a controller to make it again, it
         comes back as a new Pending pod with the same name in the same PodGroup."""
         self.store.delete("Pod", key_of(pod))
+        if pod.resource_claims:
+            release_pod(self.store, pod)
         if (lost := self.lifetimes.interrupt(self._pod_id(pod), self.now)) is not None:
             self.interruptions.append(lost)
         if self._has_controller(pod):
@@ -499,6 +509,8 @@ class EmbeddedCluster:
         self._run_controllers(strict=False)
         self._group_pods(strict=False)
         bind_immediate(self.store, self.now)
+        sync_claims(self.store)
+        make_template_claims(self.store, self.now)
 
     def next_completion(self) -> float | None:
         """When the next running pod reaches its kai.sim/duration (None: none will)."""
