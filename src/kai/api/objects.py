@@ -16,6 +16,7 @@ from typing import Any
 from kai.api import constants as C
 from kai.api._read import _bool, _duration, _int, _list, _map, _number, _required, _str, _str_map
 from kai.api.errors import ManifestError
+from kai.api.limits import MAX_NODE_GPUS
 from kai.api.podspec import (
     HostPort,
     PodAffinity,
@@ -214,6 +215,11 @@ def parse_node(doc: dict[str, Any]) -> Node:
     oversize: list[str] = []
     allocatable = parse_resources(alloc_src, alloc_path, oversize)
     allocatable.setdefault(C.RESOURCE_PODS, 110)
+    gpus = allocatable.get(C.RESOURCE_GPU, 0)
+    if gpus > MAX_NODE_GPUS:
+        raise ManifestError(
+            f"{gpus} GPUs on one node: kai models at most {MAX_NODE_GPUS}", field=f"{alloc_path}.{C.RESOURCE_GPU}"
+        )
     taints = []
     for i, t in enumerate(_list(spec.get("taints"), "spec.taints")):
         p = f"spec.taints[{i}]"
@@ -816,6 +822,8 @@ class SchedulingShard:
     usage_window: float | None = None  # usageDBConfig.usageParams.windowSize; None = no time-based fair share
     usage_half_life: float | None = None  # usageDBConfig.usageParams.halfLifePeriod; None = no decay
     usage_db: UsageDB | None = None  # usageDBConfig's client settings (kai.k8s._usage); None = no usageDBConfig
+    # spec.stuckInReleasingThreshold (seconds); None = KAI's default 2m. Like KAI, 0 or less keeps the default.
+    stuck_in_releasing_threshold: float | None = None
 
     kind = "SchedulingShard"
 
@@ -854,6 +862,7 @@ def parse_shard(doc: dict[str, Any]) -> SchedulingShard:
         args=_str_map(spec.get("args"), "spec.args"),
         preempt_min_runtime=_duration(mr.get("preemptMinRuntime"), "spec.minRuntime.preemptMinRuntime"),
         reclaim_min_runtime=_duration(mr.get("reclaimMinRuntime"), "spec.minRuntime.reclaimMinRuntime"),
+        stuck_in_releasing_threshold=_duration(spec.get("stuckInReleasingThreshold"), "spec.stuckInReleasingThreshold"),
         **_usage_params(spec),
     )
 

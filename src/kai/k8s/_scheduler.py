@@ -500,6 +500,7 @@ class KaiScheduler:
             pdbs=self.store.list("PodDisruptionBudget"),
             topologies=self.store.list("Topology"),
             task_order=task_order_of(conf),
+            stuck_in_releasing_s=conf.stuck_in_releasing_threshold,
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
             queue_usage=self.usage.current() if self.usage is not None else None,

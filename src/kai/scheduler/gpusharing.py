@@ -208,6 +208,33 @@ def portion_fits(need: Any, cap: Any, fitting_groups: Any, whole: Any, devices: 
     return (need <= cap) & (fitting_groups + whole >= devices)
 
 
+def one_device_fit(
+    need: int, cap: int, max_now: int, max_later: int, whole_now: int, whole_later: int
+) -> tuple[bool, bool, bool]:
+    """``portion_fits`` for a one-device portion on one node, from its largest free group now and later (-1 if
+    none) and its whole GPUs: (fits now, fits later, has a group it fits on). The rule with one device
+    written out (fitting + whole >= 1 is fitting or whole), for the Placer's row rescoring, which asks it for
+    every changed row of every cache; a test checks it answers as ``portion_fits``."""
+    if need > cap:
+        return False, False, False
+    shared = max_later >= need
+    return max_now >= need or whole_now >= 1, shared or whole_later >= 1, shared
+
+
+def whole_gpus(idle_milli: int, releasing_milli: int) -> tuple[int, int]:
+    """Whole GPUs of a node's pool (milli-GPU columns) free now, and free once releasing pods are gone. On an
+    over-committed node (idle below 0: a whole-GPU pod on a device a group also holds) what is released first
+    pays what idle owes: evicting that pod frees no device (``Session.pick_gpus`` counts the same)."""
+    now = max(idle_milli, 0) // MILLI
+    return now, now + max(releasing_milli + min(idle_milli, 0), 0) // MILLI
+
+
+def whole_gpu_rows(idle_milli: np.ndarray, releasing_milli: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``whole_gpus`` over many nodes at once."""
+    now = np.maximum(idle_milli, 0) // MILLI
+    return now, now + np.maximum(releasing_milli + np.minimum(idle_milli, 0), 0) // MILLI
+
+
 def check_gpus(
     share: GpuShare,
     cap: int,
@@ -264,8 +291,7 @@ def fit_rows(
     group = (pods > 0) & (pods > gone)
     ok_now = group & (idle >= need[:, None])
     ok_later = group & (idle + rel >= need[:, None])
-    whole_now = np.maximum(node_idle_gpu, 0) // MILLI
-    whole_later = whole_now + np.maximum(node_rel_gpu, 0) // MILLI
+    whole_now, whole_later = whole_gpu_rows(node_idle_gpu, node_rel_gpu)
     d = share.devices
     fits_now = portion_fits(need, cap, ok_now.sum(axis=1), whole_now, d)
     fits_later = portion_fits(need, cap, ok_later.sum(axis=1), whole_later, d)
@@ -284,8 +310,7 @@ def fit_one(
     overhead would dominate). *free_now* / *free_later*: what each of the node's groups has free."""
     need = share.units(cap)
     d = share.devices
-    whole_idle = max(whole_idle, 0) // MILLI
-    whole_later = whole_idle + max(whole_releasing, 0) // MILLI
+    whole_idle, whole_later = whole_gpus(whole_idle, whole_releasing)
     now_n = sum(1 for f in free_now if f >= need)
     later_n = sum(1 for f in free_later if f >= need)
     shared = portion_fits(need, cap, later_n, 0, 1)
@@ -303,8 +328,7 @@ def fit_rows_single(
     """``fit_rows`` for a one-device portion, from each node's largest free group (-1 if none): the
     Placer's batch path, a few vector operations instead of one pass over every GPU slot."""
     need = share.units_array(cap)
-    whole_now = np.maximum(node_idle_gpu, 0) // MILLI
-    whole_later = whole_now + np.maximum(node_rel_gpu, 0) // MILLI
+    whole_now, whole_later = whole_gpu_rows(node_idle_gpu, node_rel_gpu)
     fitting_now, fitting_later = max_now >= need, max_later >= need  # one device: the largest group decides
     fits_now = portion_fits(need, cap, fitting_now, whole_now, 1)
     fits_later = portion_fits(need, cap, fitting_later, whole_later, 1)

@@ -45,6 +45,7 @@ from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.dra import dra_of
 from kai.scheduler.gpusharing import default_group_name, parse_share
+from kai.scheduler.model import TaskStatus
 from kai.scheduler.partition import Partition, partition_input
 from kai.scheduler.plugins import check_conf, task_order_of
 from kai.scheduler.snapshot import Snapshot, build_snapshot
@@ -88,7 +89,7 @@ class PodView:
     """What ``kai sim`` reports for one pod after the last cycle."""
 
     pod: Pod
-    status: str  # Pending | Binding | Pipelined | Running | Releasing | Succeeded | Failed
+    status: str  # Pending | Binding | Pipelined | Running | Releasing | StuckInReleasing | Succeeded | Failed
     node: str
     gpu_groups: tuple[str, ...] = ()  # the shared GPUs it holds (or, pipelined, is promised)
 
@@ -115,6 +116,7 @@ class EmbeddedCluster:
         self.default_checkpoint: float | None = None  # checkpoint interval of pods without the annotation
         self.interruptions: list[Interruption] = []  # pods gone before they finished, until taken
         self.last_snapshot: Snapshot | None = None  # what the last cycle scheduled from
+        self.last_conf: SchedulerConf | None = None  # the configuration it scheduled with
         self._held: dict[str, tuple[float, float, float]] = {}  # per queue, what the last cycle left allocated
         self._capacity: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._started_up = False
@@ -333,6 +335,7 @@ class EmbeddedCluster:
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
             topologies=self.topologies(),
             task_order=task_order_of(conf) if conf is not None else default_task_order,
+            stuck_in_releasing_s=(conf or SchedulerConf()).stuck_in_releasing_threshold,
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
             dra=dra_of(self.store),
@@ -355,6 +358,7 @@ class EmbeddedCluster:
             if shard is not None and shard.usage_window is not None:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
         snap = self.snapshot(conf)
+        self.last_conf = conf
         result = run_cycle(snap, conf)
         self._record_gpu_groups(snap)
         self._apply(result)
@@ -487,17 +491,20 @@ class EmbeddedCluster:
 
     def advance(self, to: float) -> None:
         """Move the clock to *to* (after the last cycle): binds are running, pods past their kai.sim/duration
-        have succeeded, terminating pods are gone and their controllers create them again, new pods are
-        grouped. The time between is recorded for time-based fair share."""
+        have succeeded, terminating pods are gone and their controllers create them again (except pods the
+        last cycle saw StuckInReleasing: whatever holds them, a finalizer or an unreachable kubelet, still
+        does), new pods are grouped. The time between is recorded for time-based fair share."""
         if to <= self.now:
             raise ValueError(f"the clock only moves forward: {to} <= {self.now}")
         if self._usage is not None and self._held:
             self._usage.record(self.now, to, self._held, self._capacity)
         self.now = to
         self._generation += 1
+        stuck = self._stuck_in_releasing()
         for pod in self.store.list("Pod"):
             if pod.meta.deletion_timestamp is not None:
-                self._gone(pod)
+                if (pod.meta.namespace or "", pod.meta.name) not in stuck:
+                    self._gone(pod)
             elif pod.node_name and pod.phase == "Pending":
                 updated(self.store, pod, phase="Running", start_time=self.now)
         for pod_id in self.lifetimes.due(self.now):
@@ -597,8 +604,16 @@ class EmbeddedCluster:
 
     # --- reading -------------------------------------------------------------------------------------
 
+    def _stuck_in_releasing(self) -> set[tuple[str, str]]:
+        """The pods the last cycle saw as StuckInReleasing (namespace, name)."""
+        snap = self.last_snapshot
+        if snap is None:
+            return set()
+        return {(t.namespace, t.name) for t in snap.tasks if t.status == TaskStatus.STUCK_IN_RELEASING}
+
     def pod_views(self) -> list[PodView]:
         views = []
+        stuck = self._stuck_in_releasing()
         for pod in self.store.list("Pod"):
             key = (pod.meta.namespace or "", pod.meta.name)
             node = pod.node_name
@@ -608,6 +623,8 @@ class EmbeddedCluster:
             elif key in self._pipelined_last:  # includes a pod moved by consolidation: evicted, waiting on its new node
                 status, node = "Pipelined", self._pipelined_last[key]
                 groups = self._pipelined_gpus.get(key, ())
+            elif key in stuck:
+                status = "StuckInReleasing"
             elif key in self._evicted_last or pod.meta.deletion_timestamp is not None:
                 status = "Releasing"
             elif key in self._bound_last:

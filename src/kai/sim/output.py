@@ -22,6 +22,35 @@ from kai.sim.cluster import EmbeddedCluster
 from kai.sim.gpushare import gpu_env, reservations
 
 
+def node_resources(cluster: EmbeddedCluster) -> list[dict[str, Any]]:
+    """Each node's allocatable, idle and releasing resources as the next cycle would see them (the cluster after
+    the last cycle's decisions: binds hold their resources, evicted pods are releasing, pipelined pods wait):
+    GPU in GPUs (a shared GPU counts whole once it has a group; releasing once all its pods are), CPU in
+    millicores, memory in bytes. KAI's test harness checks the same after its rounds (IdleGPUs, ReleasingGPUs)."""
+    snap = cluster.snapshot(cluster.last_conf)
+    nodes = snap.nodes
+    cols = {r: snap.resources.index(r) for r in ("nvidia.com/gpu", "cpu", "memory")}
+
+    def amounts(row: Any) -> dict[str, float]:
+        values = row.tolist()
+        return {
+            "gpu": values[cols["nvidia.com/gpu"]] / MILLI,
+            "cpu": values[cols["cpu"]],
+            "memory": values[cols["memory"]],
+        }
+
+    idle = nodes.allocatable - nodes.used
+    return [
+        {
+            "name": name,
+            "allocatable": amounts(nodes.allocatable[i]),
+            "idle": amounts(idle[i]),
+            "releasing": amounts(nodes.releasing[i]),
+        }
+        for i, name in enumerate(nodes.names)
+    ]
+
+
 def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: list[tuple[int, Event]]) -> dict:
     """The sim contract's output document after the last cycle."""
     pgs = {(pg.meta.namespace, pg.meta.name): pg for pg in cluster.store.list("PodGroup")}
@@ -78,6 +107,7 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
         "pods": pods,
         "podGroups": podgroups,
         "queues": queues,
+        "nodes": node_resources(cluster),
         "reservations": reservations(views),
         "events": [
             {"cycle": c, "object": e.object, "type": e.type, "reason": e.reason, "message": e.message}
