@@ -792,6 +792,20 @@ PLACEMENT_STRATEGIES = ("binpack", "spread")
 GPU_POLICIES = ("fragmentation", "bestfit", "fgd", "gpupacking", "gpuclustering", "dotprod", "random")
 
 
+@dataclass(frozen=True, slots=True)
+class UsageDB:
+    """``spec.usageDBConfig`` as a cluster reads it (KAI's UsageDBConfig and UsageParams defaults): where
+    Prometheus is and how often to ask it. ``kai sim`` needs none of it (it keeps usage itself)."""
+
+    client_type: str = "prometheus"
+    connection_string: str = ""
+    connection_string_env_var: str = ""
+    fetch_interval: float = 60.0  # seconds (usageParams.fetchInterval)
+    staleness_period: float = 300.0  # seconds (usageParams.stalenessPeriod): older usage is not used
+    wait_timeout: float = 60.0  # seconds (usageParams.waitTimeout): the first cycle waits this long for usage
+    extra_params: dict[str, str] = field(default_factory=dict)  # usageParams.extraParams (KAI's keys)
+
+
 @dataclass(slots=True)
 class SchedulingShard:
     meta: ObjectMeta
@@ -807,6 +821,7 @@ class SchedulingShard:
     reclaim_min_runtime: float | None = None
     usage_window: float | None = None  # usageDBConfig.usageParams.windowSize; None = no time-based fair share
     usage_half_life: float | None = None  # usageDBConfig.usageParams.halfLifePeriod; None = no decay
+    usage_db: UsageDB | None = None  # usageDBConfig's client settings (kai.k8s._usage); None = no usageDBConfig
     # spec.stuckInReleasingThreshold (seconds); None = KAI's default 2m. Like KAI, 0 or less keeps the default.
     stuck_in_releasing_threshold: float | None = None
 
@@ -852,7 +867,7 @@ def parse_shard(doc: dict[str, Any]) -> SchedulingShard:
     )
 
 
-def _usage_params(spec: dict[str, Any]) -> dict[str, float | None]:
+def _usage_params(spec: dict[str, Any]) -> dict[str, Any]:
     """Time-based fair share is on when ``spec.usageDBConfig`` is present (KAI: a Prometheus client)."""
     if spec.get("usageDBConfig") is None:
         return {}
@@ -871,7 +886,24 @@ def _usage_params(spec: dict[str, Any]) -> dict[str, float | None]:
         raise ManifestError("must be positive", field="spec.usageDBConfig.usageParams.windowSize")
     if half_life is not None and half_life <= 0:
         raise ManifestError("must be positive", field="spec.usageDBConfig.usageParams.halfLifePeriod")
-    return {"usage_window": window, "usage_half_life": half_life}
+    where = "spec.usageDBConfig.usageParams"
+    fetch = _duration(params.get("fetchInterval"), f"{where}.fetchInterval")
+    stale = _duration(params.get("stalenessPeriod"), f"{where}.stalenessPeriod")
+    wait = _duration(params.get("waitTimeout"), f"{where}.waitTimeout")
+    for name, value in (("fetchInterval", fetch), ("stalenessPeriod", stale), ("waitTimeout", wait)):
+        if value is not None and value <= 0:
+            raise ManifestError("must be positive", field=f"{where}.{name}")
+    fetch = 60.0 if fetch is None else fetch
+    db_conf = UsageDB(
+        client_type=_str(db.get("clientType"), "spec.usageDBConfig.clientType", "prometheus"),
+        connection_string=_str(db.get("connectionString"), "spec.usageDBConfig.connectionString"),
+        connection_string_env_var=_str(db.get("connectionStringEnvVar"), "spec.usageDBConfig.connectionStringEnvVar"),
+        fetch_interval=fetch,
+        staleness_period=max(fetch, 5 * 60.0 if stale is None else stale),  # KAI: never below the fetch interval
+        wait_timeout=60.0 if wait is None else wait,
+        extra_params=_str_map(params.get("extraParams"), f"{where}.extraParams"),
+    )
+    return {"usage_window": window, "usage_half_life": half_life, "usage_db": db_conf}
 
 
 ApiObject = Node | Pod | Queue | PodGroup | PriorityClass | Topology | SchedulingShard | Namespace

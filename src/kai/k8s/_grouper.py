@@ -172,6 +172,7 @@ class PodGrouper:
         backoff: Backoff = _GROUPER_BACKOFF,
         wake: Callable[[], None] | None = None,
         quiet: Callable[[], Awaitable[None]] | None = None,
+        in_shard: Callable[[Mapping[str, str]], bool] | None = None,
     ) -> None:
         self.api = api
         self.store = store
@@ -181,6 +182,7 @@ class PodGrouper:
         self.quiet = quiet  # waits while binds are in flight: PodGroup creates and patches yield to them
         self.decided = Decided()
         self.owners = OwnerCache(api, self._fetch, parse_owner)
+        self.in_shard = in_shard  # a shard's grouper makes only its own pool's PodGroups (their labels tell)
         self._queue: asyncio.Queue[Key] = asyncio.Queue()
         self._queued: set[Key] = set()
         self._failures: dict[Key, int] = {}
@@ -299,6 +301,8 @@ class PodGrouper:
         if grouping is None:
             return
         pg = grouping.podgroup
+        if self.in_shard is not None and not self.in_shard(pg.meta.labels):
+            return  # another shard's pod: its own scheduler groups it
         named = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME)
         if named is not None:  # bound, its PodGroup lost: made again if it is the one the grouper makes
             if named == pg.meta.name:

@@ -13,8 +13,12 @@ Theory of operation:
    the Applier sends the decisions. No cycle runs while an informer is re-listing after a 410.
 5. Losing the Lease ends ``run`` with exit code 1 (the process exits, as kube-scheduler does).
 
-Network I/O lives in the Informers, Applier, EventRecorder, PodGrouper and LeaderElector; this module
-only wires them and never decides anything about placement.
+With ``--shard NAME`` the process serves that SchedulingShard's node pool only (``kai.k8s._shard`` reads
+it at start and names the Lease; ``kai.scheduler.partition`` filters each cycle's input), and with the
+shard's ``usageDBConfig`` each cycle reads historical usage cached by ``kai.k8s._usage``.
+
+Network I/O lives in the Informers, Applier, EventRecorder, PodGrouper, LeaderElector and UsageFetcher;
+this module only wires them and never decides anything about placement.
 """
 
 from __future__ import annotations
@@ -45,7 +49,10 @@ from kai.k8s._grouper import PodGrouper
 from kai.k8s._informer import Informer
 from kai.k8s._leader import LeaderElector, LeaseConfig
 from kai.k8s._metrics import Metrics, serve_http
+from kai.k8s._shard import lease_name, resolve_partition
+from kai.k8s._usage import UsageFetcher
 from kai.scheduler.decisions import CycleResult, Event
+from kai.scheduler.partition import Partition, partition_input
 from kai.store import Key, Store
 
 if TYPE_CHECKING:
@@ -67,6 +74,8 @@ class SchedulerOptions:
     schedule_period_s: float = 1.0
     actions: tuple[str, ...] | None = None
     shard: str = "default"
+    nodepool_label_key: str = C.LABEL_NODE_POOL  # KAI's --nodepool-label-key (kai.scheduler.partition)
+    shard_lease: bool = True  # the Lease's name gets the shard's partitionLabelValue (kai.k8s._shard)
     leader_elect: bool = True
     lease: LeaseConfig = field(default_factory=LeaseConfig)
     identity: str = ""
@@ -122,7 +131,10 @@ class KaiScheduler:
         self.http_port = 0
         self.webhook: WebhookProcess | None = None
         self.dashboard_port = 0
+        self.partition: Partition | None = None  # the node pool of --shard (None: the whole cluster)
+        self.usage: UsageFetcher | None = None  # historical usage from Prometheus, once leading
         self._wake = asyncio.Event()
+        self._usage_task: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
         self._started_sync = False
         self._conf_error = ""
@@ -178,12 +190,16 @@ class KaiScheduler:
                 self.dashboard_port = dashboard.sockets[0].getsockname()[1]
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
             # kube-scheduler's do); nothing is written (PodGroups, events, binds) before the Lease is held.
+            self.partition = await resolve_partition(self.api, self.options.shard, self.options.nodepool_label_key)
             syncing = asyncio.ensure_future(self._start_informers(tasks))
             if self.options.webhook_listen is not None:  # served by a standby too
                 tasks.append(asyncio.ensure_future(self._start_webhook()))
             _preload_engine()
             if self.options.leader_elect:
-                self.leader = LeaderElector(self.api, self.identity, self.options.lease)
+                lease = self.options.lease
+                if self.options.shard_lease:  # one Lease per node pool, as KAI names it
+                    lease = dataclasses.replace(lease, name=lease_name(lease.name, self.partition))
+                self.leader = LeaderElector(self.api, self.identity, lease)
                 acquired = asyncio.ensure_future(self.leader.acquire())
                 stopped = asyncio.ensure_future(self._stop.wait())
                 await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -229,6 +245,8 @@ class KaiScheduler:
         finally:
             if self.options.gc_paused_until_synced:
                 gc.enable()  # stopped before the sync ended
+            if self._usage_task is not None:
+                tasks.append(self._usage_task)  # type: ignore[arg-type]
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -255,7 +273,8 @@ class KaiScheduler:
         api = self.api
         t0 = time.perf_counter()
         self.events = EventRecorder(api, self._resolve, self.metrics, instance=self.identity)
-        self.grouper = PodGrouper(api, self.store, self.events.record, wake=self._wake_soon)
+        in_shard = self.partition.matches if self.partition is not None else None
+        self.grouper = PodGrouper(api, self.store, self.events.record, wake=self._wake_soon, in_shard=in_shard)
 
         def start(spec: KindSpec) -> None:
             inf = Informer(api, spec, self.store, on_change=self._on_change(spec.kind), on_invalid=self._on_invalid)
@@ -316,6 +335,12 @@ class KaiScheduler:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.grouper.drained(), timeout=FIRST_DECISIONS_WAIT_S)
         await self._reservation_image()
+        self.usage = UsageFetcher(self.store, self.options.shard, self._pool(), self.metrics)
+        self._usage_task = asyncio.ensure_future(self.usage.run())
+        await self.usage.wait_first()  # a restarted scheduler's first cycle already knows the past
+
+    def _pool(self) -> str:
+        return self.partition.pool if self.partition is not None else "default"
 
     async def _reservation_image(self) -> None:
         """Reservation pods run ``kai resource-reservation`` in kai's own image: without --reservation-image,
@@ -477,11 +502,18 @@ class KaiScheduler:
         # the pod-grouper's decisions not written yet: scheduled in this cycle (kai.k8s._decided)
         pods, podgroups, laid = self.grouper.decided.lay_over(pods, self.store.list("PodGroup"))
         conf = self.conf()
-        snap = build_snapshot(
+        mine = partition_input(
+            self.partition,
             nodes=self.store.list("Node"),
             pods=pods,
             podgroups=podgroups,
             queues=self.store.list("Queue"),
+        )
+        snap = build_snapshot(
+            nodes=mine.nodes,
+            pods=mine.pods,
+            podgroups=mine.podgroups,
+            queues=mine.queues,
             priority_classes=self.store.list("PriorityClass"),
             now=now,
             pdbs=self.store.list("PodDisruptionBudget"),
@@ -490,8 +522,10 @@ class KaiScheduler:
             stuck_in_releasing_s=conf.stuck_in_releasing_threshold,
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
+            queue_usage=self.usage.current() if self.usage is not None else None,
             dra=dra_of(self.store, self.applier.claims.claims()),  # with claims written, not yet watched
         )
+        self.metrics.record_capacity(self._pool(), snap.total)
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, conf)
         t2 = time.perf_counter()

@@ -46,6 +46,7 @@ from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.dra import dra_of
 from kai.scheduler.gpusharing import default_group_name, parse_share
 from kai.scheduler.model import TaskStatus
+from kai.scheduler.partition import Partition, partition_input
 from kai.scheduler.plugins import check_conf, task_order_of
 from kai.scheduler.snapshot import Snapshot, build_snapshot
 from kai.scheduler.storage import storage_of
@@ -110,6 +111,7 @@ class EmbeddedCluster:
         self.origins = Origins()
         self._generation = 0
         self._usage: UsageLedger | None = None  # time-based fair share, when the SchedulingShard asks for it
+        self.shard_name: str | None = None  # kai sim --shard: that shard's scheduler alone (its node pool)
         self.lifetimes = Lifetimes()  # bound pods: when they started, when kai.sim/duration ends them
         self.default_checkpoint: float | None = None  # checkpoint interval of pods without the annotation
         self.interruptions: list[Interruption] = []  # pods gone before they finished, until taken
@@ -296,19 +298,37 @@ class EmbeddedCluster:
     # --- cycles ---------------------------------------------------------------------------------
 
     def shard(self) -> SchedulingShard | None:
+        if self.shard_name is not None:
+            return self.store.get("SchedulingShard", ("", self.shard_name))
         shards = sorted(self.store.list("SchedulingShard"), key=lambda s: (s.meta.name != "default", s.meta.name))
         return shards[0] if shards else None
+
+    def partition(self) -> Partition | None:
+        """The node pool of ``--shard`` (``kai.scheduler.partition``); None without it: the whole cluster."""
+        if self.shard_name is None:
+            return None
+        shard = self.shard()
+        if shard is None:
+            raise ManifestError(f'--shard: no SchedulingShard "{self.shard_name}" among the input')
+        return Partition(shard.partition_label_value)
 
     def topologies(self) -> list[Topology]:
         return self.store.list("Topology")
 
     def snapshot(self, conf: SchedulerConf | None = None) -> Snapshot:
         """The Store as the engine sees it; *conf* orders each job's pods by its task-order plugins."""
-        return build_snapshot(
+        mine = partition_input(
+            self.partition(),
             nodes=self.store.list("Node"),
             pods=self.store.list("Pod"),
             podgroups=self.store.list("PodGroup"),
             queues=self.store.list("Queue"),
+        )
+        return build_snapshot(
+            nodes=mine.nodes,
+            pods=mine.pods,
+            podgroups=mine.podgroups,
+            queues=mine.queues,
             priority_classes=self.store.list("PriorityClass"),
             now=self.now,
             pdbs=self.store.list("PodDisruptionBudget"),
