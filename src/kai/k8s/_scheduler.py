@@ -151,8 +151,8 @@ class KaiScheduler:
         return True, "ok"
 
     def _readyz(self) -> tuple[bool, str]:
-        if self.leader is not None and not self.leader.is_leader:
-            return False, "standby: waiting for the leader lease"
+        if self.options.leader_elect and (self.leader is None or not self.leader.is_leader):
+            return False, "standby: waiting for the leader lease"  # (before the elector exists too: no Lease yet)
         if not self.synced():
             return False, "syncing informers"
         if self.options.webhook_listen is not None and not self.webhook_serving():
