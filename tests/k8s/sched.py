@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 import uuid
@@ -93,6 +94,22 @@ def ns(admin: Client) -> Iterator[str]:
         with _ignore_missing():
             admin.delete(Pod, p.metadata.name, namespace=name, grace_period=0)
     admin.delete(Namespace, name)
+
+
+@pytest.fixture
+def cluster_scoped(admin: Client) -> Iterator[Callable[[Any], Any]]:
+    """Create cluster-scoped objects (StorageClasses, PersistentVolumes, DeviceClasses, ResourceSlices);
+    deleted after the test."""
+    made: list[Any] = []
+
+    def create(obj: Any) -> Any:
+        made.append(obj)
+        return admin.create(obj)
+
+    yield create
+    for obj in made:
+        with contextlib.suppress(ApiError):
+            admin.delete(type(obj), obj.metadata.name)
 
 
 @pytest.fixture

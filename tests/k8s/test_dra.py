@@ -10,12 +10,11 @@ ResourceClaimTemplate becomes a claim made by its resourceclaim controller, whic
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from lightkube import ApiError, Client
+from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 from lightkube.resources.resource_v1 import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 
@@ -26,21 +25,6 @@ from tests.k8s.test_volumes import _queue
 pytestmark = pytest.mark.k8s_min("1.34")
 
 DRIVER = "gpu.example.com"  # a GPU driver by KAI's rule (its name contains "gpu")
-
-
-@pytest.fixture
-def cluster_scoped(admin: Client) -> Iterator[Callable[[Any], Any]]:
-    """Create DeviceClasses and ResourceSlices; deleted after the test."""
-    made: list[Any] = []
-
-    def create(obj: Any) -> Any:
-        made.append(obj)
-        return admin.create(obj)
-
-    yield create
-    for obj in made:
-        with contextlib.suppress(ApiError):
-            admin.delete(type(obj), obj.metadata.name)
 
 
 def _slice(node: str, models: list[str]) -> ResourceSlice:
