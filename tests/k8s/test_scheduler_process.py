@@ -35,7 +35,7 @@ def _die_with_parent() -> None:
 class KaiProcess:
     """One ``kai scheduler`` replica; its JSON log goes to a file."""
 
-    def __init__(self, cp: ControlPlane, identity: str, lease: str, log_dir: Path) -> None:
+    def __init__(self, cp: ControlPlane, identity: str, lease: str, log_dir: Path, *extra: str) -> None:
         self.port = free_port()
         self.identity = identity
         self.log = log_dir / f"kai-{identity}.log"
@@ -50,6 +50,7 @@ class KaiProcess:
             "--retry-period=0.25",
             f"--identity={identity}",
             f"--metrics-bind-address=127.0.0.1:{self.port}",
+            *extra,
         ]
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
@@ -128,7 +129,9 @@ def test_kill_9_mid_run_and_restart_loses_nothing(
     assert len(uids) == 100
     lease = f"kai-k9-{uuid.uuid4().hex[:6]}"
 
-    first = KaiProcess(scheduler_cluster, "first", lease, tmp_path)
+    # one bind at a time: on a quiet machine 80 binds and their PodGroups otherwise all land within one poll,
+    # and the kill would come after the run instead of in it
+    first = KaiProcess(scheduler_cluster, "first", lease, tmp_path, "--bind-concurrency=1")
     replicas.append(first)
     wait_for(lambda: bound(admin, ns), "the first replica to bind something", interval=0.01)
     first.proc.send_signal(signal.SIGKILL)
