@@ -17,12 +17,11 @@ from kai.api.workloads import Workload, parse_workload
 from kai.scheduler.decisions import Event
 from kai.sim import checks
 from kai.sim._changes import updated
-from kai.sim._origins import ObjKey, Origins, SimObject, remap
+from kai.sim._origins import MAX_OWNER_CHAIN, ObjKey, Origins, SimObject, remap
 from kai.sim.controllers import ADMISSION, controller_for
 from kai.sim.controllers._base import Created
 from kai.store import Store, key_of
 
-MAX_OWNER_DEPTH = 16  # owners above a pod that are walked (real chains are 1-3 deep)
 MAX_CONTROLLER_ROUNDS = 32  # owners nest a few levels deep (RayService → RayCluster → pods); this is ample
 
 
@@ -137,7 +136,7 @@ class ControllerManager:
         """The Workload at the top of the pod's owner chain (None: the pod has no Workload owner)."""
         obj: SimObject = pod
         top: ObjKey | None = None
-        for _ in range(MAX_OWNER_DEPTH):
+        for _ in range(MAX_OWNER_CHAIN):
             if not obj.meta.owner_references:
                 break
             ref = obj.meta.owner_references[0]

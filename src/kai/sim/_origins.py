@@ -17,6 +17,7 @@ from kai.store import Key, key_of
 
 SimObject = ApiObject | Workload
 ObjKey = tuple[str, Key]  # (kind, (namespace, name))
+MAX_OWNER_CHAIN = 16  # owners walked up from an object (real chains are 1-3 deep)
 
 
 def ref_of(obj: SimObject) -> str:
@@ -86,6 +87,6 @@ class Origins:
             if mapped is None:
                 break
             field, key = mapped, made.owner
-            obj = f"{key[0]}/{key[1][0]}/{key[1][1]}" if key[1][0] else f"{key[0]}/{key[1][1]}"
+            obj = object_ref(key[0], key[1][0], key[1][1])
         source = err.source or (self._sources.get(key, "") if key is not None else "")
         return ManifestError(err.message, source=source, obj=obj, field=field)

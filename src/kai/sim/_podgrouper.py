@@ -19,10 +19,8 @@ from kai.api.workloads import WORKLOAD_KINDS, Workload, pod_as_owner
 from kai.podgrouper import Grouping, group_pod, updated_podgroup
 from kai.scheduler.decisions import Event
 from kai.sim._changes import updated, updated_meta
-from kai.sim._origins import Origins, SimObject, ref_of
+from kai.sim._origins import MAX_OWNER_CHAIN, Origins, SimObject, ref_of
 from kai.store import Key, Store, key_of
-
-MAX_OWNER_CHAIN = 16  # owners above a pod that are walked (real chains are 1-3 deep)
 
 
 def default_queues() -> list[Queue]:

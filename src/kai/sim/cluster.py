@@ -55,7 +55,7 @@ from kai.scheduler.usage import UsageLedger, UsageParams
 from kai.sim import checks
 from kai.sim._changes import updated, updated_meta
 from kai.sim._controllermanager import ControllerManager
-from kai.sim._origins import Origins, SimObject
+from kai.sim._origins import MAX_OWNER_CHAIN, Origins, SimObject
 from kai.sim._podgrouper import EmbeddedPodGrouper
 from kai.sim.controllers import controller_for
 from kai.sim.dra import allocate_chosen, make_template_claims, release_pod, sync_claims
@@ -281,7 +281,9 @@ class EmbeddedCluster:
         """The pod's kai.sim/ duration annotation *name*, else its nearest owner's."""
         text = pod.meta.annotations.get(name)
         obj: SimObject = pod
-        while text is None and obj.meta.owner_references:
+        for _ in range(MAX_OWNER_CHAIN):  # bounded: owner references may form a cycle
+            if text is not None or not obj.meta.owner_references:
+                break
             ref = obj.meta.owner_references[0]
             nxt = self.store.get(ref.kind, (obj.meta.namespace or "", ref.name))
             if nxt is None:
