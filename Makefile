@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean control-plane browser helm image
+.PHONY: demo test lint bench clean control-plane browser prometheus helm image
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,8 +38,12 @@ image: $(STAMP)
 browser:
 	bash scripts/browser/provision.sh --quiet
 
+# Prometheus (Debian's package) for the time-based fair share test; apt-installs it when missing.
+prometheus:
+	bash scripts/prometheus/provision.sh --quiet
+
 # The whole suite on the current Kubernetes release, then tests/k8s again on the oldest supported.
-test: $(STAMP) control-plane helm browser
+test: $(STAMP) control-plane helm browser prometheus
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/pytest -n 2
 	KAI_K8S_VERSION=oldest $(BIN)/pytest -n 2 tests/k8s

@@ -115,8 +115,14 @@ def main() -> int:
         t1, c1 = perf_counter(), process_time()
         result = run_cycle(snap, CONF)
         t2, c2 = perf_counter(), process_time()
-        runs.append({"build_s": t1 - t0, "cycle_s": t2 - t1, "cycle_cpu_s": c2 - c1,
-                     "allocate_s": result.stats.get("action_allocate_s", float("nan"))})
+        runs.append(
+            {
+                "build_s": t1 - t0,
+                "cycle_s": t2 - t1,
+                "cycle_cpu_s": c2 - c1,
+                "allocate_s": result.stats.get("action_allocate_s", float("nan")),
+            }
+        )
         groups = Counter((b.node, g) for b in result.binds for g in b.gpu_groups)
         outcomes.append(
             {

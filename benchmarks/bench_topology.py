@@ -86,8 +86,9 @@ def _objects(preferred: str) -> dict[str, Any]:
             "spec": {"resources": {r: UNLIMITED for r in ("gpu", "cpu", "memory")}},
         }
     )
-    train = parse_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                  "metadata": {"name": "train"}, "value": 50})
+    train = parse_priority_class(
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "train"}, "value": 50}
+    )
     return {
         "nodes": nodes,
         "pods": pods,
@@ -171,8 +172,12 @@ def run_subgroups(runs: int) -> dict[str, Any]:
         decisions.append(perf_counter() - t0)
         cpus.append(process_time() - c0)
         binds.append(len(result.binds))
-    return {"scenario": "subgroups-1500", "decision_s": statistics.median(decisions),
-            "decision_cpu_s": statistics.median(cpus), "binds": binds[0]}
+    return {
+        "scenario": "subgroups-1500",
+        "decision_s": statistics.median(decisions),
+        "decision_cpu_s": statistics.median(cpus),
+        "binds": binds[0],
+    }
 
 
 def run(name: str, preferred: str, runs: int) -> dict[str, Any]:
@@ -188,8 +193,11 @@ def run(name: str, preferred: str, runs: int) -> dict[str, Any]:
         decisions.append(perf_counter() - t0)
         cpus.append(process_time() - c0)
         nodes = {b.node for b in result.binds if b.pod.name.startswith("train-")}
-        checks.append(len(nodes) == 64 and all(n.startswith(f"z{ZONES - 1}-b{BLOCKS - 1}-") for n in nodes)
-                      and sum(1 for b in result.binds if b.pod.name.startswith("train-")) == GANG)
+        checks.append(
+            len(nodes) == 64
+            and all(n.startswith(f"z{ZONES - 1}-b{BLOCKS - 1}-") for n in nodes)
+            and sum(1 for b in result.binds if b.pod.name.startswith("train-")) == GANG
+        )
     decision = statistics.median(decisions)
     return {
         "scenario": name,
@@ -210,8 +218,9 @@ def main() -> int:
     rows = [run("required-block", "", args.runs), run("preferred-rack", "rack", args.runs)]
     extra = run_subgroups(args.runs)
     if args.json:
-        print(json.dumps({"machine": platform.platform(), "python": platform.python_version(),
-                          "results": [*rows, extra]}))
+        print(
+            json.dumps({"machine": platform.platform(), "python": platform.python_version(), "results": [*rows, extra]})
+        )
     else:
         print(f"{platform.platform()}, Python {platform.python_version()}, {args.runs} runs, medians")
         for r in rows:

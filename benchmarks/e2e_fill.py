@@ -1,23 +1,26 @@
 """End-to-end fill benchmark: ``kai scheduler`` vs kube-scheduler on a real API server.
 
 Run with ``.venv/bin/python benchmarks/e2e_fill.py`` (flags: ``--nodes 500 --gpus 8 --pods 4000``,
-``--only kai|kube``, ``--json``). Needs the control-plane binaries (``make control-plane``). The
-control plane and kube-scheduler are the current Kubernetes release; ``KAI_K8S_VERSION=oldest`` runs
-1.20.2, the release of the figures in benchmarks/RESULTS.md so far.
+``--mode bare|pregrouped``, ``--only kai|kube``, ``--runs N``, ``--json``). Needs the control-plane
+binaries (``make control-plane``). The control plane and kube-scheduler are the current Kubernetes
+release; ``KAI_K8S_VERSION=oldest`` runs 1.20.2, the release of the figures in benchmarks/RESULTS.md.
 
 For each scheduler, on a fresh control plane (etcd on tmpfs + kube-apiserver, loopback):
 
 1. ``--nodes`` Ready nodes with ``--gpus`` nvidia.com/gpu each (no kubelets; envtest's node bodies).
-2. ``--pods`` one-GPU pods are created first. For kai they carry ``schedulerName: kai-scheduler`` and
-   the ``pod-group-name`` of a PodGroup created with them (one per pod, minMember 1, default-queue):
-   what KAI's pod-grouper, which runs while pods are created, would have done. For kube-scheduler they
-   are plain pods.
+2. ``--pods`` one-GPU pods are created first. For kai, ``--mode bare`` (the default) makes them as users
+   do: the label ``kai.scheduler/queue: default-queue`` and ``schedulerName: kai-scheduler``, nothing
+   else, so kai's pod-grouper makes every PodGroup; ``--mode pregrouped`` (a labelled variant) gives each
+   a PodGroup made beforehand (minMember 1, default-queue) and the annotation naming it, so the
+   pod-grouper does nothing. For kube-scheduler they are plain pods.
 3. The scheduler starts as a real process: ``kai scheduler`` (leader election on, as deployed) or
    ``kube-scheduler --kube-api-qps=5000 --kube-api-burst=5000``. The clock runs from the process's
    start until a watch on the pods has seen every one bound.
 
 kai's figure therefore includes Python's start-up, the Lease, and listing 500 nodes and 4,000 pods.
-The ratio compares pods/s (pods / seconds to all bound).
+The ratio compares pods/s (pods / seconds to all bound). Also reported: the API server's write requests
+per pod (``apiserver_request_total``, by resource) until all are bound and after ``--linger`` seconds
+more, the CPU seconds of each process while filling, and (bare mode) when every PodGroup exists.
 
 For experiments: ``KAI_E2E_ARGS="--bind-concurrency=16"`` adds flags to ``kai scheduler``;
 ``KAI_E2E_PYSPY=out.txt`` runs kai under py-spy (raw collapsed stacks, written on exit).
@@ -35,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -81,14 +85,17 @@ async def make_nodes(api: Api, n: int, gpus: int) -> None:
     await _bounded([one(i) for i in range(n)])
 
 
-def pod_body(name: str, ns: str, *, kai: bool) -> dict[str, Any]:
+def pod_body(name: str, ns: str, *, kai: bool, grouped: bool = False) -> dict[str, Any]:
+    """A one-GPU pod. For kai: bare, as users create them (queue label and schedulerName, nothing else),
+    or *grouped* (annotated with a PodGroup made beforehand)."""
     meta: dict[str, Any] = {"name": name, "namespace": ns}
     spec: dict[str, Any] = {
         "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
     }
     if kai:
         meta["labels"] = {"kai.scheduler/queue": "default-queue"}
-        meta["annotations"] = {"pod-group-name": f"pg-{name}"}
+        if grouped:
+            meta["annotations"] = {"pod-group-name": f"pg-{name}"}
         spec["schedulerName"] = "kai-scheduler"
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
@@ -102,14 +109,52 @@ def podgroup_body(name: str, ns: str) -> dict[str, Any]:
     }
 
 
-async def make_pods(api: Api, n: int, ns: str, *, kai: bool) -> None:
+async def make_pods(api: Api, n: int, ns: str, *, kai: bool, grouped: bool = False) -> None:
     await api.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
     names = [f"p-{i:05d}" for i in range(n)]
-    if kai:
+    if kai and grouped:
         base = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
         await _bounded([api.request("POST", base, body=podgroup_body(x, ns)) for x in names])
     path = f"/api/v1/namespaces/{ns}/pods"
-    await _bounded([api.request("POST", path, body=pod_body(x, ns, kai=kai)) for x in names])
+    await _bounded([api.request("POST", path, body=pod_body(x, ns, kai=kai, grouped=grouped)) for x in names])
+
+
+WRITE_VERBS = ("POST", "PATCH", "PUT", "DELETE")
+
+
+async def apiserver_writes(api: Api) -> dict[str, int]:
+    """The API server's count of write requests so far, by resource (``apiserver_request_total``)."""
+    text = (await api.get_raw("/metrics")).decode()
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_s, _, value = line.rpartition(" ")
+        labels = dict(kv.split("=", 1) for kv in labels_s[len("apiserver_request_total{") : -1].split(",") if "=" in kv)
+        labels = {k: v.strip('"') for k, v in labels.items()}
+        if labels.get("verb") not in WRITE_VERBS:
+            continue
+        what = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
+        out[what] = out.get(what, 0) + int(float(value))
+    return out
+
+
+def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
+
+
+async def wait_podgroups(api: Api, ns: str, n: int, started: float, deadline_s: float) -> float | None:
+    """Seconds from *started* until *ns* holds *n* PodGroups (kai's pod-grouper made them all); None if not."""
+    end = time.perf_counter() + deadline_s
+    path = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
+    while time.perf_counter() < end:
+        lst = msgspec.json.decode(await api.get_raw(path, {"limit": "1"}))
+        meta = lst.get("metadata") or {}
+        count = len(lst.get("items") or []) + int(meta.get("remainingItemCount") or 0)
+        if count >= n:
+            return time.perf_counter() - started
+        await asyncio.sleep(0.1)
+    return None
 
 
 class _PodSpec(msgspec.Struct):
@@ -162,56 +207,79 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def kai_install(cp: ControlPlane) -> None:
+    """``kai install``: CRDs, the default queues and the Lease's namespace."""
+    out = subprocess.run(
+        [sys.executable, "-c", "from kai.cli import main; main()", "install", f"--kubeconfig={cp.kubeconfig}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "namespace/kai-scheduler created" in out.stdout  # the Lease's namespace
+
+
+def scheduler_cmd(which: str, binaries: Binaries, cp: ControlPlane) -> list[str]:
+    """The command line of ``kai scheduler`` (leader election on, as deployed; ``KAI_E2E_ARGS`` added,
+    under py-spy with ``KAI_E2E_PYSPY``) or of kube-scheduler (client rate limits raised to 5,000/s)."""
+    if which == "kai":
+        cmd = [
+            str(Path(sys.executable).parent / "kai"),
+            "scheduler",
+            f"--kubeconfig={cp.kubeconfig}",
+            "--metrics-bind-address=127.0.0.1:0",
+            *os.environ.get("KAI_E2E_ARGS", "").split(),
+        ]
+        if os.environ.get("KAI_E2E_PYSPY"):  # profile kai: py-spy writes raw collapsed stacks there
+            spy = Path(sys.executable).parent / "py-spy"
+            cmd = [str(spy), "record", "-r", "200", "-f", "raw", "-o", os.environ["KAI_E2E_PYSPY"], "--", *cmd]
+        return cmd
+    return [
+        str(binaries.kube_scheduler),
+        f"--kubeconfig={cp.kubeconfig}",
+        "--bind-address=127.0.0.1",
+        "--port=0",
+        "--secure-port=0",
+        "--leader-elect=false",
+        "--kube-api-qps=5000",
+        "--kube-api-burst=5000",
+    ]
+
+
+def stop_scheduler(proc: subprocess.Popen[bytes]) -> None:
+    if os.environ.get("KAI_E2E_PYSPY"):
+        proc.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+    else:
+        proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[str, Any]:
     cp = ControlPlane(binaries)
     cp.start()
     proc: subprocess.Popen[bytes] | None = None
     try:
         if which == "kai":
-            out = subprocess.run(
-                [sys.executable, "-c", "from kai.cli import main; main()", "install", f"--kubeconfig={cp.kubeconfig}"],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            assert "namespace/kai-scheduler created" in out.stdout  # the Lease's namespace
+            kai_install(cp)
 
         async def setup() -> None:
             api = Api(load_config(str(cp.kubeconfig)))
             try:
                 t = time.perf_counter()
                 await make_nodes(api, args.nodes, args.gpus)
-                await make_pods(api, args.pods, "fill", kai=which == "kai")
+                await make_pods(api, args.pods, "fill", kai=which == "kai", grouped=args.mode == "pregrouped")
                 print(f"  [{which}] {args.nodes} nodes and {args.pods} pods made in {time.perf_counter() - t:.1f} s")
             finally:
                 await api.close()
 
         asyncio.run(setup())
         log = cp.workdir / f"{which}-scheduler.log"  # type: ignore[operator]
-        if which == "kai":
-            cmd = [
-                str(Path(sys.executable).parent / "kai"),
-                "scheduler",
-                f"--kubeconfig={cp.kubeconfig}",
-                "--metrics-bind-address=127.0.0.1:0",
-                *os.environ.get("KAI_E2E_ARGS", "").split(),
-            ]
-            if os.environ.get("KAI_E2E_PYSPY"):  # profile kai: py-spy writes a speedscope file there
-                spy = Path(sys.executable).parent / "py-spy"
-                cmd = [str(spy), "record", "-r", "200", "-f", "raw", "-o", os.environ["KAI_E2E_PYSPY"], "--", *cmd]
-        else:
-            cmd = [
-                str(binaries.kube_scheduler),
-                f"--kubeconfig={cp.kubeconfig}",
-                "--bind-address=127.0.0.1",
-                "--port=0",
-                "--secure-port=0",
-                "--leader-elect=false",
-                "--kube-api-qps=5000",
-                "--kube-api-burst=5000",
-            ]
+        cmd = scheduler_cmd(which, binaries, cp)
 
-        cpu: dict[str, float] = {}
+        cpu: dict[str, Any] = {}
+        writes: dict[str, dict[str, int]] = {}
 
         async def measure() -> float:
             nonlocal proc
@@ -219,6 +287,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             apiserver = cp.pids()["kube-apiserver"]
             etcd = cp.pids()["etcd"]
             before = cpu_seconds(apiserver), cpu_seconds(etcd)
+            writes0 = await apiserver_writes(api)
             try:
                 with open(log, "wb") as fh:
                     started = time.perf_counter()
@@ -228,17 +297,24 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                 cpu["scheduler_cpu_s"] = round(cpu_seconds(proc.pid), 2)
                 cpu["apiserver_cpu_s"] = round(cpu_seconds(apiserver) - before[0], 2)
                 cpu["etcd_cpu_s"] = round(cpu_seconds(etcd) - before[1], 2)
+                writes["until_bound"] = _delta(await apiserver_writes(api), writes0)
+                if which == "kai" and args.mode == "bare":
+                    cpu["podgroups_done_s"] = await wait_podgroups(api, "fill", args.pods, started, 120)
+                await asyncio.sleep(args.linger)
+                writes["after_linger"] = _delta(await apiserver_writes(api), writes0)
                 return seconds
             finally:
                 await api.close()
 
-        seconds = asyncio.run(measure())
-        time.sleep(args.linger)  # let kai log its cycle (the watch may see the last bind first)
+        seconds = asyncio.run(measure())  # lingers: kai logs its cycle (the watch may see the last bind first)
         result: dict[str, Any] = {
             "scheduler": which,
             "seconds": round(seconds, 2),
             "pods_per_s": round(args.pods / seconds),
             **{k: v for k, v in cpu.items() if k != "started_wall"},
+            "writes_per_pod_until_bound": round(sum(writes["until_bound"].values()) / args.pods, 2),
+            "writes_per_pod": round(sum(writes["after_linger"].values()) / args.pods, 2),
+            "writes": writes["after_linger"],
         }
         if which == "kai":
             result.update(_kai_log_figures(log, cpu.pop("started_wall")))
@@ -247,14 +323,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
         return result
     finally:
         if proc is not None:
-            if os.environ.get("KAI_E2E_PYSPY"):
-                proc.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
-            else:
-                proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_scheduler(proc)
         cp.stop()
 
 
@@ -288,27 +357,44 @@ def byte_compile() -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "src" / "kai")], env=env, check=True)
 
 
+def alternate(args: argparse.Namespace, run: Callable[[Binaries, str, argparse.Namespace], dict[str, Any]]) -> list:
+    """*run* kai and kube-scheduler in turn (``args.only``: one of them), ``args.runs`` times."""
+    binaries = Binaries.find()
+    byte_compile()
+    results = []
+    for i in range(args.runs):
+        for w in ("kai", "kube"):
+            if args.only in (None, w):
+                results.append({"run": i + 1, **run(binaries, w, args)})
+    return results
+
+
+def machine() -> str:
+    return f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=500)
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--pods", type=int, default=4000)
+    ap.add_argument(
+        "--mode",
+        choices=["bare", "pregrouped"],
+        default="bare",
+        help="bare: kai's pods as users create them (kai's pod-grouper makes the PodGroups); pregrouped: "
+        "each with a PodGroup made beforehand (the pod-grouper does nothing)",
+    )
     ap.add_argument("--only", choices=["kai", "kube"], default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--log", action="store_true", help="print kai's log")
     ap.add_argument("--linger", type=float, default=3.0, help="seconds the scheduler runs on after the fill")
     ap.add_argument("--runs", type=int, default=1, help="alternate kai and kube-scheduler this many times")
     args = ap.parse_args()
-    binaries = Binaries.find()
-    byte_compile()
-    results = []
-    for run in range(args.runs):
-        for w in ("kai", "kube"):
-            if args.only in (None, w):
-                results.append({"run": run + 1, **run_one(binaries, w, args)})
+    results = alternate(args, run_one)
     summary: dict[str, Any] = {
-        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
-        "setup": f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods",
+        "machine": machine(),
+        "setup": f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods ({args.mode})",
         "results": results,
     }
     medians = {
@@ -332,6 +418,12 @@ def main() -> int:
                 f"        CPU s while filling: scheduler {r['scheduler_cpu_s']}, kube-apiserver "
                 f"{r['apiserver_cpu_s']}, etcd {r['etcd_cpu_s']}"
             )
+            print(
+                f"        API writes per pod: {r['writes_per_pod_until_bound']} until all bound, "
+                f"{r['writes_per_pod']} after {args.linger:g} s more: {r['writes']}"
+            )
+            if r.get("podgroups_done_s") is not None:
+                print(f"        every PodGroup made {r['podgroups_done_s']:.2f} s after start")
             for c in r.get("cycles", []):
                 print(f"        cycle: {c}")
             if r.get("timeline"):

@@ -9,22 +9,10 @@ QUIET=0
 [[ "${1:-}" == "--quiet" ]] && QUIET=1
 say() { [[ $QUIET == 1 ]] || echo "browser: $*" >&2; }
 die() { echo "browser: ERROR: $*" >&2; exit 1; }
+source "$(dirname "$0")/../lib/apt.sh"
 
 find_chromium() { command -v chromium || command -v chromium-browser || true; }
 
-bin="$(find_chromium)"
-if [[ -z $bin ]]; then
-  [[ $(id -u) == 0 ]] || die "chromium is missing (run as root: apt-get install -y chromium)"
-  exec 9>/tmp/kai-browser-provision.lock
-  flock 9
-  bin="$(find_chromium)"
-  if [[ -z $bin ]]; then
-    say "apt-get install chromium"
-    apt-get update -qq || apt-get update -qq  # once more: a mirror hiccup is common and harmless
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
-    bin="$(find_chromium)"
-  fi
-  [[ -n $bin ]] || die "no chromium after apt-get install chromium"
-fi
+bin="$(apt_provide chromium find_chromium)"
 "$bin" --version >/dev/null 2>&1 || die "$bin does not run"
 echo "chromium: $bin"

@@ -183,12 +183,28 @@ def resource_reservation(
 @click.option(
     "--actions", default=None, help="Comma-separated actions, in order (default: the SchedulingShard's, else all five)."
 )
-@click.option("--shard", default="default", show_default=True, help="The SchedulingShard whose settings to use.")
+@click.option(
+    "--shard",
+    default="default",
+    show_default=True,
+    help="The SchedulingShard to serve: its settings, and only the nodes, queues and PodGroups of its "
+    "partitionLabelValue (docs/cluster.md#schedulingshards).",
+)
+@click.option(
+    "--nodepool-label-key",
+    default="kai.scheduler/node-pool",
+    show_default=True,
+    help="The label whose value (a shard's partitionLabelValue) names a node pool.",
+)
 @click.option(
     "--leader-elect/--no-leader-elect", default=True, show_default=True, help="Hold a Lease; a second replica waits."
 )
 @click.option("--leader-elect-namespace", default="kai-scheduler", show_default=True, help="Namespace of the Lease.")
-@click.option("--leader-elect-name", default="kai-scheduler", show_default=True, help="Name of the Lease.")
+@click.option(
+    "--leader-elect-name",
+    default=None,
+    help="Name of the Lease. [default: kai-scheduler, plus -<partitionLabelValue> for a labelled pool]",
+)
 @click.option(
     "--lease-duration",
     default=15.0,
@@ -307,9 +323,10 @@ def scheduler(
     schedule_period: float,
     actions: str | None,
     shard: str,
+    nodepool_label_key: str,
     leader_elect: bool,
     leader_elect_namespace: str,
-    leader_elect_name: str,
+    leader_elect_name: str | None,
     lease_duration: float,
     renew_deadline: float,
     retry_period: float,
@@ -371,8 +388,12 @@ def scheduler(
         schedule_period_s=schedule_period,
         actions=chosen,
         shard=shard,
+        nodepool_label_key=nodepool_label_key,
+        shard_lease=leader_elect_name is None,
         leader_elect=leader_elect,
-        lease=LeaseConfig(leader_elect_namespace, leader_elect_name, lease_duration, renew_deadline, retry_period),
+        lease=LeaseConfig(
+            leader_elect_namespace, leader_elect_name or "kai-scheduler", lease_duration, renew_deadline, retry_period
+        ),
         identity=identity or default_identity(),
         metrics_address=host or "0.0.0.0",
         metrics_port=int(port_text) or None,
@@ -402,11 +423,12 @@ def scheduler(
         what = f"missing {e}" if isinstance(e, KeyError) else str(e)
         _fail(f"{where}: {what}", EXIT_BAD_INPUT)
     from kai.k8s._leader import LeaseNamespaceMissing
+    from kai.k8s._shard import ShardMissing
 
     try:
         code = run_scheduler(options, event_loop=event_loop)
     except KeyboardInterrupt:
         code = 0
-    except LeaseNamespaceMissing as e:
+    except (LeaseNamespaceMissing, ShardMissing) as e:
         _fail(str(e), EXIT_BAD_INPUT)
     sys.exit(code)

@@ -215,3 +215,18 @@ def test_a_gang_short_of_pods_is_not_ready_and_nothing_is_tried() -> None:
     }
     assert doc["whatIf"]["tried"] == []
     assert doc["whatIf"]["blocked"].startswith("nothing to try: fewer than minMember 3 of its pods exist")
+
+
+def test_a_pod_stuck_in_releasing_is_shown_so_and_keeps_its_gpu() -> None:
+    """A pod terminating past the stuckInReleasingThreshold is StuckInReleasing in explain too, and its GPU is not
+    free for the job waiting behind it (nothing is pipelined onto it)."""
+    stuck = REPO / "tests" / "scenarios" / "allocate" / "stuck_in_releasing_no_pipelining" / "cluster.yaml"
+    args = ("-f", str(stuck), "--now", "2026-01-01T00:00:00Z")
+    victim = explain_json("podgroup", "default/victim-job", *args)
+    assert [(p["name"], p["status"], p["node"]) for p in victim["pods"]] == [
+        ("victim-job-0", "StuckInReleasing", "node0")
+    ]
+    waiting = explain_json("podgroup", "default/pending-job", *args)
+    assert [p["status"] for p in waiting["pods"]] == ["Pending"]
+    code, out, _ = kai("explain", "podgroup", "default/pending-job", *args)
+    assert code == 0 and "node0, has 0 GPUs" in out and "short of GPUs" in out

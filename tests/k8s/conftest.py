@@ -125,4 +125,4 @@ def namespace(client: Client) -> Iterator[str]:
 # The fixtures of the `kai scheduler` tests (a control plane per module, namespaces, nodes).
 # The GPU-sharing tests' fixtures (a fake NVML library, webhooks registered at a free port).
 from tests.k8s.gpushare import fake_nvml, webhook_port  # noqa: E402, F401
-from tests.k8s.sched import admin, nodes, ns, scheduler_cluster  # noqa: E402, F401
+from tests.k8s.sched import admin, cluster_scoped, nodes, ns, scheduler_cluster  # noqa: E402, F401

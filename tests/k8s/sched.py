@@ -142,6 +142,22 @@ def ns(admin: Client) -> Iterator[str]:
 
 
 @pytest.fixture
+def cluster_scoped(admin: Client) -> Iterator[Callable[[Any], Any]]:
+    """Create cluster-scoped objects (StorageClasses, PersistentVolumes, DeviceClasses, ResourceSlices);
+    deleted after the test."""
+    made: list[Any] = []
+
+    def create(obj: Any) -> Any:
+        made.append(obj)
+        return admin.create(obj)
+
+    yield create
+    for obj in made:
+        with contextlib.suppress(ApiError):
+            admin.delete(type(obj), obj.metadata.name)
+
+
+@pytest.fixture
 def nodes(admin: Client) -> Iterator[Callable[..., str]]:
     """Create Ready nodes (``nodes(name, gpus=8, ...)``); all are deleted after the test."""
     made: list[str] = []

@@ -32,9 +32,7 @@ async def _exercise(api: Api, ns: str) -> dict[str, object]:
 
     task = asyncio.ensure_future(watch())
     await asyncio.sleep(0.2)
-    await api.request(
-        "PATCH", f"{base}/{name}", body={"data": {"k": "w"}}, content_type="application/merge-patch+json"
-    )
+    await api.request("PATCH", f"{base}/{name}", body={"data": {"k": "w"}}, content_type="application/merge-patch+json")
     await asyncio.wait_for(task, 10)
     return {
         "created": created["data"],

@@ -131,7 +131,7 @@ def test_values_do_what_kai_s_chart_says(helm: Path) -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("prometheus.enabled=true", "prometheus.enabled: kai has no Prometheus"),
+        ("prometheus.enabled=true", "prometheus.enabled: kai's chart does not deploy Prometheus"),
         ("scheduler.placementStrategy=fgd", 'scheduler.placementStrategy: "fgd" is not binpack or spread'),
     ],
 )

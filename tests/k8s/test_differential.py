@@ -368,6 +368,7 @@ def diff_cluster(binaries: Binaries) -> Iterator[tuple[ControlPlane, Client]]:
         cp.stop()
 
 
+@pytest.mark.k8s_min("1.31")  # the cases use matchLabelKeys & co.: compared with the current kube-scheduler only
 def test_kai_places_what_kube_scheduler_places_and_only_validly(diff_cluster: tuple[ControlPlane, Client]) -> None:
     cp, client = diff_cluster
     version = cp.binaries.version

@@ -138,8 +138,6 @@ def _kubeconfig(tmp_path: Path, port: int) -> str:
     return str(path)
 
 
-
-
 def test_the_api_layer_yields_the_lines_of_an_unstreamed_answer_and_raises_on_errors(tmp_path: Path) -> None:
     """Through Api.stream_lines (what the informers call): a 200 with a Content-Length still gives its
     lines; a 403 is an ApiError with the server's code."""

@@ -142,10 +142,12 @@ def test_walkthrough_queues_and_a_podgroup_are_accepted(installed: ControlPlane,
 
 
 def _dry_run_create(client: Client, doc: dict[str, Any]) -> dict[str, Any]:
-    """Create DOC with dryRun=All under a fresh name (so objects other tests made don't collide)."""
+    """Create DOC with dryRun=All under a fresh name (so objects other tests made don't collide). The
+    name is made a valid Kubernetes name: the scenarios transcribed from KAI's Go tests keep its names
+    (``reclaimer_queue``), which only the engine reads; the schema, not the name, is what this checks."""
     kind = KINDS[doc["kind"]]
     ns = doc["metadata"].get("namespace", "default") if doc["kind"] == "PodGroup" else None
-    name = f"{doc['metadata']['name']}-{uuid.uuid4().hex[:6]}"
+    name = f"{doc['metadata']['name'].lower().replace('_', '-')}-{uuid.uuid4().hex[:6]}"
     body = {**doc, "metadata": {**doc["metadata"], "name": name, **({"namespace": ns} if ns else {})}}
     obj = client.create(kind.from_dict(body), namespace=ns, dry_run=True)
     return obj.to_dict()

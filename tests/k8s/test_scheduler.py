@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from lightkube import Client
+from lightkube.generic_resource import create_global_resource
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event, Node, Pod
 from lightkube.resources.rbac_authorization_v1 import ClusterRole
@@ -32,6 +33,25 @@ def gpu_pod(name: str, ns: str, gpus: int = 1, queue: str = "default-queue", **m
             "spec": {
                 "schedulerName": "kai-scheduler",
                 "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+            },
+        }
+    )
+
+
+def gpu_job(name: str, ns: str, pods: int, gpus: int = 1, queue: str = "default-queue") -> Job:
+    """A batch/v1 Job of *pods* pods at once (parallelism = completions), each asking *gpus* GPUs of kai."""
+    labels = {"kai.scheduler/queue": queue}
+    container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+    return Job.from_dict(
+        {
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "parallelism": pods,
+                "completions": pods,
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"schedulerName": "kai-scheduler", "restartPolicy": "Never", "containers": [container]},
+                },
             },
         }
     )
@@ -79,9 +99,15 @@ def test_bare_pods_are_grouped_bound_and_the_rest_explained(
         assert all(v <= 8 for v in gpus_per_node(admin, ns).values())
         waiting = next(f"p{i}" for i in range(5) if f"p{i}" not in placed)
 
-        # The pod-grouper made one PodGroup per bare pod, in default-queue, and annotated each pod.
-        pgs = {pg["metadata"]["name"]: pg for pg in admin.list(PodGroup, namespace=ns)}
-        assert len(pgs) == 5
+        # The pod-grouper made one PodGroup per bare pod, in default-queue, and annotated each pod (the bound
+        # ones through their Binding; the PodGroups are created after the binds: docs/cluster.md).
+        def made() -> dict[str, Any]:
+            return {pg["metadata"]["name"]: pg for pg in admin.list(PodGroup, namespace=ns)}
+
+        def annotated() -> bool:
+            return all("pod-group-name" in (p.metadata.annotations or {}) for p in admin.list(Pod, namespace=ns))
+
+        pgs = wait_for(lambda: len(made()) == 5 and annotated() and made(), "5 PodGroups and 5 annotated pods")
         for p in admin.list(Pod, namespace=ns):
             pg = pgs[p.metadata.annotations["pod-group-name"]]
             assert pg["spec"]["queue"] == "default-queue" and pg["spec"]["minMember"] == 1
@@ -138,27 +164,7 @@ def test_job_through_kube_controller_manager(scheduler_cluster: ControlPlane, ad
     scheduler_cluster.start_controller_manager()
     node = nodes("job-0", gpus=8)
     with InProcess(options(scheduler_cluster)):
-        admin.create(
-            Job.from_dict(
-                {
-                    "metadata": {"name": "train", "namespace": ns, "labels": {"kai.scheduler/queue": "default-queue"}},
-                    "spec": {
-                        "parallelism": 2,
-                        "completions": 2,
-                        "template": {
-                            "metadata": {"labels": {"kai.scheduler/queue": "default-queue"}},
-                            "spec": {
-                                "schedulerName": "kai-scheduler",
-                                "restartPolicy": "Never",
-                                "containers": [
-                                    {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
-                                ],
-                            },
-                        },
-                    },
-                }
-            )
-        )
+        admin.create(gpu_job("train", ns, pods=2, gpus=2))
         placed = wait_for(lambda: len(bound(admin, ns)) == 2 and bound(admin, ns), "the Job's two pods to be bound")
         assert set(placed.values()) == {node}
         job = admin.get(Job, "train", namespace=ns)
@@ -333,6 +339,49 @@ def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
         )
         assert kubelet.finish_terminating(ns) == ["low"]
         wait_for(lambda: node_of(admin, ns, "high") == node, "the preemptor to be bound on the freed GPU")
+
+
+Shard = create_global_resource("kai.scheduler", "v1", "SchedulingShard", "schedulingshards")
+
+
+def test_stuck_in_releasing_threshold_comes_from_the_shard(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """A Running pod terminating longer than the shard's stuckInReleasingThreshold is StuckInReleasing: its GPU
+    is not pipelined to anyone (KAI's allocate_stuck_in_releasing_test.go); raising the threshold makes it
+    Releasing again, and the waiting pod is pipelined onto that GPU. No kubelet runs here, so the deleted pod
+    stays Terminating, as a pod with a stuck finalizer or an unreachable kubelet does."""
+    node = nodes("stuck-0", gpus=1)
+    shard = f"stuck-{uuid.uuid4().hex[:6]}"
+    admin.create(Shard.from_dict({"metadata": {"name": shard}, "spec": {"stuckInReleasingThreshold": "1s"}}))
+    try:
+        with InProcess(options(scheduler_cluster, shard=shard)) as run:
+            admin.create(gpu_pod("old", ns))
+            wait_for(lambda: node_of(admin, ns, "old") == node, "the first pod to be bound")
+            assert Kubelet(admin).run_bound(ns) == 1
+            admin.delete(Pod, "old", namespace=ns, grace_period=1)  # deletionTimestamp = now + 1s
+            time.sleep(3)  # now more than the 1s threshold past the deletionTimestamp
+            admin.create(gpu_pod("waiting", ns))
+            pg = wait_for(
+                lambda: (admin.get(Pod, "waiting", namespace=ns).metadata.annotations or {}).get("pod-group-name"),
+                "the waiting pod to be grouped",
+            )
+            wait_for(
+                lambda: (admin.get(PodGroup, pg, namespace=ns).get("status") or {}).get("schedulingConditions"),
+                "the waiting PodGroup to be found unschedulable",
+            )
+            time.sleep(1.5)  # a few more cycles: the stuck pod's GPU is still not lent
+            last = run.scheduler.last_result
+            assert last is not None and not [p for p in last.pipelines if p.pod.name == "waiting"]
+            assert node_of(admin, ns, "waiting") == ""
+
+            admin.patch(Shard, shard, {"spec": {"stuckInReleasingThreshold": "1h"}}, patch_type=PatchType.MERGE)
+            wait_for(
+                lambda: any(p.pod.name == "waiting" and p.node == node for p in run.scheduler.last_result.pipelines),
+                "the waiting pod to be pipelined onto the releasing GPU",
+            )
+    finally:
+        admin.delete(Shard, shard)
 
 
 def test_a_bind_the_api_server_refuses_is_replanned_next_cycle(

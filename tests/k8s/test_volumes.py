@@ -11,7 +11,7 @@ controller binds it, and kai binds the pod there. Both as kai's ServiceAccount (
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,21 +29,6 @@ HOST = "kubernetes.io/hostname"
 def with_controllers(scheduler_cluster: ControlPlane) -> ControlPlane:
     scheduler_cluster.start_controller_manager()
     return scheduler_cluster
-
-
-@pytest.fixture
-def cluster_scoped(admin: Client) -> Iterator[Callable[[Any], Any]]:
-    """Create cluster-scoped objects (StorageClasses, PersistentVolumes); deleted after the test."""
-    made: list[Any] = []
-
-    def create(obj: Any) -> Any:
-        made.append(obj)
-        return admin.create(obj)
-
-    yield create
-    for obj in made:
-        with contextlib.suppress(ApiError):
-            admin.delete(type(obj), obj.metadata.name)
 
 
 def _pod(name: str, claim: str) -> Pod:

@@ -73,7 +73,6 @@ class Kai(InProcess):
         return self
 
 
-
 def _put_secret(client: Client, bundle: CertBundle, annotations: dict[str, str] | None = None) -> None:
     data = bundle.data() if bundle.ca_key else {k: v for k, v in bundle.data().items() if k != "ca.key"}
     body: dict[str, Any] = {
@@ -106,7 +105,9 @@ def test_the_certificate_is_made_trusted_renewed_and_its_ca_rotated(
         new_ca = base64.b64decode(new.data["ca.crt"])
         assert new_ca not in (ca, old.ca)
         assert base64.b64decode(new.data["ca-previous.crt"]) == old.ca  # still trusted during the rotation
-        assert _ca_bundles(admin) == {base64.b64encode(new_ca + old.ca).decode()}
+        # the Secret is written first, then each webhook configuration's caBundle: both CAs in every one
+        both = {base64.b64encode(new_ca + old.ca).decode()}
+        wait_for(lambda: _ca_bundles(admin) == both, "both CAs in every caBundle", 30)
         wait_for(lambda: _served_cert(webhook_port) == _der(base64.b64decode(new.data["tls.crt"])), "the new cert")
         # the API server trusts the new certificate: pods are still mutated
         assert admin.create(_fraction_pod("second", ns)).metadata.annotations["runai/shared-gpu-configmap"]

@@ -35,6 +35,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kai.api import constants as C
+from kai.api.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from kai.api.errors import ManifestError
 from kai.api.manifests import load_manifests
 from kai.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, Topology
@@ -44,6 +45,7 @@ from kai.k8s._decode import KINDS
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult
+from kai.scheduler.dra import build_dra
 from kai.scheduler.snapshot import build_snapshot
 from kai.scheduler.storage import build_storage
 from kai.sim.cluster import EmbeddedCluster, default_priority_classes
@@ -51,9 +53,9 @@ from kai.store import Store
 
 ROOT = Path(__file__).parents[1] / "scenarios"
 STORAGE_KINDS = (StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode)
+DRA_KINDS = (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate)
 CORPUS = [
-    [d for d in yaml.safe_load_all(p.read_text()) if isinstance(d, dict)]
-    for p in sorted(ROOT.glob("*/*/cluster.yaml"))
+    [d for d in yaml.safe_load_all(p.read_text()) if isinstance(d, dict)] for p in sorted(ROOT.glob("*/*/cluster.yaml"))
 ]
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 ALL_ACTIONS = SchedulerConf(actions=("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"))
@@ -213,6 +215,7 @@ def test_the_backend_path_keeps_bad_objects_out_and_schedules_the_rest(docs: lis
         topologies=[o for o in objects if isinstance(o, Topology)],
         namespaces=[o for o in objects if isinstance(o, Namespace)],
         storage=build_storage(*([o for o in objects if isinstance(o, cls)] for cls in STORAGE_KINDS)),
+        dra=build_dra(*([o for o in objects if isinstance(o, cls)] for cls in DRA_KINDS)),
     )
     _clean(run_cycle(snap, ALL_ACTIONS))
 

@@ -25,7 +25,7 @@ def test_json_output_files_and_report(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, [*args, "--csv", str(folder)])
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)  # stdout is the document and nothing else
-    assert set(doc) == {"cycles", "pods", "podGroups", "queues", "reservations", "events", "time", "summary"}
+    assert set(doc) == {"cycles", "pods", "podGroups", "queues", "nodes", "reservations", "events", "time", "summary"}
     assert doc["time"] == 3 * 3600
     assert doc["summary"]["jobs"]["submitted"] > 0
     assert all(e["cycle"] == doc["cycles"] for e in doc["events"])  # the last cycle's events only
@@ -60,7 +60,8 @@ def test_static_mode_is_unchanged_without_time_flags() -> None:
     two_teams = str(Path(__file__).parent.parent.parent / "examples" / "two-teams" / "cluster.yaml")
     result = CliRunner().invoke(main, ["sim", two_teams, "-o", "json", "--now", "2026-01-01T00:00:00Z"])
     assert result.exit_code == 0
-    assert set(json.loads(result.stdout)) == {"cycles", "pods", "podGroups", "queues", "reservations", "events"}
+    keys = {"cycles", "pods", "podGroups", "queues", "nodes", "reservations", "events"}
+    assert set(json.loads(result.stdout)) == keys
 
 
 def test_progress_shows_only_after_a_second_and_only_on_its_console() -> None:

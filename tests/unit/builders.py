@@ -5,7 +5,8 @@ Every cluster is built from Kubernetes manifests (plain dicts, as a user writes 
 Kubernetes backend, with no embedded-cluster checks in the way (so a test can hand the engine an
 over-committed node or an oversize request, as an API server can). Nothing is mocked.
 
-Conventions: ``NOW`` is the cycle's clock; running pods started at ``STARTED`` (an hour before) unless told;
+Conventions: ``NOW`` is the cycle's clock; running pods started at ``STARTED`` (an hour before) unless told; a
+*releasing* pod was deleted at ``DELETED`` (30 s before, so not StuckInReleasing);
 objects are created in the order they are built (``created``), so job and pod order follow the test's text.
 """
 
@@ -18,11 +19,13 @@ from typing import Any
 import yaml
 
 from kai.api import constants as C
+from kai.api.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from kai.api.manifests import load_manifests
 from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, Topology
 from kai.api.pdb import PodDisruptionBudget
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import open_session
+from kai.scheduler.dra import build_dra
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.plugins import task_order_of
 from kai.scheduler.session import Session
@@ -31,6 +34,7 @@ from kai.sim.cluster import default_priority_classes
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 STARTED = "2025-12-31T23:00:00Z"  # one hour before NOW
+DELETED = "2025-12-31T23:59:30Z"  # 30 s before NOW: terminating, not yet StuckInReleasing (2m)
 UNLIMITED = (-1, -1, 1)  # (quota, limit, overQuotaWeight) of a resource with no bounds
 
 _clock = itertools.count()
@@ -178,7 +182,7 @@ def pod(
     elif phase is not None:
         doc["status"] = {"phase": phase}
     if releasing:
-        meta["deletionTimestamp"] = STARTED
+        meta["deletionTimestamp"] = DELETED
     return doc
 
 
@@ -201,6 +205,9 @@ def job_docs(
         where = on[k] if isinstance(on, list) else on
         docs.append(pod(f"{name}-{k}", name, node_name=where, **pod_fields))
     return docs
+
+
+DRA_KINDS = (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate)
 
 
 def snapshot_of(
@@ -228,6 +235,9 @@ def snapshot_of(
         topologies=by_kind.get(Topology, []),
         task_order=task_order_of(conf or SchedulerConf()),
         queue_usage=queue_usage,
+        dra=build_dra(
+            *(by_kind.get(k, []) for k in (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate))
+        ),
     )
 
 

@@ -17,6 +17,7 @@ from kai.scheduler.cycle import open_session
 from kai.scheduler.gpusharing import parse_share
 from kai.scheduler.model import GPU, MILLI, GpuShare, TaskStatus
 from kai.sim.cluster import EmbeddedCluster
+from tests.unit import builders as B
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
@@ -209,3 +210,75 @@ def test_embedded_cluster_labels_unlabeled_running_shared_pods() -> None:
     assert pods["unnamed"].meta.labels["runai-gpu-group"] == "X"
     assert pods["pending"].node_name == "node0"
     assert pods["pending"].meta.labels["runai-gpu-group"].startswith("node0-gpu")
+
+
+def test_evicting_a_whole_gpu_pod_from_an_over_committed_node_frees_no_device() -> None:
+    """n0 has one GPU, held by a group (a running half) and, over-committed, by a whole-GPU pod as well (input
+    an API server can hold). Evicting the whole-GPU pod pays what the node owes; no device comes free, so a 0.7
+    portion neither fits there later nor is offered the node (the Placer and pick_gpus agree: before, the
+    Placer offered the node and pipelining there raised)."""
+    docs = [
+        B.node("n0", gpu=1),
+        B.queue("team"),
+        *B.job_docs("half", "team", on="n0", gpu=0, fraction="0.5", gpu_groups=("n0-gpu0",)),
+        *B.job_docs("whole", "team", on="n0", gpu=1),
+        *B.job_docs("big", "team", gpu=0, fraction="0.7"),
+    ]
+    ssn = B.session_of(docs)
+    whole, big = B.task(ssn.snap, "whole-0"), B.task(ssn.snap, "big-0")
+    assert ssn.idle[0, GPU] == -MILLI  # the group counts one GPU, the whole pod another
+    ssn.statement().evict(whole)
+    assert ssn.fit_on(big, 0) == 0
+    assert ssn.pick_gpus(big, 0, allow_releasing=True) is None
+    assert ssn.placer.best_node(big) is None
+
+
+# --- the one GPU-fit rule: every way of asking it answers the same ----------------------------------------
+
+
+def _random_node(rng: np.random.Generator) -> tuple[int, list[int], list[int], list[int], list[int], int, int]:
+    """(cap, idle, rel, pods, gone, whole idle milli, whole releasing milli) of a node with 0-4 GPU groups."""
+    cap = int(rng.choice([40_000_000, 80_000_000]))
+    n = int(rng.integers(0, 5))
+    pods = [int(x) for x in rng.integers(1, 4, n)]
+    gone = [int(rng.integers(0, p + 1)) for p in pods]
+    idle = [int(x) for x in rng.integers(0, cap + 1, n)]
+    rel = [int(rng.integers(0, cap - i + 1)) for i in idle]
+    whole_idle = int(rng.integers(-1, 4)) * MILLI
+    whole_rel = int(rng.integers(0, 3)) * MILLI
+    return cap, idle, rel, pods, gone, whole_idle, whole_rel
+
+
+def test_every_fit_function_answers_as_the_one_rule() -> None:
+    """fit_rows (NumPy, many nodes), fit_one (one node), fit_rows_single and one_device_fit (one device, from
+    the largest groups) count the inputs of ``portion_fits`` differently; on 3,000 random nodes and portions
+    they all give what portion_fits gives on counts taken straight from the GPU slots."""
+    from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single, one_device_fit, portion_fits, whole_gpus
+
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        cap, idle, rel, pods, gone, w_idle, w_rel = _random_node(rng)
+        share = GpuShare(int(rng.choice([100, 250, 500, 900])), 0, int(rng.integers(1, 4)), "")
+        need = share.units(cap)
+        live = [s for s in range(len(pods)) if pods[s] > gone[s]]  # groups with a running pod
+        now_n = sum(1 for s in live if idle[s] >= need)
+        later_n = sum(1 for s in live if idle[s] + rel[s] >= need)
+        whole_now, whole_later = whole_gpus(w_idle, w_rel)
+        want = (
+            bool(portion_fits(need, cap, now_n, whole_now, share.devices)),
+            bool(portion_fits(need, cap, later_n, whole_later, share.devices)),
+            bool(portion_fits(need, cap, later_n, 0, 1)),
+        )
+        free_now = [idle[s] for s in live]
+        free_later = [idle[s] + rel[s] for s in live]
+        assert tuple(map(bool, fit_one(share, cap, free_now, free_later, w_idle, w_rel))) == want
+        width = max(len(pods), 1)
+        arrays = [np.array([(v + [0] * width)[:width]], dtype=np.int64) for v in (idle, rel, pods, gone)]
+        got = fit_rows(share, np.array([cap]), *arrays, np.array([w_idle]), np.array([w_rel]))
+        assert tuple(bool(a[0]) for a in got) == want
+        if share.devices == 1:
+            max_now, max_later = max(free_now, default=-1), max(free_later, default=-1)
+            assert one_device_fit(need, cap, max_now, max_later, whole_now, whole_later) == want
+            one = [np.array([v]) for v in (cap, max_now, max_later, w_idle, w_rel)]
+            single = fit_rows_single(share, *one)
+            assert tuple(bool(a[0]) for a in single) == want

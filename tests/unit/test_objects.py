@@ -92,6 +92,18 @@ def test_node_extended_resources() -> None:
     assert n.allocatable["example.com/foo"] == 3
 
 
+def test_node_gpu_count_is_bounded() -> None:
+    """The engine keeps per-GPU state as wide as the largest node: 2^40 GPUs on one node (a fuzzed document)
+    would ask for TiBs, so a node may advertise at most MAX_NODE_GPUS (1024), in capacity too."""
+    assert parse_node(node_doc(status={"allocatable": {"nvidia.com/gpu": "1024"}})).allocatable[C.RESOURCE_GPU] == 1024
+    raises_on(
+        "status.allocatable.nvidia.com/gpu", parse_node, node_doc(status={"allocatable": {"nvidia.com/gpu": "1025"}})
+    )
+    raises_on(
+        "status.capacity.nvidia.com/gpu", parse_node, node_doc(status={"capacity": {"nvidia.com/gpu": "1099511627776"}})
+    )
+
+
 def test_node_bad_allocatable_names_field() -> None:
     raises_on("status.allocatable.memory", parse_node, node_doc(status={"allocatable": {"memory": "1Gb"}}))
     raises_on("status.capacity.cpu", parse_node, node_doc(status={"capacity": {"cpu": "abc"}}))

@@ -29,7 +29,7 @@ from kai.scheduler.policyplacer import PolicyPlacer
 from kai.scheduler.session import Session
 from kai.sim.cluster import EmbeddedCluster
 from tests.unit.test_placement import play_statement_ops
-from tests.unit.test_statement import RUNNING_SINCE, node, podgroup, queue
+from tests.unit.test_statement import DELETED_AT, RUNNING_SINCE, node, podgroup, queue
 
 # --- configuration --------------------------------------------------------------------------------------
 
@@ -173,7 +173,7 @@ def a_pod(
         if group is not None:
             meta["labels"] = {C.LABEL_GPU_GROUP: group}
         if releasing:
-            meta["deletionTimestamp"] = RUNNING_SINCE
+            meta["deletionTimestamp"] = DELETED_AT  # terminating, not yet StuckInReleasing (2m)
     return [podgroup(name, "team"), doc]
 
 

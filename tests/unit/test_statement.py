@@ -22,9 +22,11 @@ from kai.scheduler.cycle import open_session
 from kai.scheduler.model import ACTIVE_ALLOCATED, CPU, GPU, MILLI, QRES_COLUMNS, TaskInfo, TaskStatus
 from kai.scheduler.session import Session
 from kai.sim.cluster import EmbeddedCluster
+from tests.unit import builders as B
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 RUNNING_SINCE = "2025-12-31T23:00:00Z"
+DELETED_AT = "2025-12-31T23:59:30Z"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,7 +78,7 @@ def pod(
         spec["nodeName"] = node_name
         doc["status"] = {"phase": "Running", "startTime": RUNNING_SINCE}
         if releasing:
-            meta["deletionTimestamp"] = RUNNING_SINCE
+            meta["deletionTimestamp"] = DELETED_AT  # terminating, not yet StuckInReleasing (2m)
     return doc
 
 
@@ -249,6 +251,24 @@ def test_pipeline_on_node_without_releasing_then_rollback(ssn: Session) -> None:
     stmt.pipeline(task(ssn, "gang-0"), row(ssn, "node0"))
     stmt.rollback()
     assert_same(ssn, before)
+
+
+def test_evicting_a_pod_on_a_node_the_snapshot_lacks_changes_only_its_status() -> None:
+    """A Running pod bound to a node kai has not listed (deleted, or a typo in hand-written input) holds nothing
+    on kai's nodes: evicting it (a stale gang's pods all go) touches no node row, and its undo neither."""
+    docs = [B.node("n0", gpu=2), B.queue("team-a"), *B.job_docs("lost", "team-a", 2, on=["n0", "gone"])]
+    ssn = B.session_of(docs)
+    before = capture(ssn)
+    lost = next(t for t in ssn.snap.tasks if t.name == "lost-1")
+    assert ssn.node[lost.index] == -1 and ssn.status[lost.index] == TaskStatus.RUNNING
+    stmt = ssn.statement()
+    stmt.evict(lost)
+    assert ssn.status[lost.index] == TaskStatus.RELEASING
+    assert np.array_equal(ssn.releasing, before["releasing"]) and np.array_equal(ssn.idle, before["idle"])
+    assert -1 not in ssn.node_log
+    stmt.rollback()
+    assert_same(ssn, before)
+    assert -1 not in ssn.node_log
 
 
 def test_evict_then_rollback(ssn: Session) -> None:

@@ -84,8 +84,11 @@ def test_resolve_levels_and_errors() -> None:
     assert resolve(None, idx, "x") is None
     with pytest.raises(TopologyError, match="Requested topology nope does not exist"):
         resolve(TopologyConstraint("nope", "rack", ""), idx, "podgroup ns/a")
-    with pytest.raises(TopologyError, match="specified 'spine' as the required topology constraint level, but the "
-                       "topology tree 't' does not contain a level with this name"):
+    with pytest.raises(
+        TopologyError,
+        match="specified 'spine' as the required topology constraint level, but the "
+        "topology tree 't' does not contain a level with this name",
+    ):
         resolve(TopologyConstraint("t", "spine", ""), idx, "podgroup ns/a")
     with pytest.raises(TopologyError, match="names no topology"):
         resolve(TopologyConstraint("", "rack", ""), idx, "subgroup w of ns/a")
@@ -153,7 +156,11 @@ def test_pinned_pods_restrict_the_required_domain() -> None:
     assert [con.tree.domain_name(lvl, d) for lvl, d in cands.items] == ["z2"]
 
 
-def test_preferred_level_bonus_fills_most_packed_subdomain_first() -> None:
+def test_preferred_level_bonus_is_kais_node_score() -> None:
+    """KAI's calculateNodeScores: the preferred-level domains in the tree's packing order (z2, whose only node
+    has nothing free, before z1; inside z1 b2 with 1 free before b1 with 4) score floor(10 (i + 1) / n) x 1e5,
+    so the last of them, the emptiest block b1, gets the most (allocateTopology_test.go 'Hierarchical Preferred
+    Topology - PodGroup prefers Spine, ...')."""
     idx = _index(topo())
     con = resolve(TopologyConstraint("t", "", "block"), idx, "x")
     one = _one_gpu()
@@ -162,4 +169,5 @@ def test_preferred_level_bonus_fills_most_packed_subdomain_first() -> None:
     first = next(iter(cands))
     assert (first.level, con.tree.domain_name(first.level, first.index)) == (0, "z1")
     assert first.bonus is not None
-    assert first.bonus[2] > first.bonus[0] == first.bonus[1] > 0  # b2 (1 free) is more packed than b1 (4)
+    assert first.bonus[0] == first.bonus[1] == 10 * 100_000  # b1, last of 3
+    assert first.bonus[2] == 6 * 100_000  # b2, second: floor(10 * 2 / 3)

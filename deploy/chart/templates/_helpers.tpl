@@ -14,7 +14,7 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{/* Refuse KAI values kai does not honour instead of ignoring them. */}}
 {{- define "kai.refuseUnsupported" -}}
 {{- if .Values.prometheus.enabled -}}
-{{- fail "prometheus.enabled: kai has no Prometheus-based time-based fair share yet (docs/differences.md)" -}}
+{{- fail "prometheus.enabled: kai's chart does not deploy Prometheus; set the SchedulingShard's usageDBConfig to yours (docs/cluster.md, time-based fair share)" -}}
 {{- end -}}
 {{- if not (has .Values.scheduler.placementStrategy (list "binpack" "spread")) -}}
 {{- fail (printf "scheduler.placementStrategy: %q is not binpack or spread" .Values.scheduler.placementStrategy) -}}

@@ -187,4 +187,5 @@ DEFAULT_QUEUE = "default-queue"
 
 # --- Scheduler defaults -----------------------------------------------------------------------
 DEFAULT_STALENESS_GRACE_PERIOD_S = 60.0
+DEFAULT_STUCK_IN_RELEASING_S = 120.0  # KAI's DefaultStuckInReleasingThreshold (2m)
 DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")

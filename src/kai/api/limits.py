@@ -21,6 +21,9 @@ from kai.api.errors import ManifestError
 
 MAX_DEPTH = 100  # nesting levels; a Pod spec needs about 12, CRDs with free-form fields a few more
 MAX_VALUES = 2_000_000  # values in one document with aliases expanded (a 50,000-pod v1 List is ~1.5M)
+# GPUs one Node may advertise: the engine keeps per-GPU state as wide as the largest node (gpusharing.GpuTable),
+# so 2^50 GPUs on one node would ask for TiBs; real nodes have 8 or 16
+MAX_NODE_GPUS = 1024
 
 
 def check_shape(doc: Any, *, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES) -> None:

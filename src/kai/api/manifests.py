@@ -17,6 +17,16 @@ from typing import Any, ClassVar
 import yaml
 
 from kai.api import constants as C
+from kai.api.dra import (
+    API_VERSION as DRA_API_VERSION,
+)
+from kai.api.dra import (
+    DraObject,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
 from kai.api.errors import ManifestError
 from kai.api.limits import check_shape
 from kai.api.objects import (
@@ -71,6 +81,10 @@ PARSERS: dict[tuple[str, str], Callable[[dict[str, Any]], ApiObject]] = {
     ("v1", "PersistentVolume"): parse_persistent_volume,
     ("v1", "PersistentVolumeClaim"): parse_persistent_volume_claim,
     ("storage.k8s.io/v1", "CSINode"): parse_csinode,
+    (DRA_API_VERSION, "DeviceClass"): parse_device_class,
+    (DRA_API_VERSION, "ResourceSlice"): parse_resource_slice,
+    (DRA_API_VERSION, "ResourceClaim"): parse_resource_claim,
+    (DRA_API_VERSION, "ResourceClaimTemplate"): parse_resource_claim_template,
 }
 
 NAMESPACED_KINDS = frozenset(
@@ -79,6 +93,8 @@ NAMESPACED_KINDS = frozenset(
         "PodGroup",
         "PodDisruptionBudget",
         "PersistentVolumeClaim",
+        "ResourceClaim",
+        "ResourceClaimTemplate",
         "Secret",
         "ConfigMap",
         "Service",
@@ -87,7 +103,7 @@ NAMESPACED_KINDS = frozenset(
     | {k for _, k in WORKLOAD_KINDS}
 )
 
-ManifestObject = ApiObject | Workload | StorageObject
+ManifestObject = ApiObject | Workload | StorageObject | DraObject
 
 # Kinds a user applies beside their workloads that carry nothing for a scheduler.
 IGNORED_KINDS = frozenset({"Secret", "ConfigMap", "Service", "ServiceAccount"})

@@ -16,13 +16,17 @@ from typing import Any
 from kai.api import constants as C
 from kai.api._read import _bool, _duration, _int, _list, _map, _number, _required, _str, _str_map
 from kai.api.errors import ManifestError
+from kai.api.limits import MAX_NODE_GPUS
 from kai.api.podspec import (
     HostPort,
     PodAffinity,
+    PodClaim,
     SpreadConstraint,
+    parse_claim_statuses,
     parse_claims,
     parse_host_ports,
     parse_pod_affinity,
+    parse_pod_claims,
     parse_spread,
 )
 from kai.api.quantity import MAX_AMOUNT, QuantityError, parse_quantity, to_milli, to_units
@@ -211,6 +215,11 @@ def parse_node(doc: dict[str, Any]) -> Node:
     oversize: list[str] = []
     allocatable = parse_resources(alloc_src, alloc_path, oversize)
     allocatable.setdefault(C.RESOURCE_PODS, 110)
+    gpus = allocatable.get(C.RESOURCE_GPU, 0)
+    if gpus > MAX_NODE_GPUS:
+        raise ManifestError(
+            f"{gpus} GPUs on one node: kai models at most {MAX_NODE_GPUS}", field=f"{alloc_path}.{C.RESOURCE_GPU}"
+        )
     taints = []
     for i, t in enumerate(_list(spec.get("taints"), "spec.taints")):
         p = f"spec.taints[{i}]"
@@ -285,6 +294,9 @@ class Pod:
     spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints
     host_ports: tuple[HostPort, ...] = ()
     claims: tuple[str, ...] = ()  # PersistentVolumeClaims of its volumes, in its namespace
+    # DRA: spec.resourceClaims, and status.resourceClaimStatuses (pod claim name -> the claim made from a template)
+    resource_claims: tuple[PodClaim, ...] = ()
+    claim_statuses: dict[str, str] = field(default_factory=dict)
 
     kind = "Pod"
 
@@ -452,6 +464,8 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
         spread=parse_spread(spec.get("topologySpreadConstraints"), meta.labels),
         host_ports=parse_host_ports(spec),
         claims=parse_claims(spec, meta.name),
+        resource_claims=parse_pod_claims(spec),
+        claim_statuses=parse_claim_statuses(status),
         container_names=names,
         init_container_names=tuple(
             _str(_map(c, f"spec.initContainers[{i}]").get("name"), f"spec.initContainers[{i}].name")
@@ -778,6 +792,20 @@ PLACEMENT_STRATEGIES = ("binpack", "spread")
 GPU_POLICIES = ("fragmentation", "bestfit", "fgd", "gpupacking", "gpuclustering", "dotprod", "random")
 
 
+@dataclass(frozen=True, slots=True)
+class UsageDB:
+    """``spec.usageDBConfig`` as a cluster reads it (KAI's UsageDBConfig and UsageParams defaults): where
+    Prometheus is and how often to ask it. ``kai sim`` needs none of it (it keeps usage itself)."""
+
+    client_type: str = "prometheus"
+    connection_string: str = ""
+    connection_string_env_var: str = ""
+    fetch_interval: float = 60.0  # seconds (usageParams.fetchInterval)
+    staleness_period: float = 300.0  # seconds (usageParams.stalenessPeriod): older usage is not used
+    wait_timeout: float = 60.0  # seconds (usageParams.waitTimeout): the first cycle waits this long for usage
+    extra_params: dict[str, str] = field(default_factory=dict)  # usageParams.extraParams (KAI's keys)
+
+
 @dataclass(slots=True)
 class SchedulingShard:
     meta: ObjectMeta
@@ -793,6 +821,9 @@ class SchedulingShard:
     reclaim_min_runtime: float | None = None
     usage_window: float | None = None  # usageDBConfig.usageParams.windowSize; None = no time-based fair share
     usage_half_life: float | None = None  # usageDBConfig.usageParams.halfLifePeriod; None = no decay
+    usage_db: UsageDB | None = None  # usageDBConfig's client settings (kai.k8s._usage); None = no usageDBConfig
+    # spec.stuckInReleasingThreshold (seconds); None = KAI's default 2m. Like KAI, 0 or less keeps the default.
+    stuck_in_releasing_threshold: float | None = None
 
     kind = "SchedulingShard"
 
@@ -831,11 +862,12 @@ def parse_shard(doc: dict[str, Any]) -> SchedulingShard:
         args=_str_map(spec.get("args"), "spec.args"),
         preempt_min_runtime=_duration(mr.get("preemptMinRuntime"), "spec.minRuntime.preemptMinRuntime"),
         reclaim_min_runtime=_duration(mr.get("reclaimMinRuntime"), "spec.minRuntime.reclaimMinRuntime"),
+        stuck_in_releasing_threshold=_duration(spec.get("stuckInReleasingThreshold"), "spec.stuckInReleasingThreshold"),
         **_usage_params(spec),
     )
 
 
-def _usage_params(spec: dict[str, Any]) -> dict[str, float | None]:
+def _usage_params(spec: dict[str, Any]) -> dict[str, Any]:
     """Time-based fair share is on when ``spec.usageDBConfig`` is present (KAI: a Prometheus client)."""
     if spec.get("usageDBConfig") is None:
         return {}
@@ -854,7 +886,24 @@ def _usage_params(spec: dict[str, Any]) -> dict[str, float | None]:
         raise ManifestError("must be positive", field="spec.usageDBConfig.usageParams.windowSize")
     if half_life is not None and half_life <= 0:
         raise ManifestError("must be positive", field="spec.usageDBConfig.usageParams.halfLifePeriod")
-    return {"usage_window": window, "usage_half_life": half_life}
+    where = "spec.usageDBConfig.usageParams"
+    fetch = _duration(params.get("fetchInterval"), f"{where}.fetchInterval")
+    stale = _duration(params.get("stalenessPeriod"), f"{where}.stalenessPeriod")
+    wait = _duration(params.get("waitTimeout"), f"{where}.waitTimeout")
+    for name, value in (("fetchInterval", fetch), ("stalenessPeriod", stale), ("waitTimeout", wait)):
+        if value is not None and value <= 0:
+            raise ManifestError("must be positive", field=f"{where}.{name}")
+    fetch = 60.0 if fetch is None else fetch
+    db_conf = UsageDB(
+        client_type=_str(db.get("clientType"), "spec.usageDBConfig.clientType", "prometheus"),
+        connection_string=_str(db.get("connectionString"), "spec.usageDBConfig.connectionString"),
+        connection_string_env_var=_str(db.get("connectionStringEnvVar"), "spec.usageDBConfig.connectionStringEnvVar"),
+        fetch_interval=fetch,
+        staleness_period=max(fetch, 5 * 60.0 if stale is None else stale),  # KAI: never below the fetch interval
+        wait_timeout=60.0 if wait is None else wait,
+        extra_params=_str_map(params.get("extraParams"), f"{where}.extraParams"),
+    )
+    return {"usage_window": window, "usage_half_life": half_life, "usage_db": db_conf}
 
 
 ApiObject = Node | Pod | Queue | PodGroup | PriorityClass | Topology | SchedulingShard | Namespace

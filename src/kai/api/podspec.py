@@ -296,3 +296,38 @@ def parse_claims(spec: dict[str, Any], pod_name: str) -> tuple[str, ...]:
         elif v.get("ephemeral") is not None:
             out.append(f"{pod_name}-{_required(v.get('name'), f'{p}.name')}")
     return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """``spec.resourceClaims[]`` of a pod: a claim by name, or one made for the pod from a template."""
+
+    name: str
+    claim: str = ""  # resourceClaimName
+    template: str = ""  # resourceClaimTemplateName
+
+
+def parse_pod_claims(spec: dict[str, Any]) -> tuple[PodClaim, ...]:
+    """A pod's ``spec.resourceClaims``: each names exactly one of resourceClaimName, resourceClaimTemplateName."""
+    out = []
+    for p, c in _items(spec.get("resourceClaims"), "spec.resourceClaims"):
+        name = _required(c.get("name"), f"{p}.name")
+        claim = _str(c.get("resourceClaimName"), f"{p}.resourceClaimName")
+        template = _str(c.get("resourceClaimTemplateName"), f"{p}.resourceClaimTemplateName")
+        if bool(claim) == bool(template):
+            raise ManifestError("exactly one of resourceClaimName, resourceClaimTemplateName", field=p)
+        out.append(PodClaim(name, claim, template))
+    names = [c.name for c in out]
+    if len(set(names)) != len(names):
+        raise ManifestError("claim names repeat", field="spec.resourceClaims")
+    return tuple(out)
+
+
+def parse_claim_statuses(status: dict[str, Any]) -> dict[str, str]:
+    """``status.resourceClaimStatuses``: per pod claim name, the claim made for it from its template."""
+    out = {}
+    for p, s in _items(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"):
+        made = _str(s.get("resourceClaimName"), f"{p}.resourceClaimName")
+        if made:
+            out[_required(s.get("name"), f"{p}.name")] = made
+    return out

@@ -28,6 +28,7 @@ class QueueRule(Protocol):
     parent: str
     allowed_namespaces: tuple[str, ...] | None
 
+
 _PATTERN = re.compile(r"^[a-z0-9*?]([-a-z0-9*?]{0,61}[a-z0-9*?])?$")
 FIELD = f"metadata.annotations.{C.ANNOTATION_QUEUE_ALLOWED_NAMESPACES}"
 

@@ -72,7 +72,6 @@ def condition_message(dry: DryRun, job: JobInfo) -> tuple[str, str] | None:
     return None
 
 
-
 def failure(ssn: Session, job: JobInfo) -> tuple[str, str] | None:
     """(KAI reason, message) of why *job* got nothing (or less than it needs) this cycle."""
     f = ssn.failures.get(job.index)

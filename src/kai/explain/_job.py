@@ -30,6 +30,7 @@ _STATUS_WORDS = {
     TaskStatus.BOUND: "Bound",
     TaskStatus.RUNNING: "Running",
     TaskStatus.RELEASING: "Releasing",
+    TaskStatus.STUCK_IN_RELEASING: "StuckInReleasing",
     TaskStatus.SUCCEEDED: "Succeeded",
     TaskStatus.FAILED: "Failed",
 }

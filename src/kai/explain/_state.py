@@ -52,7 +52,8 @@ class ClusterState:
         )
 
     def snapshot(self, conf: SchedulerConf | None = None) -> Snapshot:
-        """The cluster as the engine sees it; *conf* orders each job's pods by its task-order plugins."""
+        """The cluster as the engine sees it; *conf* orders each job's pods by its task-order plugins and says
+        when a terminating pod is StuckInReleasing."""
         return build_snapshot(
             nodes=list(self.nodes),
             pods=list(self.pods),
@@ -63,6 +64,7 @@ class ClusterState:
             pdbs=self.pdbs,
             topologies=self.topologies,
             task_order=task_order_of(conf) if conf is not None else default_task_order,
+            stuck_in_releasing_s=(conf or SchedulerConf()).stuck_in_releasing_threshold,
         )
 
     def conf(self, actions: tuple[str, ...] | None = None) -> SchedulerConf:

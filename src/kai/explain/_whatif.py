@@ -38,7 +38,7 @@ from kai.explain import _engine as E
 from kai.explain._state import ClusterState
 from kai.scheduler.capacity import job_request
 from kai.scheduler.cycle import run_cycle
-from kai.scheduler.model import ACTIVE_ALLOCATED, GPU, MILLI, JobInfo, TaskInfo, TaskStatus
+from kai.scheduler.model import ACTIVE_ALLOCATED, GPU, HOLDING, MILLI, JobInfo, TaskInfo, TaskStatus
 
 MAX_ENDING = 8  # running jobs with a known end considered, earliest first
 MAX_RUNS = 8  # engine runs per explanation: 1 baseline + up to 3 constraints + the ending search
@@ -151,7 +151,7 @@ class AfterCycle:
             else {}
         )
         status_of, node_of = E.task_states(ssn)
-        held = frozenset(ACTIVE_ALLOCATED)
+        held = HOLDING  # a pod StuckInReleasing keeps its room: it is not being released
         folded: list[int] = []  # tasks whose room is taken off their node (one pass; summed with NumPy below)
         accounts: dict[tuple[str, bool], list[int]] = {}  # (queue, preemptible) -> those tasks, for accounting
         releasing_room: dict[str, list[Pod]] = {}  # node -> releasing pods (their room frees later)

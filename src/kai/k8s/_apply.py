@@ -38,6 +38,8 @@ from kai.api.gpugroups import gpu_group_labels, is_gpu_group_label
 from kai.api.objects import Pod, object_ref
 from kai.k8s._api import Api, ApiError
 from kai.k8s._assume import Assumed, AssumedBind
+from kai.k8s._decided import Decided
+from kai.k8s._dra import ClaimWriteError, ClaimWriter
 from kai.k8s._events import EventRecorder
 from kai.k8s._evict import GangEvictor
 from kai.k8s._fence import Fence
@@ -99,6 +101,7 @@ class Applier:
         self.assumed = Assumed()
         self.status = StatusWriter(store, pods, podgroups, queues, metrics, qps=status_qps, burst=status_burst)
         self.volumes = VolumeBinder(api)
+        self.claims = ClaimWriter(api, store)
         self.pdb_api_version = pdb_api_version
         self._concurrency = bind_concurrency
         self._bound = metrics.binds.labels("bound")  # labelled once: .labels() locks and looks up per call
@@ -106,6 +109,13 @@ class Applier:
         self._uids: dict[Key, str] = {}
         self._w: Any = api  # the writer of the cycle being applied (fenced to its term)
         self.gpu_sharing: GpuSharingBinder | None = None  # set by the scheduler: shared binds go through it
+        self.decided: Decided | None = None  # the pod-grouper's decisions: a Binding carries the pod's PodGroup
+        self.idle = asyncio.Event()  # no cycle deciding, no binds or evictions in flight (the grouper's writes wait)
+        self.idle.set()
+
+    async def quiet(self) -> None:
+        """Until no binds are in flight: PodGroup creates and pod patches yield to binds."""
+        await self.idle.wait()
 
     async def apply(self, result: CycleResult, uids: dict[Key, str] | None = None, *, term: int = 0) -> ApplyStats:
         """Send *result*, writing under Lease *term* (Fenced is raised, and the writes still under way
@@ -118,19 +128,23 @@ class Applier:
         extra: list[Event] = []
         t0 = time.perf_counter()
         c0 = time.process_time()
-        evictor = GangEvictor(
-            self._w,
-            self.store,
-            self.pdbs.statuses,
-            self.assumed,
-            self.metrics,
-            pdb_api_version=self.pdb_api_version,
-            uids=self._uids,
-        )
-        outcome = await evictor.run(result.evictions, self._gather)
-        stats.evicted, stats.evict_failed = outcome.evicted, outcome.failed
-        extra += outcome.events
-        await self._gather(self._bind(b, stats, extra) for b in result.binds)
+        self.idle.clear()
+        try:
+            evictor = GangEvictor(
+                self._w,
+                self.store,
+                self.pdbs.statuses,
+                self.assumed,
+                self.metrics,
+                pdb_api_version=self.pdb_api_version,
+                uids=self._uids,
+            )
+            outcome = await evictor.run(result.evictions, self._gather)
+            stats.evicted, stats.evict_failed = outcome.evicted, outcome.failed
+            extra += outcome.events
+            await self._gather(self._bind(b, stats, extra) for b in result.binds)
+        finally:
+            self.idle.set()
         self._mark_broken_gangs(result.binds, extra)
         stats.bind_s = time.perf_counter() - t0
         stats.bind_cpu_s = time.process_time() - c0
@@ -217,6 +231,10 @@ class Applier:
             "metadata": {"name": b.pod.name, "namespace": b.pod.namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": b.node},
         }
+        if self.decided is not None and (group := self.decided.annotation(key, pod.meta.uid)) is not None:
+            # grouped in this cycle: the API server copies a Binding's annotations onto the pod, in the
+            # write that binds it (docs/cluster.md, "What precedes a bind")
+            body["metadata"]["annotations"] = {C.ANNOTATION_POD_GROUP_NAME: group}  # type: ignore[index]
         t0 = time.perf_counter()
         try:
             if b.gpu_groups and labels:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
@@ -227,8 +245,10 @@ class Applier:
                 )
             if b.volumes:  # its volumes first, bound and waited for (kube-scheduler's VolumeBinding PreBind)
                 await self.volumes.bind(b, writer)
+            if b.claims:  # its ResourceClaims' allocation and reservedFor (kube-scheduler's DynamicResources PreBind)
+                await self.claims.write(b, uid, writer)
             await writer.request("POST", f"{base}/binding", body=body)
-        except VolumeBindError as e:  # the pod's bind was never sent
+        except (VolumeBindError, ClaimWriteError) as e:  # the pod's bind was never sent
             self._failed(b, e, stats, extra)
             return False
         except ApiError as e:

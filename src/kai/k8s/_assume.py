@@ -131,9 +131,9 @@ class Assumed:
             out.append(pod)
         return out
 
-    def podgroups(self, store: Store) -> list[PodGroup]:
-        """The Store's PodGroups, broken gangs shown stale since the epoch (evicted at once if still short)."""
-        pgs = store.list("PodGroup")
+    def podgroups(self, pgs: list[PodGroup]) -> list[PodGroup]:
+        """*pgs* (the Store's PodGroups with the pod-grouper's decisions laid over), broken gangs shown stale
+        since the epoch (evicted at once if still short)."""
         if not self.broken:
             return pgs
         return [

@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from kai.api.dra import API_VERSION as DRA_API
+from kai.api.dra import parse_device_class, parse_resource_claim, parse_resource_claim_template, parse_resource_slice
 from kai.api.objects import (
     parse_namespace,
     parse_node,
@@ -95,6 +97,7 @@ class PodSpec(msgspec.Struct, omit_defaults=True):
     schedulingGates: list[Json] | None = None
     topologySpreadConstraints: list[Json] | None = None
     volumes: list[Volume] | None = None
+    resourceClaims: list[Json] | None = None  # DRA: the pod's claims (by name, or from a template)
 
 
 class PodCondition(msgspec.Struct, omit_defaults=True):
@@ -109,6 +112,7 @@ class PodStatus(msgspec.Struct, omit_defaults=True):
     nominatedNodeName: str | None = None
     startTime: str | None = None
     conditions: list[PodCondition] | None = None
+    resourceClaimStatuses: list[Json] | None = None  # DRA: the claims made for the pod from templates
 
 
 class PodDoc(msgspec.Struct, omit_defaults=True):
@@ -266,6 +270,27 @@ KINDS: tuple[KindSpec, ...] = (
         optional=True,
     ),
     KindSpec("CSINode", "storage.k8s.io/v1", "csinodes", parse_csinode, KindCodec(None), optional=True),
+    # Dynamic Resource Allocation (resource.k8s.io/v1, Kubernetes 1.34+; optional: older servers lack it)
+    KindSpec("DeviceClass", DRA_API, "deviceclasses", parse_device_class, KindCodec(None), optional=True),
+    KindSpec("ResourceSlice", DRA_API, "resourceslices", parse_resource_slice, KindCodec(None), optional=True),
+    KindSpec(
+        "ResourceClaim",
+        DRA_API,
+        "resourceclaims",
+        parse_resource_claim,
+        KindCodec(None),
+        namespaced=True,
+        optional=True,
+    ),
+    KindSpec(
+        "ResourceClaimTemplate",
+        DRA_API,
+        "resourceclaimtemplates",
+        parse_resource_claim_template,
+        KindCodec(None),
+        namespaced=True,
+        optional=True,
+    ),
 )
 
 # Kubernetes 1.20 serves PodDisruptionBudgets as policy/v1beta1 only (policy/v1 came with 1.21).

@@ -2,9 +2,14 @@
 
 Rules: the decision is ``kai.podgrouper.group_pod``, the same pure code ``kai sim`` runs; this module
 only does the I/O around it, as KAI's pod controller does: fetch the pod's owner chain from the API
-server (each owner by its apiVersion and kind; the resource's plural comes from discovery), create the
-PodGroup the grouper decided (409 = it exists: another pod of the workload made it), then patch the
-pod with the annotation ``pod-group-name`` and the label ``kai.scheduler/subgroup-name``.
+server (each owner by its apiVersion and kind; the resource's plural comes from discovery; each owner
+once, ``kai.k8s._owners``), decide, and make the decision known at once (``kai.k8s._decided``): the
+next cycle schedules the pod in its decided PodGroup, its Binding carries the ``pod-group-name``
+annotation, and the PodGroup is created once per PodGroup in the background (409 = it exists), binds
+first. A pod a cycle leaves pending is annotated by a patch instead; a grouping with a subgroup label
+(which a Binding cannot carry) is written before any bind: PodGroup, then the pod patch, as KAI does.
+Creates and patches are sent ``write_concurrency`` at a time, as the binder sends binds. A bound pod
+whose PodGroup is not there (a crash between its bind and the create) has it made again.
 
 An owner kai may not read (RBAC 403) or that is gone (404) ends the chain, as a stand-in known only by
 its reference, as in ``kai sim``. The walk is bounded: at most ``MAX_CHAIN`` owners, each nested at most
@@ -22,8 +27,9 @@ controller updates it in place; fields kai does not manage (and the status) are 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from kai.api import constants as C
@@ -31,7 +37,9 @@ from kai.api.errors import ManifestError
 from kai.api.objects import ObjectMeta, Pod, PodGroup, SubGroup, TopologyConstraint, parse_meta
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload, pod_as_owner, split_api_version
 from kai.k8s._api import Api, ApiError, Backoff
+from kai.k8s._decided import Decided
 from kai.k8s._fence import Fenced
+from kai.k8s._owners import OwnerCache
 from kai.k8s._supervisor import Supervisor
 from kai.podgrouper import group_pod
 from kai.scheduler.decisions import Event
@@ -39,6 +47,7 @@ from kai.store import Key, Store
 
 _GROUPER_BACKOFF = Backoff(initial=0.5, cap=30.0)
 log = logging.getLogger("kai.k8s.podgrouper")
+MAX_NAME = 253  # an object name's longest (a DNS subdomain)
 MAX_CHAIN = 16  # owners followed up from a pod
 MAX_OWNER_DEPTH = 100  # nesting levels of an owner object (a JobSet's pod template is about 20 deep)
 
@@ -58,6 +67,13 @@ def nesting_depth(doc: Any, limit: int) -> int:
         elif isinstance(obj, list):
             stack.extend((v, depth + 1) for v in obj if isinstance(v, dict | list))
     return deepest
+
+
+def _too_deep(kind: str, ns: str, name: str) -> ManifestError:
+    return ManifestError(
+        f"owner {kind}/{name} is nested more than {MAX_OWNER_DEPTH} levels deep; kai does not read it",
+        obj=f"{kind}/{ns}/{name}",
+    )
 
 
 def _duration(seconds: float | None) -> str | None:
@@ -161,8 +177,26 @@ def needs_group(pod: Pod) -> bool:
     )
 
 
+def parse_owner(api_version: str, kind: str, doc: dict[str, Any]) -> Workload | None:
+    """An owner as read from the API server (a GET or a watch event); None if its metadata is unusable.
+    An owner nested deeper than ``MAX_OWNER_DEPTH`` is refused (ManifestError) before any decoder
+    recurses into it."""
+    if nesting_depth(doc, MAX_OWNER_DEPTH) > MAX_OWNER_DEPTH:
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        raise _too_deep(kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+    doc.get("metadata", {}).pop("managedFields", None)
+    if (api_version, kind) in WORKLOAD_KINDS:
+        return parse_workload(doc)
+    try:
+        meta = parse_meta(doc, kind, namespaced=True)
+    except ManifestError:
+        return None
+    return Workload(meta=meta, api_version=api_version, kind=kind, doc=doc)
+
+
 class PodGrouper:
-    """Groups the pods put in its queue (``enqueue``), ``workers`` at a time."""
+    """Groups the pods put in its queue (``enqueue``), ``workers`` at a time; writes ``write_concurrency``
+    at a time (see docs/cluster.md, "What precedes a bind")."""
 
     def __init__(
         self,
@@ -170,26 +204,45 @@ class PodGrouper:
         store: Store,
         record: Callable[[list[Event]], None],
         *,
-        workers: int = 8,
+        workers: int = 64,
+        write_concurrency: int = 64,
         backoff: Backoff = _GROUPER_BACKOFF,
+        wake: Callable[[], None] | None = None,
+        quiet: Callable[[], Awaitable[None]] | None = None,
+        in_shard: Callable[[Mapping[str, str]], bool] | None = None,
     ) -> None:
         self.api = api
         self.store = store
         self.record = record
         self.backoff = backoff
+        self.wake = wake  # a decision was laid over: a cycle can take the pod
+        self.quiet = quiet  # waits while binds are in flight: PodGroup creates and patches yield to them
+        self.decided = Decided()
+        self.owners = OwnerCache(api, self._fetch, parse_owner)
+        self.in_shard = in_shard  # a shard's grouper makes only its own pool's PodGroups (their labels tell)
         self._queue: asyncio.Queue[Key] = asyncio.Queue()
         self._queued: set[Key] = set()
         self._failures: dict[Key, int] = {}
         self._plurals: dict[str, dict[str, str]] = {}  # apiVersion → kind → plural
+        self._creates: dict[Key, asyncio.Task[bool]] = {}  # PodGroup → its create, once per PodGroup
+        self._patching: set[Key] = set()
+        self._refusals: dict[Key, str] = {}  # PodGroups the API server refused (why): written before any bind now
+        self._background: set[asyncio.Task[Any]] = set()
+        self._slots = asyncio.Semaphore(write_concurrency)
         self._n_workers = workers
         self._workers: list[asyncio.Task[None]] = []
-        self.grouped = 0
+        self.grouped = 0  # pods given their PodGroup (decided and laid over, or patched)
         self.updated = 0  # PodGroups whose spec was patched to follow their workload
+        self.created = 0  # PodGroups created
+        self.patched = 0  # pods annotated by a patch (the others by their Binding)
         self.errors = 0  # pods a bug kept from being grouped
+        self.peak_writes = 0  # the most creates and patches in flight at once
+        self._in_flight = 0
 
     def start(self, supervisor: Supervisor, api: Any = None) -> None:
-        """Start the workers under *supervisor*, writing through *api* (the fenced writer; reads pass
-        through it too). Pods enqueued before wait for this."""
+        """Start the workers under *supervisor*, writing through *api* (the fenced writer of the term
+        this replica leads; reads pass through it too). Pods enqueued before wait for this: a standby
+        decides and writes nothing."""
         if api is not None:
             self.api = api
         if not self._workers:
@@ -201,19 +254,77 @@ class PodGrouper:
             self._queued.add(key)
             self._queue.put_nowait(key)
 
+    async def drained(self) -> None:
+        """Until every pod enqueued so far was decided once (or failed once)."""
+        await self._queue.join()
+
     async def close(self) -> None:
-        for w in self._workers:
-            w.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
+        tasks = [*self._workers, *self._background, *self._creates.values()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.owners.close()
+
+    def wants(self, pod: Pod) -> bool:
+        """Whether *pod* is the grouper's to look at: a pending kai pod without a PodGroup and not decided
+        yet, or a bound pod whose PodGroup is not there (its create was lost: a crash after the bind)."""
+        key = (pod.meta.namespace or "", pod.meta.name)
+        if needs_group(pod):
+            return self.decided.annotation(key, pod.meta.uid) is None
+        return self._lost_podgroup(pod)
+
+    def _lost_podgroup(self, pod: Pod) -> bool:
+        name = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME)
+        if not name or not pod.node_name or pod.scheduler_name != C.SCHEDULER_NAME:
+            return False
+        if pod.phase in ("Succeeded", "Failed") or pod.meta.deletion_timestamp is not None:
+            return False
+        pg_key = (pod.meta.namespace or "", name)
+        return self.store.get("PodGroup", pg_key) is None and pg_key not in self.decided.podgroups
+
+    def expire(self) -> None:
+        """Forget decisions and creates the Store now shows (called before each snapshot)."""
+        self.decided.expire(self.store)
+        self._patching.intersection_update(self.decided.pods)
+        for key in [k for k, t in self._creates.items() if t.done() and self.store.get("PodGroup", k) is not None]:
+            del self._creates[key]
+
+    def settle(self, laid: set[Key], bound: set[Key]) -> None:
+        """After a cycle: pods it took from a decision but did not bind get their annotation by a patch
+        (the bound ones got it from their Binding)."""
+        for key in laid - bound:
+            entry = self.decided.pods.get(key)
+            if entry is None or key in self._patching:
+                continue
+            pod = self.store.get("Pod", key)
+            if pod is None or pod.meta.uid != entry[0]:
+                continue
+            self._patching.add(key)
+            self._spawn(self._annotate(pod, entry[1], None, key))
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        """A background write ended: a Lease lost (``Fenced``) ends it quietly, a bug is logged."""
+        self._background.discard(task)
+        if task.cancelled():
+            return
+        e = task.exception()
+        if e is not None and not isinstance(e, Fenced):
+            self.errors += 1
+            log.error("podgrouper background write failed", exc_info=e)
 
     async def _work(self) -> None:
         while True:
             key = await self._queue.get()
-            self._queued.discard(key)
-            pod = self.store.get("Pod", key)
-            if pod is None or not needs_group(pod):
-                continue
             try:
+                self._queued.discard(key)
+                pod = self.store.get("Pod", key)
+                if pod is None or not self.wants(pod):
+                    continue
                 await self.group(pod)
                 self._failures.pop(key, None)
             except ApiError as e:
@@ -231,9 +342,13 @@ class PodGrouper:
                 ref = f"Pod/{key[0] or 'default'}/{key[1]}"
                 message = f"kai could not group this pod (internal error {type(e).__name__}: {str(e)[:200]})"
                 self.record([Event(ref, "Warning", "PodGrouperWarning", message)])
+            finally:
+                self._queue.task_done()
 
     async def group(self, pod: Pod) -> None:
-        """Group one pod: owner chain → PodGroup → pod patch."""
+        """Decide one pod's PodGroup (owner chain → ``group_pod``) and make it known: laid over the next
+        snapshots at once, the PodGroup created in the background, the pod annotated by its Binding (or
+        by a patch if a cycle leaves it pending). A grouping with a subgroup label is written first."""
         ns = pod.meta.namespace or "default"
         ref = f"Pod/{ns}/{pod.meta.name}"
         fetched: dict[tuple[str, str, str, str], Workload] = {}
@@ -248,36 +363,130 @@ class PodGrouper:
         if grouping is None:
             return
         pg = grouping.podgroup
+        if self.in_shard is not None and not self.in_shard(pg.meta.labels):
+            return  # another shard's pod: its own scheduler groups it
+        named = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME)
+        if named is not None:  # bound, its PodGroup lost: made again if it is the one the grouper makes
+            if named == pg.meta.name:
+                self.decided.add_podgroup(pg)
+                self._create(pg)
+            return
         existing = self.store.get("PodGroup", (ns, pg.meta.name))
-        if existing is None:
-            try:
-                await self.api.request(
-                    "POST", f"/apis/{C.PODGROUP_API_VERSION}/namespaces/{ns}/podgroups", body=podgroup_manifest(pg)
-                )
-            except ApiError as e:
-                if e.code != 409:
-                    raise
-        elif (patch := spec_patch(existing, pg)) is not None:
+        if existing is not None and (patch := spec_patch(existing, pg)) is not None:
             await self._update(ns, existing, patch)
         if grouping.unknown_kind:
             self.record([Event(ref, "Normal", "UnknownOwnerKind", grouping.unknown_kind)])
         if grouping.warning is not None:  # the owner's spec contradicts itself: default grouping, and why
             self.record([Event(ref, "Warning", "PodGrouperWarning", str(grouping.warning))])
-        meta: dict[str, Any] = {"annotations": {C.ANNOTATION_POD_GROUP_NAME: pg.meta.name}}
-        if grouping.subgroup:
-            meta["labels"] = {C.LABEL_SUBGROUP_NAME: grouping.subgroup}
-        try:
-            await self.api.request(
-                "PATCH",
-                f"/api/v1/namespaces/{ns}/pods/{pod.meta.name}",
-                body={"metadata": {**meta, "uid": pod.meta.uid}},
-                content_type="application/merge-patch+json",
-            )
-        except ApiError as e:
-            if e.code not in (404, 409, 422):  # gone, or a new pod under the same name (uid differs)
-                raise
+        # A name the API server will refuse (over 253 characters: a bare pod's name near the limit plus
+        # KAI's pg-...-<uid>) is not laid over: the create's refusal must come before any bind.
+        refused = (pg.meta.namespace or "", pg.meta.name) in self._refusals or len(pg.meta.name) > MAX_NAME
+        if grouping.subgroup or refused:
+            # a label the Binding cannot carry, or a PodGroup the API server refused before: KAI's order,
+            # the PodGroup and then the patch before any bind
+            if existing is None and not await self._create(pg):
+                why = self._refusals.get((pg.meta.namespace or "", pg.meta.name), "refused")
+                self.record([Event(ref, "Warning", "PodGrouperWarning", why)])
+                return
+            await self._annotate(pod, pg.meta.name, grouping.subgroup, None)
             return
+        self.decided.add(pod, pg)
+        if existing is None:
+            self._create(pg)
         self.grouped += 1
+        if self.wake is not None:
+            self.wake()
+
+    @contextlib.asynccontextmanager
+    async def _write_slot(self) -> AsyncIterator[None]:
+        """One of ``write_concurrency`` slots, taken once no bind is in flight."""
+        async with self._slots:
+            if self.quiet is not None:
+                await self.quiet()
+            self._in_flight += 1
+            self.peak_writes = max(self.peak_writes, self._in_flight)
+            try:
+                yield
+            finally:
+                self._in_flight -= 1
+
+    def _create(self, pg: PodGroup) -> asyncio.Task[bool]:
+        """The create of *pg*, sent once however many pods name it (in the background, retried)."""
+        key = (pg.meta.namespace or "", pg.meta.name)
+        task = self._creates.get(key)
+        if task is None or (task.done() and not task.cancelled() and task.result() is False):  # refused: again
+            task = self._creates[key] = asyncio.ensure_future(self._send_create(pg))
+        return task
+
+    async def _send_create(self, pg: PodGroup) -> bool:
+        ns = pg.meta.namespace or "default"
+        key = (pg.meta.namespace or "", pg.meta.name)
+        attempt = 0
+        while True:
+            try:
+                async with self._write_slot():
+                    await self.api.request(
+                        "POST", f"/apis/{C.PODGROUP_API_VERSION}/namespaces/{ns}/podgroups", body=podgroup_manifest(pg)
+                    )
+                self.created += 1
+                self._refusals.pop(key, None)
+                return True
+            except Fenced:
+                return False  # the Lease is lost: the next leader makes it (its pods' watch events ask again)
+            except ApiError as e:
+                if e.code == 409:
+                    return True  # it exists: another replica or an earlier attempt made it
+                if e.code in (400, 403, 422):
+                    log.error("podgroup create refused", extra={"podgroup": f"{ns}/{pg.meta.name}", "error": str(e)})
+                    self._refused(pg, e)
+                    return False
+                delay = self.backoff.delay(attempt)
+                attempt += 1
+                log.warning("podgroup create failed", extra={"podgroup": f"{ns}/{pg.meta.name}", "error": str(e)})
+                await asyncio.sleep(delay)
+
+    def _refused(self, pg: PodGroup, err: ApiError) -> None:
+        """The API server refuses *pg*: its pods are no longer scheduled from the decision (a pod bound
+        meanwhile keeps its node); each gets a ``PodGrouperWarning`` saying why."""
+        ns = pg.meta.namespace or ""
+        message = f"the API server refused PodGroup {pg.meta.name}: {err}"
+        self._refusals[(ns, pg.meta.name)] = message
+        self.decided.podgroups.pop((ns, pg.meta.name), None)
+        pods = [k for k, (_, name) in self.decided.pods.items() if k[0] == ns and name == pg.meta.name]
+        for key in pods:
+            del self.decided.pods[key]
+            self.record([Event(f"Pod/{ns or 'default'}/{key[1]}", "Warning", "PodGrouperWarning", message)])
+
+    async def _annotate(self, pod: Pod, name: str, subgroup: str | None, settling: Key | None) -> None:
+        """Patch *pod* with its PodGroup's name (and subgroup label), once that PodGroup's create was sent."""
+        ns = pod.meta.namespace or "default"
+        try:
+            task = self._creates.get((ns, name))
+            if task is not None and not await task:
+                return
+            meta: dict[str, Any] = {"annotations": {C.ANNOTATION_POD_GROUP_NAME: name}}
+            if subgroup:
+                meta["labels"] = {C.LABEL_SUBGROUP_NAME: subgroup}
+            async with self._write_slot():
+                await self.api.request(
+                    "PATCH",
+                    f"/api/v1/namespaces/{ns}/pods/{pod.meta.name}",
+                    body={"metadata": {**meta, "uid": pod.meta.uid}},
+                    content_type="application/merge-patch+json",
+                )
+            self.patched += 1
+            if settling is None:
+                self.grouped += 1
+        except ApiError as e:
+            if e.code in (404, 409, 422):  # gone, or a new pod under the same name (uid differs)
+                return
+            if settling is None:
+                raise
+            log.warning("pod annotation failed", extra={"pod": f"{ns}/{pod.meta.name}", "error": str(e)})
+        else:
+            return  # patched: *settling* stays in _patching until the watch shows the annotation (expire)
+        if settling is not None:
+            self._patching.discard(settling)  # a failed patch is tried again after the next cycle
 
     async def _update(self, ns: str, existing: PodGroup, patch: dict[str, Any]) -> None:
         """Patch a PodGroup's spec to what the grouper now decides (uid precondition: never another one)."""
@@ -304,7 +513,8 @@ class PodGrouper:
             ref = meta.owner_references[0]
             if any(w.kind == ref.kind and w.meta.name == ref.name for w in chain):
                 break  # a cycle: stop here (the grouper works from what it has)
-            owner = await self._fetch(ref.api_version, ref.kind, ns, ref.name)
+            base = await self._base(ref.api_version, ref.kind)
+            owner = await self.owners.get(ref.api_version, ref.kind, ns, ref.name, base)
             if owner is None:
                 chain.append(
                     Workload(
@@ -320,6 +530,16 @@ class PodGrouper:
             meta = owner.meta
         return chain
 
+    async def _base(self, api_version: str, kind: str) -> str | None:
+        """The cluster-wide path of *kind*'s resource (what the owner cache watches); None for a pod (the
+        Store has those) or a kind not served."""
+        if (api_version, kind) == ("v1", "Pod"):
+            return None
+        plural = await self._plural(api_version, kind)
+        if plural is None:
+            return None
+        return f"/api/v1/{plural}" if api_version == "v1" else f"/apis/{api_version}/{plural}"
+
     async def _fetch(self, api_version: str, kind: str, ns: str, name: str) -> Workload | None:
         if (api_version, kind) == ("v1", "Pod"):
             pod = self.store.get("Pod", (ns, name))
@@ -328,28 +548,17 @@ class PodGrouper:
         if plural is None:
             return None
         base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        refused = ManifestError(
-            f"owner {kind}/{name} is nested more than {MAX_OWNER_DEPTH} levels deep; kai does not read it",
-            obj=f"{kind}/{ns}/{name}",
-        )
         try:
             doc = await self.api.request("GET", f"{base}/namespaces/{ns}/{plural}/{name}")
         except ApiError as e:
             if e.code in (403, 404):
                 return None
             if e.reason == "Undecodable":  # deeper than the JSON decoder recurses
-                raise refused from e
+                raise _too_deep(kind, ns, name) from e
             raise
-        if not isinstance(doc, dict) or nesting_depth(doc, MAX_OWNER_DEPTH) > MAX_OWNER_DEPTH:
-            raise refused
-        doc.get("metadata", {}).pop("managedFields", None)
-        if (api_version, kind) in WORKLOAD_KINDS:
-            return parse_workload(doc)
-        try:
-            meta = parse_meta(doc, kind, namespaced=True)
-        except ManifestError:
+        if not isinstance(doc, dict):
             return None
-        return Workload(meta=meta, api_version=api_version, kind=kind, doc=doc)
+        return parse_owner(api_version, kind, doc)
 
     async def _plural(self, api_version: str, kind: str) -> str | None:
         """The resource name of *kind* from discovery (cached; looked up again for a kind not yet served)."""

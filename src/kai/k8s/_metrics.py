@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -76,6 +76,34 @@ class Metrics:
         )
         self.deserved_gpus = Gauge(
             "queue_deserved_gpus", "Queue GPU quota.", ["queue_name"], namespace=PREFIX, registry=r
+        )
+        # Time-based fair share (kai.k8s._usage): what Prometheus records and kai asks back for, under the
+        # names KAI's usage client queries by default; the capacity of the shard's node pool is kai's own.
+        self.allocated_cpu = Gauge(
+            "queue_allocated_cpu_cores", "Allocated CPU cores.", ["queue_name"], namespace=PREFIX, registry=r
+        )
+        self.allocated_memory = Gauge(
+            "queue_allocated_memory_bytes", "Allocated memory bytes.", ["queue_name"], namespace=PREFIX, registry=r
+        )
+        self.capacity = Gauge(
+            "nodepool_capacity",
+            "Allocatable of the node pool's schedulable nodes (GPUs, CPU cores, memory bytes).",
+            ["nodepool", "resource"],
+            namespace=PREFIX,
+            registry=r,
+        )
+        self.usage_errors = Counter(
+            "usage_fetch_errors", "Failed queries for historical usage.", namespace=PREFIX, registry=r
+        )
+        self.usage_fetched = Gauge(
+            "usage_last_fetch_timestamp_seconds", "When historical usage was last read.", namespace=PREFIX, registry=r
+        )
+        self.queue_usage = Gauge(
+            "queue_historical_usage",
+            "Normalized historical usage the fair share uses (0: none, 1: the whole pool over the window).",
+            ["queue_name", "resource"],
+            namespace=PREFIX,
+            registry=r,
         )
         # kai's own
         self.cycles = Counter("scheduler_cycles", "Cycles run.", namespace=PREFIX, registry=r)
@@ -182,7 +210,14 @@ class Metrics:
             self.cpu_usage.labels(*labels).set(q.allocated["cpu"] / 1000)
             self.mem_usage.labels(*labels).set(q.allocated["memory"] / 1e9)
             self.allocated_gpus.labels(q.name).set(q.allocated["gpu"])
+            self.allocated_cpu.labels(q.name).set(q.allocated["cpu"] / 1000)
+            self.allocated_memory.labels(q.name).set(q.allocated["memory"])
             self.deserved_gpus.labels(q.name).set(q.deserved["gpu"])
+
+    def record_capacity(self, pool: str, total: Sequence[float]) -> None:
+        """The pool's capacity, *total* as a Snapshot's (milli-GPUs, millicores, bytes)."""
+        for resource, value in zip(("gpu", "cpu", "memory"), (total[0] / 1000, total[1] / 1000, total[2])):
+            self.capacity.labels(pool, resource).set(value)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -22,8 +22,12 @@ the leader, when no cycle has completed for ``health_cycle_periods`` periods (a 
 ``/readyz`` says whether this replica could serve now (every informer live, nothing failing), leader
 or standby alike, so a rolling update can replace a leader with a ready standby.
 
-Network I/O lives in the Informers, Applier, EventRecorder, PodGrouper and LeaderElector; this module
-only wires them and never decides anything about placement.
+With ``--shard NAME`` the process serves that SchedulingShard's node pool only (``kai.k8s._shard`` reads
+it at start and names the Lease; ``kai.scheduler.partition`` filters each cycle's input), and with the
+shard's ``usageDBConfig`` each cycle reads historical usage cached by ``kai.k8s._usage``.
+
+Network I/O lives in the Informers, Applier, EventRecorder, PodGrouper, LeaderElector and UsageFetcher;
+this module only wires them and never decides anything about placement.
 """
 
 from __future__ import annotations
@@ -51,12 +55,15 @@ from kai.k8s._decode import KINDS, PDB_V1BETA1, KindSpec
 from kai.k8s._events import EventRecorder
 from kai.k8s._fence import Fence, Fenced
 from kai.k8s._gpushare import GpuSharingBinder, ReservationOptions
-from kai.k8s._grouper import PodGrouper, needs_group
+from kai.k8s._grouper import PodGrouper
 from kai.k8s._informer import PROGRESS_DEADLINE_S, WATCH_TIMEOUT_S, Informer
 from kai.k8s._leader import LeaderElector, LeaseConfig
 from kai.k8s._metrics import Metrics, serve_http
+from kai.k8s._shard import lease_name, resolve_partition
 from kai.k8s._supervisor import Supervisor
+from kai.k8s._usage import UsageFetcher
 from kai.scheduler.decisions import CycleResult, Event
+from kai.scheduler.partition import Partition, partition_input
 from kai.store import Key, Store
 
 if TYPE_CHECKING:
@@ -68,6 +75,7 @@ log = logging.getLogger("kai.k8s.scheduler")
 EXIT_OK = 0
 EXIT_LOST_LEASE = 1
 NEW_POD_DEBOUNCE_S = 0.02  # a burst of new pods becomes one cycle
+FIRST_DECISIONS_WAIT_S = 10.0  # the first cycle waits this long at most for the pod-grouper's first decisions
 DEFAULT_RESERVATION_IMAGE = "kai:0.1.0"  # deploy/scheduler.yaml's image
 
 
@@ -77,6 +85,8 @@ class SchedulerOptions:
     schedule_period_s: float = 1.0
     actions: tuple[str, ...] | None = None
     shard: str = "default"
+    nodepool_label_key: str = C.LABEL_NODE_POOL  # KAI's --nodepool-label-key (kai.scheduler.partition)
+    shard_lease: bool = True  # the Lease's name gets the shard's partitionLabelValue (kai.k8s._shard)
     leader_elect: bool = True
     lease: LeaseConfig = field(default_factory=LeaseConfig)
     identity: str = ""
@@ -139,6 +149,8 @@ class KaiScheduler:
         self.http_port = 0
         self.webhook: WebhookProcess | None = None
         self.dashboard_port = 0
+        self.partition: Partition | None = None  # the node pool of --shard (None: the whole cluster)
+        self.usage: UsageFetcher | None = None  # historical usage from Prometheus, once leading
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._started_sync = False
@@ -214,6 +226,7 @@ class KaiScheduler:
                 self.dashboard_port = dashboard.sockets[0].getsockname()[1]
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
             # kube-scheduler's are); nothing is written (PodGroups, events, binds) before the Lease is held.
+            self.partition = await resolve_partition(self.api, self.options.shard, self.options.nodepool_label_key)
             syncing = asyncio.ensure_future(self._start_informers())
             if self.options.webhook_listen is not None:  # served by a standby too
                 self.supervisor.start("webhook", self._start_webhook)
@@ -221,9 +234,12 @@ class KaiScheduler:
             stopped = asyncio.ensure_future(self._stop.wait())
             hold: asyncio.Future[Any] | None = None
             if self.options.leader_elect:
+                lease = self.options.lease
+                if self.options.shard_lease:  # one Lease per node pool, as KAI names it
+                    lease = dataclasses.replace(lease, name=lease_name(lease.name, self.partition))
                 # The Lease on connections of its own: renewals never queue behind a burst of binds.
                 lease_api = Api(load_config(self.options.kubeconfig), max_connections=2)
-                self.leader = LeaderElector(lease_api, self.identity, self.options.lease, self.fence)
+                self.leader = LeaderElector(lease_api, self.identity, lease, self.fence)
                 acquired = asyncio.ensure_future(self.leader.acquire())
                 await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
                 failed = acquired.exception() if acquired.done() else None  # LeaseNamespaceMissing
@@ -245,6 +261,10 @@ class KaiScheduler:
             if start not in done:
                 start.cancel()
                 await asyncio.gather(start, return_exceptions=True)
+            elif isinstance(start.exception(), Fenced):  # the Lease lapsed while the informers synced
+                log.warning("writes fenced before the first cycle", extra={"error": str(start.exception())})
+                self.metrics.leader.set(0)
+                return EXIT_LOST_LEASE
             elif start.exception() is not None:
                 raise start.exception()  # type: ignore[misc]
             else:
@@ -285,7 +305,8 @@ class KaiScheduler:
         api = self.api
         t0 = time.perf_counter()
         self.events = EventRecorder(api, self._resolve, self.metrics, instance=self.identity)
-        self.grouper = PodGrouper(api, self.store, self.events.record)
+        in_shard = self.partition.matches if self.partition is not None else None
+        self.grouper = PodGrouper(api, self.store, self.events.record, wake=self._wake_soon, in_shard=in_shard)
 
         def start(spec: KindSpec) -> None:
             inf = Informer(
@@ -320,6 +341,8 @@ class KaiScheduler:
             status_qps=self.options.status_qps,
             status_burst=self.options.status_burst,
         )
+        self.applier.decided = self.grouper.decided
+        self.grouper.quiet = self.applier.quiet
         self.applier.gpu_sharing = GpuSharingBinder(
             api,
             self.store,
@@ -360,10 +383,21 @@ class KaiScheduler:
             },
         )
         for pod in self.store.list("Pod"):
-            if needs_group(pod):
+            if self.grouper.wants(pod):
                 self.grouper.enqueue((pod.meta.namespace or "", pod.meta.name))
+        # The first cycle waits for the first decisions (bare pods: microseconds each; owners: one GET
+        # each): it then schedules every pod at once, and counts every bound pod to its queue, those whose
+        # PodGroup a crash kept from being made included.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.grouper.drained(), timeout=FIRST_DECISIONS_WAIT_S)
         await self._reservation_image()
+        self.usage = UsageFetcher(self.store, self.options.shard, self._pool(), self.metrics)
+        self.supervisor.start("usage", self.usage.run)  # reads Prometheus only: no writer, no fence
+        await self.usage.wait_first()  # a restarted scheduler's first cycle already knows the past
         self.supervisor.start("cycle-loop", self._loop)
+
+    def _pool(self) -> str:
+        return self.partition.pool if self.partition is not None else "default"
 
     async def _reservation_image(self) -> None:
         """Reservation pods run ``kai resource-reservation`` in kai's own image: without --reservation-image,
@@ -426,13 +460,16 @@ class KaiScheduler:
             if not self._started_sync:
                 return
             if kind == "Pod" and obj is not None:
-                if needs_group(obj):
-                    if self.grouper is not None:
-                        self.grouper.enqueue(key)
+                if self.grouper is not None and self.grouper.wants(obj):
+                    self.grouper.enqueue(key)
                 elif _schedulable(obj) and (old is None or not _schedulable(old)):
                     self._wake_soon()  # a new pending pod, or one the pod-grouper just grouped
-            elif kind == "PodGroup" and op == "ADDED":
-                self._wake_soon()
+            elif (
+                kind == "PodGroup"
+                and op == "ADDED"
+                and (self.grouper is None or key not in self.grouper.decided.podgroups)
+            ):
+                self._wake_soon()  # (a decided PodGroup was taken by a cycle already: its create is news to no one)
             elif kind == "PodGroup" and op == "DELETED" and old is not None:
                 self.metrics.forget_podgroup(old.meta.uid)
 
@@ -488,6 +525,8 @@ class KaiScheduler:
                 continue
             if self._cycle_wanted_since is None:
                 self._cycle_wanted_since = time.monotonic()
+            if self.applier is not None:
+                self.applier.idle.clear()  # the pod-grouper's writes wait for this cycle's binds (apply sets it)
             try:
                 await self.cycle()
             except Fenced as e:  # the Lease is lost: nothing more to do here; run() returns and exits 1
@@ -499,6 +538,9 @@ class KaiScheduler:
             else:
                 self._cycle_wanted_since = None
                 self.last_cycle_end = time.monotonic()
+            finally:
+                if self.applier is not None:
+                    self.applier.idle.set()
             if self.last_cycle_end is not None:
                 self.metrics.cycle_age.set(time.monotonic() - self.last_cycle_end)
 
@@ -528,11 +570,12 @@ class KaiScheduler:
     async def cycle(self) -> CycleRecord:
         """One cycle: snapshot, engine, apply."""
         from kai.scheduler.cycle import run_cycle
+        from kai.scheduler.dra import dra_of
         from kai.scheduler.plugins import task_order_of
         from kai.scheduler.snapshot import build_snapshot
         from kai.scheduler.storage import storage_of
 
-        assert self.applier is not None
+        assert self.applier is not None and self.grouper is not None
         term = self.fence.current()  # the Lease term this cycle writes under, taken before it decides
         if term is None:
             raise Fenced("the Lease is not held")
@@ -541,26 +584,42 @@ class KaiScheduler:
         assumed = self.applier.assumed
         mono = time.monotonic()
         assumed.expire(self.store, mono, self.informers["Pod"].heard_since)
+        self.grouper.expire()
         pods = assumed.pods(self.store, now, mono)
+        # the pod-grouper's decisions not written yet: scheduled in this cycle (kai.k8s._decided)
+        pods, podgroups, laid = self.grouper.decided.lay_over(pods, self.store.list("PodGroup"))
+        podgroups = assumed.podgroups(podgroups)
         conf = self.conf()
-        snap = build_snapshot(
+        mine = partition_input(
+            self.partition,
             nodes=self.store.list("Node"),
             pods=pods,
-            podgroups=assumed.podgroups(self.store),
+            podgroups=podgroups,
             queues=self.store.list("Queue"),
+        )
+        snap = build_snapshot(
+            nodes=mine.nodes,
+            pods=mine.pods,
+            podgroups=mine.podgroups,
+            queues=mine.queues,
             priority_classes=self.store.list("PriorityClass"),
             now=now,
             pdbs=self.store.list("PodDisruptionBudget"),
             topologies=self.store.list("Topology"),
             task_order=task_order_of(conf),
+            stuck_in_releasing_s=conf.stuck_in_releasing_threshold,
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
+            queue_usage=self.usage.current() if self.usage is not None else None,
+            dra=dra_of(self.store, self.applier.claims.claims()),  # with claims written, not yet watched
         )
+        self.metrics.record_capacity(self._pool(), snap.total)
         t1 = time.perf_counter()
         result = await asyncio.to_thread(run_cycle, snap, conf)
         t2 = time.perf_counter()
         uids = {(p.meta.namespace or "", p.meta.name): p.meta.uid for p in pods}
         stats = await self.applier.apply(result, uids, term=term)
+        self.grouper.settle(laid, set(self.applier.assumed.binds))
         t3 = time.perf_counter()
         self.last_result = result
         self.metrics.record_cycle(result, e2e_s=t3 - t0, snapshot_s=t1 - t0, apply_s=t3 - t2)

@@ -166,9 +166,7 @@ def due(bundle: CertBundle, hosts: Iterable[str], now: _dt.datetime | None = Non
     if expires(bundle.cert) - now < RENEW_CERT_BEFORE or not set(hosts) <= cert_hosts(bundle.cert):
         return "cert"
     try:
-        x509.load_pem_x509_certificate(bundle.cert).verify_directly_issued_by(
-            x509.load_pem_x509_certificate(bundle.ca)
-        )
+        x509.load_pem_x509_certificate(bundle.cert).verify_directly_issued_by(x509.load_pem_x509_certificate(bundle.ca))
     except (ValueError, TypeError, x509.InvalidSignature):
         return "cert"
     return ""

@@ -210,9 +210,7 @@ async def install(
     return applied
 
 
-def webhook_documents(
-    options: WebhookOptions, ca_bundle: bytes, *, match_conditions: bool
-) -> list[dict[str, Any]]:
+def webhook_documents(options: WebhookOptions, ca_bundle: bytes, *, match_conditions: bool) -> list[dict[str, Any]]:
     """deploy/admission.yaml's two webhook configurations, pointed at ``options.url`` with *ca_bundle*."""
     import base64
 

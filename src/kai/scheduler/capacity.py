@@ -58,6 +58,7 @@ def check_capacity(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> JobFail
                     "OverLimit",
                     f"queue {q.name} is at its {what} limit{unset}: {fmt_amount(r, alloc[r])} of "
                     f"{fmt_amount(r, limit)} allocated, job needs {fmt_amount(r, req[r])}",
+                    qi,
                 )
         if not job.preemptible:
             quotas = ssn.queue_quotas[qi]

@@ -74,6 +74,9 @@ class SchedulerConf:
     plugins: tuple[PluginSetting, ...] = DEFAULT_PLUGIN_SETTINGS  # every known plugin, enabled or not
     queue_depth_per_action: tuple[tuple[str, int], ...] = ()
     default_staleness_grace_period: float = C.DEFAULT_STALENESS_GRACE_PERIOD_S
+    # seconds after a Running pod's deletionTimestamp before it is StuckInReleasing: its resources no longer
+    # count as releasing, so nothing is pipelined onto them (KAI's stuckInReleasingThreshold, default 2m)
+    stuck_in_releasing_threshold: float = C.DEFAULT_STUCK_IN_RELEASING_S
     # --- evictions (reclaim, preempt, consolidation) ---
     max_consolidation_preemptees: int = 16  # victims (pods) one consolidation may move; 0 turns it off
     allow_consolidating_reclaim: bool = True  # victims that are only moved do not count against the reclaimee
@@ -164,9 +167,13 @@ class SchedulerConf:
             # KAI disables consolidation when either placement strategy is spread.
             if "spread" in (shard.placement_gpu, shard.placement_cpu) and "consolidation" in chosen:
                 chosen.remove("consolidation")
+        stuck = shard.stuck_in_releasing_threshold
+        if stuck is None or stuck <= 0:  # KAI keeps its default for a threshold that is not positive (pod_info)
+            stuck = C.DEFAULT_STUCK_IN_RELEASING_S
         conf = cls(
             actions=tuple(chosen),
             queue_depth_per_action=tuple(sorted(shard.queue_depth_per_action.items())),
+            stuck_in_releasing_threshold=stuck,
             **_eviction_settings(shard),
         )
         policy = shard.placement_gpu if shard.placement_gpu in GPU_POLICIES else ""

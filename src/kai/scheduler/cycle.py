@@ -106,7 +106,9 @@ def close_session(ssn: Session) -> CycleResult:
         if new == allocated:
             node = names[node_of[ti]]
             groups = ssn.gpu_group_names(t) if t.share is not None else ()
-            res.binds.append(Bind(ref, node, job.name, groups, ssn.volume_bindings.get(ti, ())))
+            res.binds.append(
+                Bind(ref, node, job.name, groups, ssn.volume_bindings.get(ti, ()), ssn.claim_allocations.get(ti, ()))
+            )
             message = f"Successfully assigned pod {ref_s} to node {node}"
             res.events.append(Event(pod_obj, "Normal", "Scheduled", message))
         elif new == pipelined:

@@ -30,14 +30,27 @@ class VolumeBinding(NamedTuple):
     node: str
 
 
+class ClaimAllocation(NamedTuple):
+    """A ResourceClaim of a pod being bound, written before the pod (kube-scheduler's DynamicResources PreBind):
+    with *devices* (``(request, driver, pool, device)`` each), the claim is allocated on *node*
+    (``status.allocation``); with none, it was allocated already and the pod is only added to its
+    ``status.reservedFor``, as it is in both cases."""
+
+    namespace: str
+    claim: str
+    node: str
+    devices: tuple[tuple[str, str, str, str], ...] = ()
+
+
 class Bind(NamedTuple):
-    """Bind *pod* to *node* now (resources are free); its *volumes* first."""
+    """Bind *pod* to *node* now (resources are free); its *volumes* and its *claims* first."""
 
     pod: PodRef
     node: str
     podgroup: str
     gpu_groups: tuple[str, ...] = ()
     volumes: tuple[VolumeBinding, ...] = ()
+    claims: tuple[ClaimAllocation, ...] = ()
 
 
 class Pipeline(NamedTuple):

@@ -20,7 +20,15 @@ A slot with no pods is not a group: it is one of the node's whole GPUs, counted 
 node's GPU column (milli-GPU of whole GPUs, idle or releasing) like any other. The first
 fraction on a GPU takes it out of that pool; a group whose pods are all releasing counts as
 one releasing whole GPU (KAI's ReleasingSharedGPUs), and is no longer offered as a group.
-Whole-GPU pods only ever take whole GPUs from the pool, so they never land on a shared GPU.
+Whole-GPU pods only ever take whole GPUs from the pool, so they never land on a shared GPU. Whole GPUs
+are counted per node, not per device: which device a whole-GPU pod gets is the device plugin's choice at
+start (as with KAI), and any free device serves; a device becomes the engine's business only when a
+fraction makes it a group, and from then on it is tracked per slot until its last pod leaves.
+
+Whether a request fits a node is one rule, ``portion_fits``: the devices it needs are found among the
+groups with room for its portion and the node's whole free GPUs. The fit functions below differ only in
+how they count those inputs (per node in Python, over many nodes in NumPy, from each node's largest group
+for one device), so each stays as fast as the question it answers.
 
 Choosing GPUs on a node (``choose``): the candidates are the groups the portion fits on and
 one "whole GPU" candidate per GPU in the idle (then releasing) pool. Those that fit on what
@@ -32,6 +40,7 @@ then the emptiest group; ties go to the lower slot. The first N candidates are t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -189,6 +198,83 @@ def choose(
     return [(r[2], r[3]) for r in ranked[:d]]
 
 
+def portion_fits(need: Any, cap: Any, fitting_groups: Any, whole: Any, devices: int) -> Any:
+    """The GPU-fit rule, the one every fit question of the engine asks (kai-behaviour §5): a portion of
+    *need* units on each of *devices* GPUs fits a node when one GPU can hold it at all (``need <= cap``) and
+    its devices can be found among the node's GPU groups with room for it (*fitting_groups*) and its whole
+    free GPUs (*whole*). What "room" and "free" mean (now, or once releasing pods are gone) is the caller's
+    count; the rule is the same. Python numbers (one node) or NumPy arrays (many nodes) alike: ``&`` of two
+    bools is a bool."""
+    return (need <= cap) & (fitting_groups + whole >= devices)
+
+
+def one_device_fit(
+    need: int, cap: int, max_now: int, max_later: int, whole_now: int, whole_later: int
+) -> tuple[bool, bool, bool]:
+    """``portion_fits`` for a one-device portion on one node, from its largest free group now and later (-1 if
+    none) and its whole GPUs: (fits now, fits later, has a group it fits on). The rule with one device
+    written out (fitting + whole >= 1 is fitting or whole), for the Placer's row rescoring, which asks it for
+    every changed row of every cache; a test checks it answers as ``portion_fits``."""
+    if need > cap:
+        return False, False, False
+    shared = max_later >= need
+    return max_now >= need or whole_now >= 1, shared or whole_later >= 1, shared
+
+
+def whole_gpus(idle_milli: int, releasing_milli: int) -> tuple[int, int]:
+    """Whole GPUs of a node's pool (milli-GPU columns) free now, and free once releasing pods are gone. On an
+    over-committed node (idle below 0: a whole-GPU pod on a device a group also holds) what is released first
+    pays what idle owes: evicting that pod frees no device (``Session.pick_gpus`` counts the same)."""
+    now = max(idle_milli, 0) // MILLI
+    return now, now + max(releasing_milli + min(idle_milli, 0), 0) // MILLI
+
+
+def whole_gpu_rows(idle_milli: np.ndarray, releasing_milli: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``whole_gpus`` over many nodes at once."""
+    now = np.maximum(idle_milli, 0) // MILLI
+    return now, now + np.maximum(releasing_milli + np.minimum(idle_milli, 0), 0) // MILLI
+
+
+def check_gpus(
+    share: GpuShare,
+    cap: int,
+    idle: list[int],
+    rel: list[int],
+    pods: list[int],
+    gone: list[int],
+    whole_idle: int,
+    whole_releasing: int,
+    allow_releasing: bool,
+    gpus: tuple[int, ...],
+) -> list[Pick] | None:
+    """Whether exactly the slots *gpus* of one node can take the portion (a choice made earlier: a
+    simulation's, or a policy's), as ``choose``'s picks, or None. The arguments are ``choose``'s; each slot is
+    taken as what it is: a group with room, a group whose pods are all releasing (one of the releasing whole
+    GPUs), a fresh whole GPU, or one a releasing whole-GPU pod still holds."""
+    need = share.units(cap)
+    picks: list[Pick] = []
+    for s in gpus:
+        if pods[s] > gone[s]:
+            ok = need <= idle[s] or (allow_releasing and need <= idle[s] + rel[s])
+            kind = "group"
+        elif pods[s] > 0:
+            ok = allow_releasing and whole_releasing > 0 and need <= idle[s] + rel[s]
+            whole_releasing -= 1
+            kind = "released"
+        elif whole_idle > 0:
+            ok = need <= cap
+            whole_idle -= 1
+            kind = "fresh"
+        else:
+            ok = allow_releasing and whole_releasing > 0 and need <= cap
+            whole_releasing -= 1
+            kind = "released"
+        if not ok:
+            return None
+        picks.append((s, kind))
+    return picks
+
+
 def fit_rows(
     share: GpuShare,
     cap: np.ndarray,
@@ -205,12 +291,11 @@ def fit_rows(
     group = (pods > 0) & (pods > gone)
     ok_now = group & (idle >= need[:, None])
     ok_later = group & (idle + rel >= need[:, None])
-    whole_now = np.maximum(node_idle_gpu, 0) // MILLI
-    whole_later = whole_now + np.maximum(node_rel_gpu, 0) // MILLI
-    room = need <= cap
-    fits_now = room & (ok_now.sum(axis=1) + whole_now >= share.devices)
-    fits_later = room & (ok_later.sum(axis=1) + whole_later >= share.devices)
-    return fits_now, fits_later, ok_later.any(axis=1) & room
+    whole_now, whole_later = whole_gpu_rows(node_idle_gpu, node_rel_gpu)
+    d = share.devices
+    fits_now = portion_fits(need, cap, ok_now.sum(axis=1), whole_now, d)
+    fits_later = portion_fits(need, cap, ok_later.sum(axis=1), whole_later, d)
+    return fits_now, fits_later, portion_fits(need, cap, ok_later.any(axis=1), 0, 1)
 
 
 def fit_one(
@@ -224,18 +309,12 @@ def fit_one(
     """``fit_rows`` for one node in Python scalars (a placement changes one row; NumPy's per-call
     overhead would dominate). *free_now* / *free_later*: what each of the node's groups has free."""
     need = share.units(cap)
-    if need > cap:
-        return False, False, False
     d = share.devices
-    whole_idle = max(whole_idle, 0) // MILLI
-    whole_later = whole_idle + max(whole_releasing, 0) // MILLI
-    shared = bool(free_later) and max(free_later) >= need
-    if d == 1:
-        now = whole_idle >= 1 or (bool(free_now) and max(free_now) >= need)
-        return now, shared or whole_later >= 1, shared
+    whole_idle, whole_later = whole_gpus(whole_idle, whole_releasing)
     now_n = sum(1 for f in free_now if f >= need)
     later_n = sum(1 for f in free_later if f >= need)
-    return now_n + whole_idle >= d, later_n + whole_later >= d, shared
+    shared = portion_fits(need, cap, later_n, 0, 1)
+    return portion_fits(need, cap, now_n, whole_idle, d), portion_fits(need, cap, later_n, whole_later, d), shared
 
 
 def fit_rows_single(
@@ -249,11 +328,11 @@ def fit_rows_single(
     """``fit_rows`` for a one-device portion, from each node's largest free group (-1 if none): the
     Placer's batch path, a few vector operations instead of one pass over every GPU slot."""
     need = share.units_array(cap)
-    room = need <= cap
-    shared = room & (max_later >= need)
-    fits_now = room & ((node_idle_gpu >= MILLI) | (max_now >= need))
-    fits_later = shared | (room & (np.maximum(node_idle_gpu, 0) + np.maximum(node_rel_gpu, 0) >= MILLI))
-    return fits_now, fits_later, shared
+    whole_now, whole_later = whole_gpu_rows(node_idle_gpu, node_rel_gpu)
+    fitting_now, fitting_later = max_now >= need, max_later >= need  # one device: the largest group decides
+    fits_now = portion_fits(need, cap, fitting_now, whole_now, 1)
+    fits_later = portion_fits(need, cap, fitting_later, whole_later, 1)
+    return fits_now, fits_later, portion_fits(need, cap, fitting_later, 0, 1)
 
 
 def shared_free_milli(cap: np.ndarray, idle: np.ndarray, rel: np.ndarray, pods: np.ndarray) -> np.ndarray:

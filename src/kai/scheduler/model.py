@@ -127,12 +127,17 @@ class TaskStatus(enum.IntEnum):
     RELEASING = 7
     SUCCEEDED = 8
     FAILED = 9
+    # Running with a deletionTimestamp older than the threshold (KAI's StuckInReleasing): it still holds its
+    # resources, but they are no longer counted as releasing, so nothing is pipelined onto them; not a victim
+    STUCK_IN_RELEASING = 10
 
 
 ACTIVE_ALLOCATED = frozenset(
     {TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING}
 )
-ACTIVE_USED = ACTIVE_ALLOCATED | {TaskStatus.RELEASING}
+ACTIVE_USED = ACTIVE_ALLOCATED | {TaskStatus.RELEASING, TaskStatus.STUCK_IN_RELEASING}
+# on its node for good as far as this cycle sees: its ports, volumes and place among other pods stay taken
+HOLDING = ACTIVE_ALLOCATED | {TaskStatus.STUCK_IN_RELEASING}
 ALIVE = ACTIVE_ALLOCATED | {TaskStatus.PENDING, TaskStatus.GATED}
 
 
@@ -227,6 +232,7 @@ class JobFailure:
 
     reason: str  # Unschedulable | OverLimit | NonPreemptibleOverQuota | QueueDoesNotExist | NotReady | ...
     message: str
+    queue: int = -1  # OverLimit: the queue whose limit binds (evicting pods under it may make room)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +248,8 @@ class NodeTable:
     schedulable: np.ndarray  # (n_nodes,) bool: Ready (a cordon is a taint, see snapshot)
     gpu_memory_mib: np.ndarray  # (n_nodes,) int64 per-GPU memory (label nvidia.com/gpu.memory)
     mig_mixed: np.ndarray  # (n_nodes,) bool: no whole GPUs to give
+    # (n_nodes,) bool: a legacy MIG pod runs there, so no new MIG pod goes there (KAI); None: no such node
+    legacy_mig: np.ndarray | None = None
 
     @property
     def n(self) -> int:

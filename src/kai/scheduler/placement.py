@@ -42,8 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kai.scheduler.framework import Choice, NodeRules
-from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single
-from kai.scheduler.model import CPU, GPU, MILLI, GpuShare, TaskInfo
+from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single, one_device_fit, whole_gpus
+from kai.scheduler.model import CPU, GPU, GpuShare, TaskInfo
 from kai.scheduler.session import Session
 
 _SCALAR_ROWS = 24  # below this many changed rows, rescoring row by row in Python is cheaper
@@ -106,7 +106,7 @@ class Placer:
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
         self._cap = ssn.snap.gpus.cap.tolist()
         # per changed row, facts every cache's rescoring reads (see _row_facts); dropped when the row changes again
-        self._facts: dict[int, tuple[list[int], bool, bool]] = {}
+        self._facts: dict[int, tuple[list[int], int, int, tuple[int, int]]] = {}
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
         self._extras: dict[int, np.ndarray | None] = {}  # signature -> node_order plugins' scores
         self._choices: dict[int, Choice] = {}  # 2 * row + fits now -> its Choice (no GPUs chosen)
@@ -123,7 +123,7 @@ class Placer:
         c.fits_later[rows] = (free_later[:, cols] >= c.request[cols]).all(axis=1)
         col = c.col
         alloc = ssn.snap.nodes.allocatable[rows, col]
-        free = np.maximum(idle[:, col], 0)
+        free = np.maximum(free_later[:, col], 0)  # KAI's NonAllocatedResource: idle plus releasing
         placement = 0.0
         if c.w_binpack:
             placement = placement + c.w_binpack * np.where(alloc > 0, 9.0 * (1.0 - free / ssn.score_scale[col]), 0.0)
@@ -174,6 +174,7 @@ class Placer:
         extra = c.extra
         plain_binpack = w_binpack == 1.0 and not w_spread  # 0.0 + 1.0 * x == x: same floats as the general case
         alloc_col, scale = self._alloc_cols[col], self._scale[col]
+        rel_i = 1 if col == GPU else 0  # the binpack column's place in a row's facts (CPU, GPU releasing)
         cpu_only = self._cpu_only_list
         best = c.best  # kept current through the rescoring when it can be (best_node then needs no argmax)
         best_score = scores.item(best) if best >= 0 else 0.0
@@ -182,12 +183,12 @@ class Placer:
                 continue  # statically excluded, or it could not take the task and has only lost resources since
             f = facts.get(row)
             if f is None:  # the first cache to rescore this row since it changed reads it for all the others
-                idle = idle_rows[row].tolist()  # releasing is read only where needed, one value at a time (item)
+                idle = idle_rows[row].tolist()  # of releasing, only the CPU and GPU values (item)
                 g = idle[GPU]
-                whole_now = g >= MILLI  # a whole idle GPU; else, is one with what is being released?
-                whole_later = whole_now or max(g, 0) + max(releasing_rows.item(row, GPU), 0) >= MILLI
-                f = facts[row] = (idle, whole_now, whole_later)
-            idle, whole_now, whole_later = f
+                rel_cg = (releasing_rows.item(row, CPU), releasing_rows.item(row, GPU))
+                whole_now, whole_later = whole_gpus(g, rel_cg[1])
+                f = facts[row] = (idle, whole_now, whole_later, rel_cg)
+            idle, whole_now, whole_later, rel_cg = f
             now = later = True
             for k, need in req_cols:
                 if idle[k] < need:
@@ -197,12 +198,11 @@ class Placer:
                         break
             shared = False
             if later and share is not None:
-                if needs is not None:  # one device: the node's largest free group decides (fit_one, inlined)
-                    need = needs[row]
-                    fits_gpu = need <= cap[row]
-                    shared = fits_gpu and max_later[row] >= need
-                    now = now and (whole_now or (fits_gpu and max_now[row] >= need))
-                    later = shared or (fits_gpu and whole_later)
+                if needs is not None:  # one device: the node's largest free group decides (fit_rows_single's counts)
+                    g_now, later, shared = one_device_fit(
+                        needs[row], cap[row], max_now[row], max_later[row], whole_now, whole_later
+                    )
+                    now = now and g_now
                 else:
                     free_now, free_later = ssn.group_free(row)
                     g_now, g_later, shared = fit_one(
@@ -214,7 +214,7 @@ class Placer:
             if later:
                 alloc = alloc_col[row]
                 if alloc > 0:
-                    free = max(idle[col], 0)
+                    free = max(idle[col] + rel_cg[rel_i], 0)  # idle plus releasing, as KAI
                     if plain_binpack:  # the default weights: the arithmetic of the general case, fewer steps
                         placement = 9.0 * (1.0 - free / scale)
                     else:
@@ -245,9 +245,10 @@ class Placer:
                     best, best_score = row, score
         c.best = best
 
-    def _row_facts(self) -> dict[int, tuple[list[int], bool, bool]]:
-        """Per changed row, what every cache's rescoring reads: (idle row as Python ints, a whole GPU idle now,
-        a whole GPU idle or being released). Current up to the end of ``Session.node_log``.
+    def _row_facts(self) -> dict[int, tuple[list[int], int, int, tuple[int, int]]]:
+        """Per changed row, what every cache's rescoring reads: (idle row as Python ints, whole GPUs idle now,
+        whole GPUs idle or being released (``gpusharing.whole_gpus``), releasing CPU and GPU). Current up to the
+        end of ``Session.node_log``.
 
         Nine fraction sizes keep nine caches and each rescores the rows changed since it last answered, so a
         row placed on is rescored several times before it changes again: it is read from NumPy once."""

@@ -197,7 +197,7 @@ class PolicyPlacer:
         if on:
             ssn = self.ssn
             for t, tag in list(on.items()):
-                if ssn.node[t] == row and (ssn.status[t] in ACTIVE_ALLOCATED or ssn.status[t] == TaskStatus.RELEASING):
+                if ssn.node[t] == row and ssn.status[t] in ACTIVE_USED:
                     out[tag] += 1
         return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kai.api.mig import legacy_mig_request, requests_mig
 from kai.api.objects import Pod, SelectorRequirement, SelectorTerm, Toleration, parse_go_int
 from kai.api.selectors import describe_requirement
 from kai.scheduler.framework import NodeVerdict
@@ -159,3 +160,15 @@ def static_fit(nodes: NodeTable, labels: NodeLabels, pod: Pod) -> StaticFit:
             failures.append((reason, ~m))
         ok &= m
     return StaticFit(ok, tuple(failures))
+
+
+def mig_fit(nodes: NodeTable, pod: Pod) -> StaticFit | None:
+    """KAI's MIG rules (node_info.PredicateByNodeResourcesType), None when they do not concern *pod*: a legacy
+    MIG pod (MIG instances named in annotations) is never scheduled; a pod asking for MIG instances does not
+    go to a node where a legacy MIG pod runs."""
+    if legacy_mig_request(pod.meta.annotations):
+        none = np.zeros(nodes.n, dtype=bool)
+        return StaticFit(none, (("cannot take a legacy MIG pod (MIG instances named in annotations)", ~none),))
+    if nodes.legacy_mig is not None and requests_mig(pod.requests):
+        return StaticFit(~nodes.legacy_mig, (("run legacy MIG pods, so take no new MIG pod", nodes.legacy_mig),))
+    return None

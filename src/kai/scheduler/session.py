@@ -20,7 +20,7 @@ import numpy as np
 
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.framework import Choice, Hooks, NodeVerdict
-from kai.scheduler.gpusharing import LATER, NOW, Pick, choose, default_group_name, shared_free_milli
+from kai.scheduler.gpusharing import LATER, NOW, Pick, check_gpus, choose, default_group_name, shared_free_milli
 from kai.scheduler.model import (
     ACTIVE_ALLOCATED,
     ALIVE,
@@ -139,15 +139,17 @@ class Statement:
         ssn._set(task, _PIPELINED, node)
 
     def evict(self, task: TaskInfo) -> None:
-        """Mark an active task releasing: its resources become releasing on its node."""
+        """Mark an active task releasing: its resources become releasing on its node. A pod bound to a node the
+        snapshot does not have (deleted, or not Ready-listed yet) holds nothing here: only its status changes."""
         ssn = self._ssn
         node = ssn.node[task.index]
-        if task.share is not None:
+        if task.share is not None and node >= 0:
             self._evict_shared(task, node)
             return
         self._log.append(_Op("evict", task.index, node, ssn.status[task.index], node))
-        ssn.releasing[node] += task.request
-        ssn.log_node(node, freed=True)
+        if node >= 0:
+            ssn.releasing[node] += task.request
+            ssn.log_node(node, freed=True)
         ssn._set(task, TaskStatus.RELEASING, node)
 
     # --- shared GPUs (see gpusharing's module docstring for the state and its rules) ---------------------
@@ -266,7 +268,8 @@ def _undo(ssn: Session, to: int) -> None:
             ssn.releasing[op.node] += op.from_releasing
             ssn.idle[op.node] += task.request - op.from_releasing
         elif op.kind == "evict":
-            ssn.releasing[op.node] -= task.request
+            if op.node >= 0:
+                ssn.releasing[op.node] -= task.request
         elif op.kind == "shared_allocate":
             placed = op.placed
             assert placed is not None
@@ -285,7 +288,7 @@ def _undo(ssn: Session, to: int) -> None:
             ssn.gpu_slots[op.node] = saved.rows
             ssn.summarize_groups(op.node)
             ssn.gpus[op.task] = saved.gpus
-        if op.kind != "status":
+        if op.kind != "status" and op.node >= 0:
             ssn.log_node(op.node, freed=True)  # (an eviction's undo frees nothing; counting it is only safe)
         ssn._set(task, op.prev_status, op.prev_node)
 
@@ -406,6 +409,8 @@ class Session:
         # what must be bound with a pod before it is bound (a WaitForFirstConsumer claim's volume): task -> bindings,
         # kept by the plugin whose rule chose them (kai.scheduler.podrules), read by close_session
         self.volume_bindings: dict[int, tuple[Any, ...]] = {}
+        # the same for DRA: task -> its ResourceClaims' allocations (kai.scheduler.podrules._dra)
+        self.claim_allocations: dict[int, tuple[Any, ...]] = {}
         hooks.session_opened(self)  # plugins with no stateful work this Session step out of the stateful points
 
     # --- accounting ---------------------------------------------------------------------------
@@ -728,32 +733,13 @@ class Session:
             return None
         cap = self.gpu_cap[node]
         idle, rel, pods, gone = rows if rows is not None else self.gpu_slots[node]
-        whole_idle = max(self.idle.item(node, GPU), 0) // MILLI  # item(): a Python int, no NumPy scalar
-        whole_rel = max(self.releasing.item(node, GPU), 0) // MILLI if allow_releasing else 0  # else unused
+        idle_gpu = self.idle.item(node, GPU)  # item(): a Python int, no NumPy scalar
+        whole_idle = max(idle_gpu, 0) // MILLI
+        # releasing first pays what an over-committed node's idle owes (gpusharing.fit_one)
+        whole_rel = max(self.releasing.item(node, GPU) + min(idle_gpu, 0), 0) // MILLI if allow_releasing else 0
         if gpus is None:
             return choose(share, cap, idle, rel, pods, gone, whole_idle, whole_rel, self._gpu_pack, allow_releasing)
-        need = share.units(cap)
-        picks = []
-        for s in gpus:
-            if pods[s] > gone[s]:
-                ok = need <= idle[s] or (allow_releasing and need <= idle[s] + rel[s])
-                kind = "group"
-            elif pods[s] > 0:  # all its pods are releasing: it is one of the releasing whole GPUs
-                ok = allow_releasing and whole_rel > 0 and need <= idle[s] + rel[s]
-                whole_rel -= 1
-                kind = "released"
-            elif whole_idle > 0:
-                ok = need <= cap
-                whole_idle -= 1
-                kind = "fresh"
-            else:  # a GPU a releasing whole-GPU pod still holds
-                ok = allow_releasing and whole_rel > 0 and need <= cap
-                whole_rel -= 1
-                kind = "released"
-            if not ok:
-                return None
-            picks.append((s, kind))
-        return picks
+        return check_gpus(share, cap, idle, rel, pods, gone, whole_idle, whole_rel, allow_releasing, gpus)
 
     def fit_on(self, task: TaskInfo, node: int, gpus: tuple[int, ...] | None = None) -> int:
         """NOW if *task* fits on *node*'s idle resources, LATER if only with what is being released,

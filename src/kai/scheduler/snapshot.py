@@ -14,10 +14,12 @@ import numpy as np
 
 from kai.api import constants as C
 from kai.api.gpugroups import group_labels
+from kai.api.mig import MIG_PREFIX, legacy_mig_request, mig_gpus, requests_mig
 from kai.api.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue, Topology, parse_go_int
 from kai.api.pdb import PodDisruptionBudget
 from kai.api.quantity import MAX_AMOUNT
 from kai.api.queueaccess import access_denied
+from kai.scheduler.dra import NO_DRA, Dra
 from kai.scheduler.gpusharing import (
     GpuTable,
     Placed,
@@ -69,6 +71,7 @@ class Snapshot:
     others: tuple[OtherPod, ...] = ()
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # namespace -> labels (namespaceSelector)
     storage: Storage = NO_STORAGE
+    dra: Dra = NO_DRA  # DeviceClasses, devices, ResourceClaims (kai.scheduler.dra)
     # some pod (task or other) has inter-pod affinity, spread constraints, host ports or claims: without any, the
     # stateful node rules have nothing to do
     pod_rules: bool = False
@@ -110,12 +113,26 @@ def _ro(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _resource_columns(nodes: Iterable[Node], pods: Iterable[Pod]) -> tuple[str, ...]:
+def _resource_columns(nodes: Iterable[Node], pods: Iterable[Pod], legacy: Iterable[dict[str, int]]) -> tuple[str, ...]:
     extra: set[str] = set()
     for obj in (*nodes, *pods):
         res = obj.allocatable if isinstance(obj, Node) else obj.requests
         extra.update(k for k in res if k not in BASE_RESOURCES)
+    for named in legacy:
+        extra.update(named)
     return BASE_RESOURCES + tuple(sorted(extra))
+
+
+def _legacy_mig(pods: list[Pod]) -> dict[int, dict[str, int]]:
+    """Per pod position, the MIG instances a legacy MIG pod names in its annotations (``kai.api.mig``)."""
+    out = {}
+    for i, pod in enumerate(pods):
+        ann = pod.meta.annotations
+        if ann and any(k.startswith(MIG_PREFIX) for k in ann):
+            named = legacy_mig_request(ann)
+            if named:
+                out[i] = named
+    return out
 
 
 def _vector(res: dict[str, int], col: dict[str, int], n_res: int) -> np.ndarray:
@@ -176,14 +193,19 @@ def _gpu_memory_mib(labels: dict[str, str]) -> int:
 MAX_GPU_MEMORY_MIB = 2**30  # per GPU (1 PiB): a larger label value is as unusable as a malformed one
 
 
-def task_status(pod: Pod) -> TaskStatus:
-    """KAI's pod status model (kai-behaviour §1.4), from what the API shows."""
+def task_status(pod: Pod, now: float | None = None, stuck_after: float = C.DEFAULT_STUCK_IN_RELEASING_S) -> TaskStatus:
+    """KAI's pod status model (kai-behaviour §1.4), from what the API shows. A Running pod whose
+    deletionTimestamp is more than *stuck_after* seconds before *now* is StuckInReleasing (KAI's
+    getTaskStatus); without *now* no pod is."""
     if pod.phase == "Succeeded":
         return TaskStatus.SUCCEEDED
     if pod.phase == "Failed":
         return TaskStatus.FAILED
     if pod.node_name:
-        if pod.meta.deletion_timestamp is not None:
+        deleted = pod.meta.deletion_timestamp
+        if deleted is not None:
+            if pod.phase == "Running" and now is not None and now - deleted > stuck_after:
+                return TaskStatus.STUCK_IN_RELEASING
             return TaskStatus.RELEASING
         return TaskStatus.RUNNING if pod.phase == "Running" else TaskStatus.BOUND
     if pod.meta.deletion_timestamp is not None:
@@ -191,12 +213,22 @@ def task_status(pod: Pod) -> TaskStatus:
     return TaskStatus.GATED if pod.scheduling_gated else TaskStatus.PENDING
 
 
-def _signature_key(pod: Pod, share: GpuShare | None) -> tuple:
+def _queue_request(req: np.ndarray, mig_cols: list[tuple[int, int]]) -> tuple[int, int, int]:
+    """The request in QRES base units: a MIG instance counts as its profile's GPUs (KAI's TotalGPUs)."""
+    g, c, m = (int(x) for x in req[QRES_COLUMNS])
+    for col, milli in mig_cols:
+        g += int(req[col]) * milli
+    return g, c, m
+
+
+def _signature_key(pod: Pod, share: GpuShare | None, legacy: bool) -> tuple:
     return (
         tuple(sorted(pod.node_selector.items())),
         pod.affinity_terms,
         pod.tolerations,
         share,  # a fractional request adds its own predicate (no MIG nodes) and its own fit
+        legacy,  # a legacy MIG pod is never placed
+        requests_mig(pod.requests),  # a MIG pod avoids nodes running legacy MIG pods
     )
 
 
@@ -314,16 +346,24 @@ def build_snapshot(
     queue_usage: dict[str, tuple[float, float, float]] | None = None,
     topologies: Iterable[Topology] = (),
     task_order: Callable[[Pod], tuple] = default_task_order,
+    stuck_in_releasing_s: float = C.DEFAULT_STUCK_IN_RELEASING_S,
     namespaces: Iterable[Namespace] = (),
     storage: Storage = NO_STORAGE,
+    dra: Dra = NO_DRA,
 ) -> Snapshot:
     """The snapshot of one cycle. Pods of other schedulers only take node capacity; pods of kai's
     scheduler belong to the PodGroup named by their ``pod-group-name`` annotation. *task_order*: the pod
-    order inside a job (``kai.scheduler.plugins.task_order_of(conf)``; KAI's default tiers otherwise)."""
+    order inside a job (``kai.scheduler.plugins.task_order_of(conf)``; KAI's default tiers otherwise).
+    *stuck_in_releasing_s*: a terminating Running pod older than this is StuckInReleasing (``task_status``):
+    its resources stay used but are not releasing (``SchedulerConf.stuck_in_releasing_threshold``)."""
     nodes = sorted(nodes, key=lambda n: n.meta.name)
-    resources = _resource_columns(nodes, pods)
+    legacy = _legacy_mig(pods)
+    resources = _resource_columns(nodes, pods, legacy.values())
     col = {r: i for i, r in enumerate(resources)}
     n_res = len(resources)
+    # MIG instances count as GPUs in queue accounting and fair share (KAI's TotalGPUs): (column, milli-GPUs each)
+    mig_cols = [(c, g * MILLI) for c, r in enumerate(resources) if (g := mig_gpus(r)) is not None]
+    legacy_mig = np.zeros(len(nodes), dtype=bool)  # nodes running a legacy MIG pod
     node_row = {n.meta.name: i for i, n in enumerate(nodes)}
     allocatable = np.zeros((len(nodes), n_res), dtype=np.int64)
     for i, n in enumerate(nodes):
@@ -334,6 +374,10 @@ def build_snapshot(
     gpu_mem = np.array([_gpu_memory_mib(lb) for lb in labels], dtype=np.int64)
     mig = np.array([lb.get(C.LABEL_MIG_STRATEGY, "none") not in ("", "none") for lb in labels], dtype=bool)
     sharing_nodes = (allocatable[:, GPU] > 0) & ~mig  # fractions are never placed on MIG nodes
+    if dra:  # DRA GPUs count as the node's GPUs (KAI's AddDRAGPUs); fractions never go on them
+        for name, count in dra.node_gpus().items():
+            if (row := node_row.get(name)) is not None:
+                allocatable[row, GPU] = min(int(allocatable[row, GPU]) + count * MILLI, MAX_AMOUNT)
     max_gpu_mem = int(gpu_mem[sharing_nodes].max()) if sharing_nodes.any() else C.DEFAULT_GPU_MEMORY_MIB
     schedulable = np.array([n.ready for n in nodes], dtype=bool)
     ready = np.array([n.ready for n in nodes], dtype=bool)
@@ -384,9 +428,14 @@ def build_snapshot(
     for count, pod in enumerate(pods):
         if count % SATURATE_EVERY == SATURATE_EVERY - 1:
             _saturate(used, releasing, other_used)
-        status = task_status(pod)
+        status = task_status(pod, now, stuck_in_releasing_s)
         node = node_row.get(pod.node_name, -1)
-        req = _vector(pod.requests, col, n_res)
+        named = legacy.get(count) if legacy else None
+        req = _vector(pod.requests if named is None else {**pod.requests, **named}, col, n_res)
+        if named is not None and status in ACTIVE_USED and node >= 0:
+            legacy_mig[node] = True
+        if pod.resource_claims and dra:  # GPUs claimed through DRA count as GPUs (KAI's DRA GPU accounting)
+            req[GPU] = min(int(req[GPU]) + dra.pod_gpus(pod) * MILLI, MAX_AMOUNT)
         reservation = pod.meta.labels.get(C.LABEL_APP) == C.RESERVATION_APP
         if reservation:
             # A GPU reservation pod holds, towards the device plugin, the GPU its GPU group already takes
@@ -422,7 +471,7 @@ def build_snapshot(
             if status in ACTIVE_USED and node >= 0:
                 others.append(OtherPod(pod, node, status == TaskStatus.RELEASING))
             continue
-        key = _signature_key(pod, share)
+        key = _signature_key(pod, share, named is not None)
         sig = sig_ids.setdefault(key, len(sig_ids))
         if sig == len(sig_pods):
             sig_pods.append(pod)
@@ -436,7 +485,7 @@ def build_snapshot(
                 request=_ro(req),
                 signature=sig,
                 order_key=task_order(pod),
-                qreq=tuple(int(x) for x in req[QRES_COLUMNS]),
+                qreq=_queue_request(req, mig_cols),
                 nominated=node_row.get(pod.nominated_node_name, -1) if status == TaskStatus.PENDING else -1,
                 share=share,
                 spec_error=spec_error,
@@ -469,6 +518,8 @@ def build_snapshot(
     # in float64: 5,000 nodes of saturated allocatable would overflow an int64 sum (fair share is float anyway)
     total = allocatable[ready].sum(axis=0, dtype=np.float64) - other_used if len(nodes) else np.zeros(n_res)
     total_q = np.maximum(total[QRES_COLUMNS], 0).astype(np.float64)
+    for c, milli in mig_cols:
+        total_q[0] += max(float(total[c]), 0.0) * milli
     table = NodeTable(
         names=tuple(n.meta.name for n in nodes),
         labels=labels,
@@ -479,6 +530,7 @@ def build_snapshot(
         schedulable=_ro(schedulable),
         gpu_memory_mib=_ro(gpu_mem),
         mig_mixed=_ro(mig_mixed),
+        legacy_mig=_ro(legacy_mig) if legacy_mig.any() else None,
     )
     return Snapshot(
         now=now,
@@ -497,5 +549,6 @@ def build_snapshot(
         others=tuple(others),
         namespaces={ns.meta.name: ns.labels for ns in namespaces},
         storage=storage,
+        dra=dra,
         pod_rules=pod_rules,
     )

@@ -19,15 +19,20 @@ Theory of operation.
 * Candidates. For the pods to place, each node's room is how many copies of
   the largest pod request fit on its idle plus releasing resources (KAI's
   ``AllocatablePods``); a domain qualifies when its nodes hold all the pods.
-  Within a level, the most packed domain comes first: the larger share of its
-  free resources the pods would take (dominant resource), then the domain
-  name. Allocate tries each candidate inside a Statement, in this order.
-* Node order inside a candidate above the preferred level: nodes get
-  ``TOPOLOGY_SCORE * (k - i) / k`` where i is the rank of their preferred-level
-  domain in the same packing order, so the pods fill the most packed preferred
-  domain first and spill into the next (the reference's example: inside zone A,
-  rack A1 with 2 free GPUs is filled before A2 with 3). The bonus outweighs
-  the Placer's own scores, as KAI's topology score outweighs node availability.
+  Allocate tries each candidate inside a Statement, lowest level first, and
+  within a level in KAI's bin-packing order of the tree (``sortTree``): the
+  domains under one parent go most packed first (the larger share of their
+  free resources the pods would take, dominant resource; then the domain
+  name), and a level lists the children of its parents in the parents' order.
+  So a rack under the most packed spine comes before a fuller rack under an
+  emptier spine (KAI's 'Bin Packing - Pack Top-Most domain first').
+* Node order inside a candidate above the preferred level (KAI's
+  ``calculateNodeScores``): the preferred-level domains of the nodes the
+  (sub)group may use, in that same tree order, give their nodes
+  ``TOPOLOGY_SCORE * floor(10 * (i + 1) / n)`` for the i-th of n, so the pods
+  fill the *last* domain of the packing order first (the emptiest, on a tie
+  the last by name) and spill over in reverse order. The bonus outweighs the
+  Placer's own scores, as KAI's topology score outweighs node availability.
 """
 
 from __future__ import annotations
@@ -182,10 +187,7 @@ class Candidates:
     room: dict[int, np.ndarray] = field(default_factory=dict)  # level -> pods each domain holds
     free_gpu: dict[int, np.ndarray] = field(default_factory=dict)  # level -> free milli-GPUs per domain
     allowed: np.ndarray | None = None
-    bonus_of: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
-    _k: np.ndarray | None = None  # pods each node holds
-    _free: np.ndarray | None = None
-    _total: np.ndarray | None = None
+    preferred_score: np.ndarray | None = None  # (n_nodes,) KAI's node score by preferred-level domain
 
     def __iter__(self) -> Iterator[Candidate]:
         con = self.constraint
@@ -196,24 +198,10 @@ class Candidates:
             yield Candidate(level, d, mask, self._bonus(mask, level))
 
     def _bonus(self, mask: np.ndarray, level: int) -> np.ndarray | None:
-        con = self.constraint
-        pref = con.preferred
-        if pref is None or level == pref:
+        pref = self.constraint.preferred
+        if pref is None or level == pref or self.preferred_score is None:
             return None
-        assert self._free is not None and self._total is not None
-        ids = con.tree.domain[pref]
-        inside = np.flatnonzero(mask)
-        doms, inv = np.unique(ids[inside], return_inverse=True)
-        if len(doms) <= 1:
-            return None
-        ratio = _packing(inv, len(doms), self._free[inside], self._total)
-        names = con.tree.domain_names[pref]
-        order = sorted(range(len(doms)), key=lambda i: (-ratio[i], names[doms[i]]))
-        rank = np.empty(len(doms), dtype=np.int64)
-        rank[order] = np.arange(len(doms))
-        bonus = np.zeros(len(mask))
-        bonus[inside] = TOPOLOGY_SCORE * (len(doms) - rank[inv]) / len(doms)
-        return bonus
+        return np.where(mask, self.preferred_score, 0.0)
 
     def failure(self, tried: int, why: str) -> str:
         """Why no candidate worked: 'no rack of topology t has 16 free GPUs; the best has 8'."""
@@ -296,7 +284,9 @@ def candidates(
         k = np.full(len(allowed), count, dtype=np.int64)
     k = np.where(allowed, k, 0)
     out = Candidates(con, count, float(total[GPU]) / MILLI, allowed=allowed)
-    out._k, out._free, out._total = k, free, total
+    depth = con.preferred if con.preferred is not None else con.required
+    assert depth is not None
+    ranks = _tree_order(tree, allowed, free, total, depth)
     for level in con.levels():
         if level == ROOT:
             out.room[ROOT] = np.array([k.sum()])
@@ -314,13 +304,46 @@ def candidates(
             inv, weights=np.maximum(free[inside, GPU], 0).astype(np.float64), minlength=n_dom
         )
         fit = np.flatnonzero(room >= count)
-        if not len(fit):
-            continue
-        ratio = _packing(inv, n_dom, free[inside], total)
-        names = tree.domain_names[level]
-        for d in sorted(fit.tolist(), key=lambda d: (-ratio[d], names[d])):
-            out.items.append((level, d))
+        rank = ranks[level]
+        out.items += [(level, d) for d in sorted(fit.tolist(), key=lambda d: rank[d])]
+    if con.preferred is not None:
+        ids = tree.domain[con.preferred]
+        rank = ranks[con.preferred]
+        n_pref = int((rank >= 0).sum())
+        if n_pref > 1:
+            score = np.zeros(len(allowed))
+            inside = np.flatnonzero(allowed)
+            score[inside] = TOPOLOGY_SCORE * np.floor(10 * (rank[ids[inside]] + 1) / n_pref)
+            out.preferred_score = score
     return out
+
+
+def _tree_order(tree: TopologyTree, allowed: np.ndarray, free: np.ndarray, total: np.ndarray, depth: int) -> dict:
+    """Per level 0..*depth*, each domain's position in KAI's sorted tree (``sortTree``, read level by level as
+    ``sortDomainInfos`` does): siblings most packed first, then by name; a level follows its parents' order.
+    -1 for domains without allowed nodes."""
+    inside = np.flatnonzero(allowed)
+    ranks: dict[int, np.ndarray] = {}
+    parent_rank: np.ndarray | None = None
+    for level in range(depth + 1):
+        ids = tree.domain[level]
+        n_dom = len(tree.domain_names[level])
+        inv = ids[inside]
+        ratio = _packing(inv, n_dom, free[inside], total)
+        present = np.zeros(n_dom, dtype=bool)
+        present[inv] = True
+        if parent_rank is None:
+            parent_of = np.zeros(n_dom, dtype=np.int64)
+        else:
+            parent_of = np.zeros(n_dom, dtype=np.int64)
+            parent_of[inv] = parent_rank[tree.domain[level - 1][inside]]
+        names = tree.domain_names[level]
+        order = sorted(np.flatnonzero(present).tolist(), key=lambda d: (parent_of[d], -ratio[d], names[d]))
+        rank = np.full(n_dom, -1, dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        ranks[level] = rank
+        parent_rank = rank
+    return ranks
 
 
 class TopologyIndex:

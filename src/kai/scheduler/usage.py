@@ -9,8 +9,8 @@ left over; deserved quotas are never affected (kai-behaviour §4.4.2).
 
 The engine only sees the result, a number per queue and resource, through the
 ``UsageSource`` interface: the embedded cluster feeds it from its own record of
-what each queue held over simulated time (``UsageLedger``), and a Kubernetes
-backend can feed it from Prometheus. The arithmetic here is pure.
+what each queue held over simulated time (``UsageLedger``), and ``kai scheduler``
+feeds it from Prometheus with the same arithmetic (``kai.k8s._usage``). The arithmetic here is pure.
 """
 
 from __future__ import annotations

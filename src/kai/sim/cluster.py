@@ -24,51 +24,47 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from kai.api import constants as C
 from kai.api.duration import parse_duration
 from kai.api.errors import ManifestError
 from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import (
-    ApiObject,
     Node,
     ObjectMeta,
     Pod,
-    PodGroup,
     PriorityClass,
-    Queue,
-    QueueResource,
     SchedulingShard,
     Topology,
     format_time,
-    object_ref,
-    parse_pod,
 )
-from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload, pod_as_owner
-from kai.podgrouper import Grouping, Origin, group_pod, updated_podgroup
+from kai.api.workloads import Workload
 from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
+from kai.scheduler.dra import dra_of
 from kai.scheduler.gpusharing import default_group_name, parse_share
+from kai.scheduler.model import TaskStatus
+from kai.scheduler.partition import Partition, partition_input
 from kai.scheduler.plugins import check_conf, task_order_of
 from kai.scheduler.snapshot import Snapshot, build_snapshot
 from kai.scheduler.storage import storage_of
 from kai.scheduler.taskorder import default_task_order
 from kai.scheduler.usage import UsageLedger, UsageParams
 from kai.sim import checks
-from kai.sim.controllers import ADMISSION, Created, controller_for
+from kai.sim._changes import updated, updated_meta
+from kai.sim._controllermanager import ControllerManager
+from kai.sim._origins import MAX_OWNER_CHAIN, Origins, SimObject
+from kai.sim._podgrouper import EmbeddedPodGrouper
+from kai.sim.controllers import controller_for
+from kai.sim.dra import allocate_chosen, make_template_claims, release_pod, sync_claims
 from kai.sim.lifetimes import Interruption, Lifetimes
 from kai.sim.volumes import bind_chosen, bind_immediate
 from kai.store import Key, Store, key_of
 
-T = TypeVar("T")
 SCHEDULE_PERIOD_S = 1.0  # simulated time between two cycles
 ARRIVAL_SPACING_S = 0.001  # creation-time gap between objects applied together between two cycles
-MAX_CONTROLLER_ROUNDS = 32  # owners nest a few levels deep (RayService → RayCluster → pods); this is ample
-
-SimObject = ApiObject | Workload
-ObjKey = tuple[str, Key]  # (kind, (namespace, name))
 
 
 def default_priority_classes() -> list[PriorityClass]:
@@ -76,49 +72,6 @@ def default_priority_classes() -> list[PriorityClass]:
         PriorityClass(ObjectMeta(name, None, f"PriorityClass/{name}"), value)
         for name, value in C.DEFAULT_PRIORITY_CLASSES.items()
     ]
-
-
-def default_queues() -> list[Queue]:
-    """Helm's default-parent-queue and its child default-queue: quota 0, limit -1, weight 1."""
-    res = {r: QueueResource(quota=0.0, limit=-1.0, over_quota_weight=1.0) for r in ("gpu", "cpu", "memory")}
-    return [
-        Queue(ObjectMeta(C.DEFAULT_PARENT_QUEUE, None, f"Queue/{C.DEFAULT_PARENT_QUEUE}"), resources=dict(res)),
-        Queue(
-            ObjectMeta(C.DEFAULT_QUEUE, None, f"Queue/{C.DEFAULT_QUEUE}"),
-            parent=C.DEFAULT_PARENT_QUEUE,
-            resources=dict(res),
-        ),
-    ]
-
-
-def _ref(obj: SimObject) -> str:
-    return object_ref(obj.kind, obj.meta.namespace, obj.meta.name)
-
-
-def _parse_ref(ref: str) -> ObjKey:
-    kind, _, rest = ref.partition("/")
-    ns, _, name = rest.rpartition("/")
-    return kind, (ns, name)
-
-
-def _remap(field: str, maps: tuple[str, str]) -> str | None:
-    """A field of a made object → the field of its owner it was built from (None if not from there)."""
-    child, owner = maps
-    if child:
-        if not (field == child or field.startswith((child + ".", child + "["))):
-            return None
-        rest = field[len(child) :]
-    else:
-        rest = "." + field if field else ""
-    return (owner + rest) if owner else rest.lstrip(".")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Made:
-    """Provenance of an object a controller created: which owner, and from which of its fields."""
-
-    owner: ObjKey
-    maps: tuple[str, str]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -136,7 +89,7 @@ class PodView:
     """What ``kai sim`` reports for one pod after the last cycle."""
 
     pod: Pod
-    status: str  # Pending | Binding | Pipelined | Running | Releasing | Succeeded | Failed
+    status: str  # Pending | Binding | Pipelined | Running | Releasing | StuckInReleasing | Succeeded | Failed
     node: str
     gpu_groups: tuple[str, ...] = ()  # the shared GPUs it holds (or, pipelined, is promised)
 
@@ -155,24 +108,22 @@ class EmbeddedCluster:
         self._pipelined_last: dict[tuple[str, str], str] = {}
         self._pipelined_gpus: dict[tuple[str, str], tuple[str, ...]] = {}
         self._evicted_last: set[tuple[str, str]] = set()
-        self._sources: dict[ObjKey, str] = {}
+        self.origins = Origins()
         self._generation = 0
         self._usage: UsageLedger | None = None  # time-based fair share, when the SchedulingShard asks for it
-        self._workloads: list[ObjKey] = []  # every Workload, in creation order (controllers run in this order)
-        self._made: dict[ObjKey, _Made] = {}
-        self._names_used: set[tuple[str, str, str]] = set()  # (kind, namespace, name) ever created
+        self.shard_name: str | None = None  # kai sim --shard: that shard's scheduler alone (its node pool)
         self.lifetimes = Lifetimes()  # bound pods: when they started, when kai.sim/duration ends them
         self.default_checkpoint: float | None = None  # checkpoint interval of pods without the annotation
         self.interruptions: list[Interruption] = []  # pods gone before they finished, until taken
         self.last_snapshot: Snapshot | None = None  # what the last cycle scheduled from
+        self.last_conf: SchedulerConf | None = None  # the configuration it scheduled with
         self._held: dict[str, tuple[float, float, float]] = {}  # per queue, what the last cycle left allocated
         self._capacity: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._started_up = False
         self._finished_at: dict[tuple[str, str, str], float] = {}  # succeeded pod → when it finished
-        self._groupings: dict[Key, Grouping] = {}  # generated PodGroup → how the pod-grouper made it
-        self._events: list[Event] = []
-        self._reported: set[Key] = set()
-        self._warned: set[tuple[str, str, str]] = set()  # (object, field, message) of owner warnings given
+        self._events: list[Event] = []  # raised by the cluster itself, until taken
+        self.controllers = ControllerManager(self.store, self.origins, self._events, self._put_new)
+        self.podgrouper = EmbeddedPodGrouper(self.store, self.origins, self._events)
         for pc in default_priority_classes():
             pc.meta.creation_timestamp = 0.0
             self.store.put(pc)
@@ -195,241 +146,39 @@ class EmbeddedCluster:
         self._check_sim_annotations([obj for _, obj in objects])
         for _, obj in objects:
             if isinstance(obj, Workload) and (err := checks.workload_counts(obj)) is not None:
-                raise self._relocate(err)
+                raise self.origins.relocate(err)
         self._run_controllers(strict=True)
         self._group_pods(strict=True)
         self._validate()
         bind_immediate(self.store, self.now)  # the PV controller: claims that do not wait for a pod
+        make_template_claims(self.store, self.now)  # the resourceclaim controller: claims from templates
         if self.strict_input and any(isinstance(obj, (Pod, Node)) for _, obj in objects):
             err = checks.overcommitted(self.store.list("Node"), self.store.list("Pod"), self.now)
             if err is not None:
-                raise self._relocate(err)
+                raise self.origins.relocate(err)
         for pod in self.store.list("Pod"):  # running pods given in the manifests: their duration counts from start
             if pod.node_name and pod.phase == "Running" and self._pod_id(pod) not in self.lifetimes:
                 self._start(pod, pod.start_time if pod.start_time is not None else self.now)
 
     def _put_new(self, obj: SimObject, source: str) -> None:
-        key = (obj.kind, key_of(obj))
-        self._sources[key] = source
-        self._names_used.add((obj.kind, obj.meta.namespace or "", obj.meta.name))
-        if isinstance(obj, Workload) and self.store.get(obj.kind, key_of(obj)) is None:
-            self._workloads.append(key)
+        self.origins.record(obj, source)
+        self.controllers.added(obj)
         self.store.put(obj)
 
-    def _source(self, obj: SimObject) -> str:
-        return self._sources.get((obj.kind, key_of(obj)), "")
+    def _run_controllers(self, *, strict: bool) -> None:
+        self.controllers.run(self.now, dated_now=self.cycle > 0, strict=strict)
 
-    def _error(self, obj: SimObject, field: str, message: str) -> ManifestError:
-        return self._relocate(ManifestError(message, obj=_ref(obj), field=field))
-
-    def _error_at(self, origin: Origin, message: str) -> ManifestError:
-        return self._relocate(ManifestError(message, obj=origin.ref, field=origin.field))
-
-    def _relocate(self, err: ManifestError) -> ManifestError:
-        """Point an error about an object a controller made at what the user wrote: the owner's field the
-        object was built from (a pod's resources → the RayCluster's template), and the owner's file."""
-        key = _parse_ref(err.obj) if err.obj else None
-        obj, field = err.obj, err.field
-        while key is not None and key in self._made:
-            made = self._made[key]
-            mapped = _remap(field, made.maps) if field else None
-            if mapped is None:
-                break
-            field, key = mapped, made.owner
-            obj = f"{key[0]}/{key[1][0]}/{key[1][1]}" if key[1][0] else f"{key[0]}/{key[1][1]}"
-        source = err.source or (self._sources.get(key, "") if key is not None else "")
-        return ManifestError(err.message, source=source, obj=obj, field=field)
+    def _group_pods(self, *, strict: bool) -> None:
+        self.podgrouper.run(strict=strict)
 
     @staticmethod
     def _pod_id(pod: Pod) -> tuple[str, str, str]:
         return (pod.meta.namespace or "", pod.meta.name, pod.meta.uid)
 
-    # --- the controllers ------------------------------------------------------------------
-
-    def _children_index(self) -> dict[tuple[str, str, str], list[SimObject]]:
-        """(owner kind, namespace, name) → the objects whose first owner reference names it."""
-        index: dict[tuple[str, str, str], list[SimObject]] = {}
-        objs: list[SimObject] = [*self.store.list("Pod")]
-        objs += [w for k in self._workloads if (w := self.store.get(*k)) is not None]
-        for obj in objs:
-            if obj.meta.owner_references:
-                ref = obj.meta.owner_references[0]
-                index.setdefault((ref.kind, obj.meta.namespace or "", ref.name), []).append(obj)
-        return index
-
-    def _run_controllers(self, *, strict: bool) -> None:
-        """Reconcile every owner until none creates anything more (a RayService makes a RayCluster, which
-        then makes pods). With strict=False (between cycles) an error becomes a Warning event instead."""
-        if not self._workloads:
-            return
-        for _ in range(MAX_CONTROLLER_ROUNDS):
-            view = _ControllerView(self.now, self._children_index(), self._names_used)
-            created = False
-            for key in list(self._workloads):
-                owner = self.store.get(*key)
-                if not isinstance(owner, Workload) or (reconcile := controller_for(owner)) is None:
-                    continue
-                try:
-                    result = reconcile(owner, view)
-                    if result.status:
-                        owner.doc["status"] = {**(owner.doc.get("status") or {}), **result.status}
-                        self.store.put(owner)
-                    for made in result.create:
-                        self._create(made, owner)
-                        created = True
-                except ManifestError as e:
-                    err = self._relocate(e if e.obj else e.located(obj=owner.ref))
-                    if strict:
-                        raise err from None
-                    self._events.append(Event(owner.ref, "Warning", "ControllerError", err.message))
-            if not created:
-                return
-
-    def _create(self, made: Created, owner: Workload) -> None:
-        doc = made.doc
-        if doc.get("kind") == "Pod":
-            for admit in ADMISSION:
-                admit(doc)
-        obj: SimObject
-        try:
-            obj = parse_pod(doc) if doc.get("kind") == "Pod" else parse_workload(doc)
-        except ManifestError as e:
-            mapped = _remap(e.field, made.maps)
-            raise ManifestError(
-                e.message, source=self._source(owner), obj=owner.ref, field=mapped if mapped is not None else e.field
-            ) from None
-        obj.meta.creation_timestamp = self.now if self.cycle > 0 else owner.meta.creation_timestamp
-        if isinstance(obj, Pod) and self.store.count("Pod") >= checks.MAX_SIM_PODS:
-            raise ManifestError(
-                f"makes pods past the {checks.MAX_SIM_PODS:,} kai sim holds at once",
-                source=self._source(owner),
-                obj=owner.ref,
-            )
-        key = (obj.kind, key_of(obj))
-        self._made[key] = _Made((owner.kind, key_of(owner)), made.maps)
-        self._put_new(obj, self._source(owner))
-
-    # --- the pod-grouper ------------------------------------------------------------------
-
-    def _owner(self, obj: SimObject) -> Workload:
-        """The object's first owner as the pod-grouper sees it (an owning pod is seen as a Workload). A
-        missing owner of a kind kai does not read gets a stand-in made from the reference alone (its labels
-        are unknown); a missing owner of a kind kai reads is an error."""
-        ref = obj.meta.owner_references[0]
-        ns = obj.meta.namespace or "default"
-        found = self.store.get(ref.kind, (ns, ref.name))
-        if isinstance(found, Pod):
-            return pod_as_owner(found)
-        if isinstance(found, Workload):
-            if ref.uid and ref.uid != found.meta.uid and "/" not in ref.uid and "/" not in found.meta.uid:
-                raise self._error(
-                    obj,
-                    "metadata.ownerReferences[0].uid",
-                    f"{ref.kind} {ns}/{ref.name} has uid {found.meta.uid}, not {ref.uid}",
-                )
-            return found
-        if (ref.api_version, ref.kind) in WORKLOAD_KINDS or ref.kind == "Pod":
-            raise self._error(
-                obj,
-                "metadata.ownerReferences[0]",
-                f"owner {ref.kind} {ns}/{ref.name} does not exist (apply it too)",
-            )
-        stand_in = Workload(
-            meta=ObjectMeta(ref.name, ns, ref.uid or f"{ref.kind}/{ns}/{ref.name}"),
-            api_version=ref.api_version,
-            kind=ref.kind,
-            doc={},
-        )
-        return stand_in
-
-    def _owner_chain(self, pod: Pod) -> list[Workload]:
-        chain: list[Workload] = []
-        obj: SimObject = pod
-        seen: set[str] = set()
-        while obj.meta.owner_references and len(chain) < 16:
-            owner = self._owner(obj)
-            if owner.ref in seen:
-                raise self._error(obj, "metadata.ownerReferences[0]", f"owner reference cycle through {owner.ref}")
-            seen.add(owner.ref)
-            chain.append(owner)
-            if owner.kind == "Pod":
-                nxt = self.store.get("Pod", key_of(owner))
-                if nxt is None:
-                    break
-                obj = nxt
-            elif self.store.get(owner.kind, key_of(owner)) is owner:
-                obj = owner
-            else:
-                break  # a stand-in: nothing is known above it
-        return chain
-
-    def _group_pods(self, *, strict: bool) -> None:
-        """KAI's pod-grouper for every kai pod without a pod-group-name annotation (a pod that names its
-        PodGroup keeps it: the user's grouping wins in kai sim)."""
-        view = _GrouperView(self.store)
-        for pod in self.store.list("Pod"):
-            if pod.scheduler_name not in (C.SCHEDULER_NAME, "default-scheduler"):
-                continue  # another scheduler's pod: it only takes node capacity
-            if pod.scheduler_name != C.SCHEDULER_NAME:  # kai sim schedules every pod with no other scheduler named
-                pod = self._update(pod, scheduler_name=C.SCHEDULER_NAME)
-            if C.ANNOTATION_POD_GROUP_NAME in pod.meta.annotations:
-                continue
-            try:
-                grouping = group_pod(pod, self._owner_chain(pod), view=view)
-            except ManifestError as e:
-                err = self._relocate(e if e.obj else e.located(obj=_ref(pod)))
-                if strict:
-                    raise err from None
-                self._events.append(Event(_ref(pod), "Warning", "PodGrouperWarning", err.message))
-                continue
-            if grouping is not None:
-                self._adopt(pod, grouping)
-
-    def _adopt(self, pod: Pod, grouping: Grouping) -> None:
-        """Create or update the generated PodGroup and patch the pod, as the pod-grouper does."""
-        pg = grouping.podgroup
-        key = key_of(pg)
-        existing = self.store.get("PodGroup", key)
-        if existing is not None and existing.generated:
-            pg = updated_podgroup(existing, pg)
-        if existing is None or existing.generated:
-            if existing is None and pg.meta.creation_timestamp is None:
-                pg.meta.creation_timestamp = pod.meta.creation_timestamp
-            if pg.queue == C.DEFAULT_QUEUE and self.store.get("Queue", ("", C.DEFAULT_QUEUE)) is None:
-                for q in default_queues():
-                    q.meta.creation_timestamp = 0.0
-                    self.store.put(q)
-            top = grouping.top_owner
-            self._sources[("PodGroup", key)] = self._sources.get((top.kind, (top.namespace, top.name)), "")
-            self._groupings[key] = grouping
-            if pg is not existing:
-                self.store.put(pg)
-            if grouping.unknown_kind and key not in self._reported:
-                self._reported.add(key)
-                message = f"{grouping.unknown_kind}: PodGroup {pg.meta.namespace}/{pg.meta.name} for {top.ref}"
-                self._events.append(Event(top.ref, "Normal", "UnknownOwnerKind", message))
-            if grouping.warning is not None:
-                self._warn_owner(grouping.warning, pg)
-        labels = {**pod.meta.labels, C.LABEL_SUBGROUP_NAME: grouping.subgroup} if grouping.subgroup else pod.meta.labels
-        annotations = {**pod.meta.annotations, C.ANNOTATION_POD_GROUP_NAME: pg.meta.name}
-        self._update_meta(pod, annotations=annotations, labels=labels)
-
-    def _warn_owner(self, warning: ManifestError, pg: PodGroup) -> None:
-        """An owner whose spec contradicts itself: a Warning on the object the user wrote (a RayService, not
-        the RayCluster it made), naming the field, once per problem; its pods were grouped by default."""
-        err = self._relocate(warning)
-        if (err.obj, err.field, err.message) in self._warned:
-            return
-        self._warned.add((err.obj, err.field, err.message))
-        message = (
-            f"{err.field}: {err.message}; its pods are grouped by the default rule instead "
-            f"(PodGroup {pg.meta.namespace}/{pg.meta.name}, minMember {pg.min_member})"
-        )
-        self._events.append(Event(err.obj, "Warning", "PodGrouperWarning", message))
-
     def take_events(self) -> list[Event]:
         """Events the cluster itself raised (pod-grouper, controllers) since the last call, oldest first."""
-        events, self._events = self._events, []
+        events = list(self._events)
+        self._events.clear()  # the same list: the controllers and the pod-grouper append to it
         return events
 
     # --- checks ---------------------------------------------------------------------------------
@@ -438,19 +187,19 @@ class EmbeddedCluster:
         queues = {q.meta.name: q for q in self.store.list("Queue")}
         for q in queues.values():
             if q.parent and q.parent not in queues:
-                raise self._error(q, "spec.parentQueue", f"parent queue {q.parent!r} does not exist")
+                raise self.origins.error(q, "spec.parentQueue", f"parent queue {q.parent!r} does not exist")
             seen, cur = [], q.meta.name
             while cur:
                 if cur in seen:
-                    raise self._error(q, "spec.parentQueue", f"parent queue cycle: {' -> '.join([*seen, cur])}")
+                    raise self.origins.error(q, "spec.parentQueue", f"parent queue cycle: {' -> '.join([*seen, cur])}")
                 seen.append(cur)
                 cur = queues[cur].parent if cur in queues else ""
         classes = {pc.meta.name for pc in self.store.list("PriorityClass")}
         parents = {q.parent for q in queues.values() if q.parent}
         for pg in self.store.list("PodGroup"):
-            grouping = self._groupings.get(key_of(pg)) if pg.generated else None
+            grouping = self.podgrouper.groupings.get(key_of(pg)) if pg.generated else None
             if not pg.queue:
-                raise self._error(pg, "spec.queue", "is required")
+                raise self.origins.error(pg, "spec.queue", "is required")
             if pg.queue not in queues or pg.queue in parents:
                 message = (
                     f"queue {pg.queue!r} does not exist"
@@ -458,44 +207,44 @@ class EmbeddedCluster:
                     else f"queue {pg.queue!r} is a parent queue; only leaf queues hold jobs"
                 )
                 if grouping is not None:
-                    raise self._error_at(grouping.queue_from, message)
-                raise self._error(pg, "spec.queue", message)
+                    raise self.origins.error_at(grouping.queue_from, message)
+                raise self.origins.error(pg, "spec.queue", message)
             if pg.priority_class_name and pg.priority_class_name not in classes:
                 message = f"priority class {pg.priority_class_name!r} does not exist"
                 if grouping is not None:
-                    raise self._error_at(grouping.priority_from, message)
-                raise self._error(pg, "spec.priorityClassName", message)
+                    raise self.origins.error_at(grouping.priority_from, message)
+                raise self.origins.error(pg, "spec.priorityClassName", message)
         pods = self.store.list("Pod")
         if self.strict_input:
             for obj in (*self.store.list("Node"), *pods):
                 if (err := checks.oversize(obj)) is not None:
-                    raise self._relocate(err)
+                    raise self.origins.relocate(err)
             if (err := checks.gpu_sharing(pods, self.store.list("Node"))) is not None:
-                raise self._relocate(err)
+                raise self.origins.relocate(err)
         for pod in pods:
             if pod.scheduler_name != C.SCHEDULER_NAME:
                 continue
             field = f"metadata.annotations.{C.ANNOTATION_POD_GROUP_NAME}"
             pg_name = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME)
             if pg_name is None:
-                raise self._error(
+                raise self.origins.error(
                     pod,
                     field,
                     f"is missing, and {C.SKIP_PODGROUPER} tells the pod-grouper to leave the pod alone: "
                     "apply its PodGroup and name it here",
                 )
             if self.store.get("PodGroup", (pod.meta.namespace or "", pg_name)) is None:
-                raise self._error(pod, field, f"PodGroup {pod.meta.namespace}/{pg_name} does not exist")
+                raise self.origins.error(pod, field, f"PodGroup {pod.meta.namespace}/{pg_name} does not exist")
             prio = pod.meta.labels.get(C.LABEL_TASK_PRIORITY)
             if prio is not None:
                 try:
                     int(prio)
                 except ValueError:
-                    raise self._error(
+                    raise self.origins.error(
                         pod, f"metadata.labels.{C.LABEL_TASK_PRIORITY}", f"{prio!r} is not an integer"
                     ) from None
             if pod.node_name and self.store.get("Node", ("", pod.node_name)) is None:
-                raise self._error(pod, "spec.nodeName", f"node {pod.node_name!r} does not exist")
+                raise self.origins.error(pod, "spec.nodeName", f"node {pod.node_name!r} does not exist")
 
     def _check_sim_annotations(self, objs: Sequence[SimObject]) -> None:
         """Every kai.sim/ duration annotation (duration, arrival, checkpoint-interval) of the objects being
@@ -507,7 +256,7 @@ class EmbeddedCluster:
                 text = annotations.get(name)
                 if text is not None:
                     field = f"metadata.annotations.{name}"
-                    parse_sim_annotation(name, text, lambda m, o=obj, f=field: self._error(o, f, m))
+                    parse_sim_annotation(name, text, lambda m, o=obj, f=field: self.origins.error(o, f, m))
             if isinstance(obj, Workload):
                 self._check_template_annotations(obj, obj.doc, "")
 
@@ -521,7 +270,7 @@ class EmbeddedCluster:
                         text = v.get(name)
                         if text is not None:
                             where = f"{sub}.{name}"
-                            parse_sim_annotation(name, text, lambda m, w=where: self._error(owner, w, m))
+                            parse_sim_annotation(name, text, lambda m, w=where: self.origins.error(owner, w, m))
                 else:
                     self._check_template_annotations(owner, v, sub)
         elif isinstance(node, list):
@@ -532,7 +281,9 @@ class EmbeddedCluster:
         """The pod's kai.sim/ duration annotation *name*, else its nearest owner's."""
         text = pod.meta.annotations.get(name)
         obj: SimObject = pod
-        while text is None and obj.meta.owner_references:
+        for _ in range(MAX_OWNER_CHAIN):  # bounded: owner references may form a cycle
+            if text is not None or not obj.meta.owner_references:
+                break
             ref = obj.meta.owner_references[0]
             nxt = self.store.get(ref.kind, (obj.meta.namespace or "", ref.name))
             if nxt is None:
@@ -549,27 +300,47 @@ class EmbeddedCluster:
     # --- cycles ---------------------------------------------------------------------------------
 
     def shard(self) -> SchedulingShard | None:
+        if self.shard_name is not None:
+            return self.store.get("SchedulingShard", ("", self.shard_name))
         shards = sorted(self.store.list("SchedulingShard"), key=lambda s: (s.meta.name != "default", s.meta.name))
         return shards[0] if shards else None
+
+    def partition(self) -> Partition | None:
+        """The node pool of ``--shard`` (``kai.scheduler.partition``); None without it: the whole cluster."""
+        if self.shard_name is None:
+            return None
+        shard = self.shard()
+        if shard is None:
+            raise ManifestError(f'--shard: no SchedulingShard "{self.shard_name}" among the input')
+        return Partition(shard.partition_label_value)
 
     def topologies(self) -> list[Topology]:
         return self.store.list("Topology")
 
     def snapshot(self, conf: SchedulerConf | None = None) -> Snapshot:
         """The Store as the engine sees it; *conf* orders each job's pods by its task-order plugins."""
-        return build_snapshot(
+        mine = partition_input(
+            self.partition(),
             nodes=self.store.list("Node"),
             pods=self.store.list("Pod"),
             podgroups=self.store.list("PodGroup"),
             queues=self.store.list("Queue"),
+        )
+        return build_snapshot(
+            nodes=mine.nodes,
+            pods=mine.pods,
+            podgroups=mine.podgroups,
+            queues=mine.queues,
             priority_classes=self.store.list("PriorityClass"),
             now=self.now,
             pdbs=self.store.list("PodDisruptionBudget"),
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
             topologies=self.topologies(),
             task_order=task_order_of(conf) if conf is not None else default_task_order,
+            stuck_in_releasing_s=(conf or SchedulerConf()).stuck_in_releasing_threshold,
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
+            dra=dra_of(self.store),
         )
 
     def run_cycle(self, conf: SchedulerConf, arrivals: Sequence[tuple[str, SimObject]] = ()) -> CycleResult:
@@ -589,6 +360,7 @@ class EmbeddedCluster:
             if shard is not None and shard.usage_window is not None:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
         snap = self.snapshot(conf)
+        self.last_conf = conf
         result = run_cycle(snap, conf)
         self._record_gpu_groups(snap)
         self._apply(result)
@@ -617,21 +389,7 @@ class EmbeddedCluster:
     def _set_gpu_groups(self, pod: Pod, groups: tuple[str, ...]) -> Pod:
         labels = {k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)}
         labels.update(gpu_group_labels(groups) if groups else {})
-        return self._update_meta(pod, labels=labels)
-
-    # Objects in the Store are never changed in place: a changed copy replaces them. A Snapshot keeps the Pod
-    # and PodGroup objects it was built from (``last_snapshot`` is read after the cluster has moved on), so
-    # an object changed under it would rewrite what that cycle saw.
-
-    def _update(self, obj: T, **changes: Any) -> T:
-        """Store a copy of *obj* with *changes*; returns the copy."""
-        new = dataclasses.replace(obj, **changes)
-        self.store.put(new)
-        return new
-
-    def _update_meta(self, obj: T, **changes: Any) -> T:
-        """Store a copy of *obj* whose metadata has *changes* (new dicts for labels or annotations)."""
-        return self._update(obj, meta=dataclasses.replace(obj.meta, **changes))
+        return updated_meta(self.store, pod, labels=labels)
 
     def _apply(self, result: CycleResult) -> None:
         self._bound_last = set()
@@ -641,7 +399,10 @@ class EmbeddedCluster:
         for b in result.binds:
             if b.volumes:  # kai binds a pod's volumes first (a provisioner makes the new ones)
                 bind_chosen(self.store, b.volumes, self.now)
-            pod = self._update(self.store.get("Pod", (b.pod.namespace, b.pod.name)), node_name=b.node)
+            pod = self.store.get("Pod", (b.pod.namespace, b.pod.name))
+            if b.claims:  # and its ResourceClaims' allocations and reservations (DynamicResources PreBind)
+                allocate_chosen(self.store, pod, b.claims)
+            pod = updated(self.store, pod, node_name=b.node)
             self._start(pod, self.now)  # kai.sim/duration counts from the bind
             if b.gpu_groups:
                 self._set_gpu_groups(pod, b.gpu_groups)  # the binder's runai-gpu-group label(s)
@@ -655,9 +416,9 @@ class EmbeddedCluster:
         for pod in self.store.list("Pod"):
             nominated = held.get((pod.meta.namespace or "", pod.meta.name), "")
             if pod.nominated_node_name != nominated:
-                self._update(pod, nominated_node_name=nominated)
+                updated(self.store, pod, nominated_node_name=nominated)
         for e in result.evictions:
-            self._update_meta(self.store.get("Pod", (e.pod.namespace, e.pod.name)), deletion_timestamp=self.now)
+            updated_meta(self.store, self.store.get("Pod", (e.pod.namespace, e.pod.name)), deletion_timestamp=self.now)
             self._evicted_last.add((e.pod.namespace, e.pod.name))
         for st in result.podgroups:
             if not st.stale_changed:
@@ -668,7 +429,8 @@ class EmbeddedCluster:
             annotations = {k: v for k, v in pg.meta.annotations.items() if k != C.ANNOTATION_STALE_TIMESTAMP}
             if st.stale_since is not None:
                 annotations[C.ANNOTATION_STALE_TIMESTAMP] = format_time(st.stale_since)
-            self._update(pg, stale_since=st.stale_since, meta=dataclasses.replace(pg.meta, annotations=annotations))
+            meta = dataclasses.replace(pg.meta, annotations=annotations)
+            updated(self.store, pg, stale_since=st.stale_since, meta=meta)
 
     def _start(self, pod: Pod, when: float) -> None:
         """Start the pod's run in the lifetimes book: its kai.sim/duration and checkpoint interval."""
@@ -687,7 +449,8 @@ class EmbeddedCluster:
         its node's GPUs) summed over devices, as queues are charged."""
         share, _ = parse_share(pod)
         if share is None:
-            return float(pod.requests.get(C.RESOURCE_GPU, 0))
+            dra = dra_of(self.store).pod_gpus(pod) if pod.resource_claims else 0  # GPUs claimed through DRA
+            return float(pod.requests.get(C.RESOURCE_GPU, 0) + dra)
         node = self.store.get("Node", ("", pod.node_name)) if pod.node_name else None
         label = node.meta.labels.get(C.LABEL_GPU_MEMORY, "") if node is not None else ""
         memory = int(label) if label.isdigit() and int(label) > 0 else C.DEFAULT_GPU_MEMORY_MIB
@@ -705,6 +468,8 @@ class EmbeddedCluster:
         """Delete *pod*: its run is interrupted (if it ran) and, without a controller to make it again, it
         comes back as a new Pending pod with the same name in the same PodGroup."""
         self.store.delete("Pod", key_of(pod))
+        if pod.resource_claims:
+            release_pod(self.store, pod)
         if (lost := self.lifetimes.interrupt(self._pod_id(pod), self.now)) is not None:
             self.interruptions.append(lost)
         if self._has_controller(pod):
@@ -720,6 +485,7 @@ class EmbeddedCluster:
                 annotations=dict(pod.meta.annotations),
             ),
             node_name="",
+            nominated_node_name="",  # a new pod has no status: a nomination was its predecessor's
             phase="Pending",
             start_time=None,
         )
@@ -727,28 +493,33 @@ class EmbeddedCluster:
 
     def advance(self, to: float) -> None:
         """Move the clock to *to* (after the last cycle): binds are running, pods past their kai.sim/duration
-        have succeeded, terminating pods are gone and their controllers create them again, new pods are
-        grouped. The time between is recorded for time-based fair share."""
+        have succeeded, terminating pods are gone and their controllers create them again (except pods the
+        last cycle saw StuckInReleasing: whatever holds them, a finalizer or an unreachable kubelet, still
+        does), new pods are grouped. The time between is recorded for time-based fair share."""
         if to <= self.now:
             raise ValueError(f"the clock only moves forward: {to} <= {self.now}")
         if self._usage is not None and self._held:
             self._usage.record(self.now, to, self._held, self._capacity)
         self.now = to
         self._generation += 1
+        stuck = self._stuck_in_releasing()
         for pod in self.store.list("Pod"):
             if pod.meta.deletion_timestamp is not None:
-                self._gone(pod)
+                if (pod.meta.namespace or "", pod.meta.name) not in stuck:
+                    self._gone(pod)
             elif pod.node_name and pod.phase == "Pending":
-                self._update(pod, phase="Running", start_time=self.now)
+                updated(self.store, pod, phase="Running", start_time=self.now)
         for pod_id in self.lifetimes.due(self.now):
             pod = self.store.get("Pod", pod_id[:2])
             if pod is None or pod.meta.uid != pod_id[2] or pod.phase != "Running":
                 continue
             self._finished_at[pod_id] = self.lifetimes.complete(pod_id) or self.now
-            self._update(pod, phase="Succeeded")
+            updated(self.store, pod, phase="Succeeded")
         self._run_controllers(strict=False)
         self._group_pods(strict=False)
         bind_immediate(self.store, self.now)
+        sync_claims(self.store)
+        make_template_claims(self.store, self.now)
 
     def next_completion(self) -> float | None:
         """When the next running pod reaches its kai.sim/duration (None: none will)."""
@@ -763,7 +534,7 @@ class EmbeddedCluster:
 
     def cordon(self, name: str, unschedulable: bool = True) -> Node:
         """Mark the node (un)schedulable, as ``kubectl cordon``/``uncordon`` does. KeyError if absent."""
-        return self._update(self._node(name), unschedulable=unschedulable)
+        return updated(self.store, self._node(name), unschedulable=unschedulable)
 
     def drain(self, name: str) -> int:
         """Cordon the node and evict every pod on it (they terminate, as ``kubectl drain`` evicts them);
@@ -773,7 +544,7 @@ class EmbeddedCluster:
         for pod in self.store.list("Pod"):
             active = pod.phase not in ("Succeeded", "Failed") and pod.meta.deletion_timestamp is None
             if pod.node_name == name and active:
-                self._update_meta(pod, deletion_timestamp=self.now)
+                updated_meta(self.store, pod, deletion_timestamp=self.now)
                 n += 1
         return n
 
@@ -814,15 +585,15 @@ class EmbeddedCluster:
         if not done:
             return []
         finished: list[FinishedJob] = []
-        index = self._children_index() if self._workloads else {}
+        index = self.controllers.children_index() if self.controllers.workloads else {}
         for key in sorted(done):
             pods = by_group[key]
-            owners = {self._top_owner(p) for p in pods}
-            if any(o is not None and not self._subtree_done(o, index) for o in owners):
+            owners = {self.controllers.top_owner(p) for p in pods}
+            if any(o is not None and not self.controllers.subtree_done(o, index) for o in owners):
                 continue  # e.g. a Job's other pods still run: its controller counts these ones
             for o in owners:
                 if o is not None:
-                    self._delete_subtree(o, index)
+                    self.controllers.delete_subtree(o, index)
             for pod in pods:
                 self.store.delete("Pod", key_of(pod))
             pg = self.store.get("PodGroup", key)
@@ -833,45 +604,18 @@ class EmbeddedCluster:
             finished.append(FinishedJob(key, pg.queue if pg is not None else "", max(ends), len(pods)))
         return finished
 
-    def _top_owner(self, pod: Pod) -> ObjKey | None:
-        obj: SimObject = pod
-        top: ObjKey | None = None
-        for _ in range(16):
-            if not obj.meta.owner_references:
-                break
-            ref = obj.meta.owner_references[0]
-            nxt = self.store.get(ref.kind, (obj.meta.namespace or "", ref.name))
-            if not isinstance(nxt, Workload):
-                break
-            obj, top = nxt, (nxt.kind, key_of(nxt))
-        return top
-
-    def _descendants(self, owner: ObjKey, index: dict[tuple[str, str, str], list[SimObject]]) -> list[SimObject]:
-        kind, (ns, name) = owner
-        out: list[SimObject] = []
-        for child in index.get((kind, ns, name), []):
-            out.append(child)
-            if isinstance(child, Workload):
-                out += self._descendants((child.kind, key_of(child)), index)
-        return out
-
-    def _subtree_done(self, owner: ObjKey, index: dict[tuple[str, str, str], list[SimObject]]) -> bool:
-        return all(o.phase == "Succeeded" for o in self._descendants(owner, index) if isinstance(o, Pod))
-
-    def _delete_subtree(self, owner: ObjKey, index: dict[tuple[str, str, str], list[SimObject]]) -> None:
-        for obj in [*self._descendants(owner, index), self.store.get(*owner)]:
-            if obj is None:
-                continue
-            self.store.delete(obj.kind, key_of(obj))
-            if isinstance(obj, Workload):
-                key = (obj.kind, key_of(obj))
-                if key in self._workloads:
-                    self._workloads.remove(key)
-
     # --- reading -------------------------------------------------------------------------------------
+
+    def _stuck_in_releasing(self) -> set[tuple[str, str]]:
+        """The pods the last cycle saw as StuckInReleasing (namespace, name)."""
+        snap = self.last_snapshot
+        if snap is None:
+            return set()
+        return {(t.namespace, t.name) for t in snap.tasks if t.status == TaskStatus.STUCK_IN_RELEASING}
 
     def pod_views(self) -> list[PodView]:
         views = []
+        stuck = self._stuck_in_releasing()
         for pod in self.store.list("Pod"):
             key = (pod.meta.namespace or "", pod.meta.name)
             node = pod.node_name
@@ -881,6 +625,8 @@ class EmbeddedCluster:
             elif key in self._pipelined_last:  # includes a pod moved by consolidation: evicted, waiting on its new node
                 status, node = "Pipelined", self._pipelined_last[key]
                 groups = self._pipelined_gpus.get(key, ())
+            elif key in stuck:
+                status = "StuckInReleasing"
             elif key in self._evicted_last or pod.meta.deletion_timestamp is not None:
                 status = "Releasing"
             elif key in self._bound_last:
@@ -913,49 +659,6 @@ def parse_sim_annotation(name: str, text: Any, error: Any) -> float:
     return seconds
 
 
-class _ControllerView:
-    """The controllers' View over the embedded cluster (a snapshot of the owner index for one round)."""
-
-    def __init__(
-        self,
-        now: float,
-        index: dict[tuple[str, str, str], list[SimObject]],
-        names_used: set[tuple[str, str, str]],
-    ) -> None:
-        self._now = now
-        self._index = index
-        self._names_used = names_used
-
-    @property
-    def now(self) -> float:
-        return self._now
-
-    def children(self, owner: Workload | Pod) -> list[Workload | Pod]:
-        found = self._index.get((owner.kind, owner.meta.namespace or "", owner.meta.name), [])
-        return [o for o in found if isinstance(o, (Workload, Pod))]
-
-    def taken(self, kind: str, namespace: str, name: str) -> bool:
-        return (kind, namespace, name) in self._names_used
-
-
-class _GrouperView:
-    """The pod-grouper's ClusterView over the embedded cluster's Store."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def get(self, api_version: str, kind: str, namespace: str, name: str) -> Workload | None:
-        found = self._store.get(kind, (namespace, name))
-        return found if isinstance(found, Workload) else None
-
-    def pods(self, namespace: str, labels: Mapping[str, str]) -> Sequence[Pod]:
-        return [
-            p
-            for p in self._store.list("Pod")
-            if (p.meta.namespace or "") == namespace and all(p.meta.labels.get(k) == v for k, v in labels.items())
-        ]
-
-
 def shard_conf(cluster: EmbeddedCluster, actions: tuple[str, ...] | None) -> SchedulerConf:
     """The scheduler configuration the cluster's SchedulingShard asks for; a bad value is a ManifestError in the
     shard's file (``SchedulerConf.from_shard`` names the object and the field)."""
@@ -963,4 +666,4 @@ def shard_conf(cluster: EmbeddedCluster, actions: tuple[str, ...] | None) -> Sch
     try:
         return check_conf(SchedulerConf.from_shard(shard, actions=actions))
     except ConfigError as e:
-        raise ManifestError(str(e), source=cluster._source(shard) if shard is not None else "") from None
+        raise ManifestError(str(e), source=cluster.origins.source(shard) if shard is not None else "") from None

@@ -74,6 +74,12 @@ def load_arrivals(at: tuple[str, ...], cycles: int) -> dict[int, Loaded]:
     metavar=AT_FORM,
     help="Apply FILEs just before cycle N (repeatable); prints every cycle. FILES are applied before cycle 1.",
 )
+@click.option(
+    "--shard",
+    default=None,
+    help="Run SchedulingShard NAME's scheduler alone: its settings, and only the nodes, queues and PodGroups "
+    "of its partitionLabelValue. [default: the whole cluster, with the settings of shard default]",
+)
 @click.option("-o", "--output", "fmt", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @time_options
 @click.pass_context
@@ -84,6 +90,7 @@ def sim(
     actions: str,
     now_text: str | None,
     at: tuple[str, ...],
+    shard: str | None,
     fmt: str,
     **timed: str,
 ) -> None:
@@ -96,11 +103,15 @@ def sim(
         chosen = tuple(a.strip() for a in actions.split(",") if a.strip())
         objects, _ignored, simulation = load_input(read_texts(files))
         if time_mode(simulation, timed):
+            if shard is not None:  # not accepted and ignored: a time simulation schedules the whole cluster
+                raise ManifestError("--shard: a time simulation schedules the whole cluster; run cycles instead")
             sys.exit(run_time_mode(ctx, objects, simulation, timed, chosen, now_text, fmt, err))
         now = parse_time(now_text, "--now") if now_text else _dt.datetime.now(_dt.UTC).timestamp()
         arrivals = load_arrivals(at, cycles)
         cluster = EmbeddedCluster(now=now, strict_input=True)  # type: ignore[arg-type]
         cluster.apply(objects)
+        cluster.shard_name = shard
+        cluster.partition()  # a --shard naming no shard is an error before the first cycle
         conf = shard_conf(cluster, chosen if actions else None)
         run = play(cluster, conf, cycles, arrivals, first=files)
     except (ManifestError, ConfigError) as e:

@@ -10,14 +10,45 @@ from rich.console import Console
 from rich.table import Table
 
 from kai.api import constants as C
+from kai.api.dra import ResourceClaim
 from kai.api.objects import Pod
 from kai.api.quantity import format_bytes
 from kai.api.storage import PersistentVolume
 from kai.scheduler.decisions import CycleResult, Event
+from kai.scheduler.dra import dra_of
 from kai.scheduler.gpusharing import parse_share
 from kai.scheduler.model import MILLI
 from kai.sim.cluster import EmbeddedCluster
 from kai.sim.gpushare import gpu_env, reservations
+
+
+def node_resources(cluster: EmbeddedCluster) -> list[dict[str, Any]]:
+    """Each node's allocatable, idle and releasing resources as the next cycle would see them (the cluster after
+    the last cycle's decisions: binds hold their resources, evicted pods are releasing, pipelined pods wait):
+    GPU in GPUs (a shared GPU counts whole once it has a group; releasing once all its pods are), CPU in
+    millicores, memory in bytes. KAI's test harness checks the same after its rounds (IdleGPUs, ReleasingGPUs)."""
+    snap = cluster.snapshot(cluster.last_conf)
+    nodes = snap.nodes
+    cols = {r: snap.resources.index(r) for r in ("nvidia.com/gpu", "cpu", "memory")}
+
+    def amounts(row: Any) -> dict[str, float]:
+        values = row.tolist()
+        return {
+            "gpu": values[cols["nvidia.com/gpu"]] / MILLI,
+            "cpu": values[cols["cpu"]],
+            "memory": values[cols["memory"]],
+        }
+
+    idle = nodes.allocatable - nodes.used
+    return [
+        {
+            "name": name,
+            "allocatable": amounts(nodes.allocatable[i]),
+            "idle": amounts(idle[i]),
+            "releasing": amounts(nodes.releasing[i]),
+        }
+        for i, name in enumerate(nodes.names)
+    ]
 
 
 def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: list[tuple[int, Event]]) -> dict:
@@ -25,6 +56,7 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
     pgs = {(pg.meta.namespace, pg.meta.name): pg for pg in cluster.store.list("PodGroup")}
     gpu_memory = {n.meta.name: n.meta.labels.get(C.LABEL_GPU_MEMORY, "") for n in cluster.nodes()}
     pods = []
+    dra = dra_of(cluster.store)  # GPUs claimed through DRA count in a pod's GPUs, as queues count them
     views = cluster.pod_views()
     for v in views:
         pg_name = v.pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME, "")
@@ -37,7 +69,7 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
                 "queue": pg.queue if pg else None,
                 "status": v.status,
                 "node": v.node or None,
-                "gpus": pod_gpus(v.pod, gpu_memory.get(v.node or "", "")),
+                "gpus": pod_gpus(v.pod, gpu_memory.get(v.node or "", "")) + dra.pod_gpus(v.pod),
                 "gpuGroups": list(v.gpu_groups),
                 "gpuEnv": gpu_env(v, gpu_memory.get(v.node or "", "")),
             }
@@ -75,6 +107,7 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
         "pods": pods,
         "podGroups": podgroups,
         "queues": queues,
+        "nodes": node_resources(cluster),
         "reservations": reservations(views),
         "events": [
             {"cycle": c, "object": e.object, "type": e.type, "reason": e.reason, "message": e.message}
@@ -94,7 +127,29 @@ def build_document(cluster: EmbeddedCluster, last: CycleResult | None, events: l
             }
             for c in claims
         ]
+    resource_claims = cluster.store.list("ResourceClaim")
+    if resource_claims:  # only when the input has DRA claims (or templates made some)
+        doc["resourceClaims"] = [claim_view(c) for c in resource_claims]
     return doc
+
+
+def claim_view(claim: ResourceClaim) -> dict[str, Any]:
+    """A ResourceClaim in the output: where it is allocated, its devices, and the pods it is reserved for."""
+    a = claim.allocation
+    node = None
+    if a is not None:
+        node = next((f.values[0] for t in a.node_selector for f in t.match_fields if len(f.values) == 1), None)
+    return {
+        "namespace": claim.meta.namespace,
+        "name": claim.meta.name,
+        "allocated": a is not None,
+        "node": node,
+        "devices": [
+            {"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
+            for r in (a.results if a is not None else ())
+        ],
+        "reservedFor": [c.name for c in claim.reserved_for],
+    }
 
 
 def _pinned_node(volume: PersistentVolume | None) -> str | None:

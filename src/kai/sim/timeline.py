@@ -82,6 +82,7 @@ class Decision:
     action: str | None  # the action that evicted (reclaim, preempt, ...); None for bind and pipeline
     reason: str
     volumes: tuple[str, ...] = ()  # bind: "claim -> volume" bound first ("claim -> new volume" when provisioned)
+    claims: tuple[str, ...] = ()  # bind: DRA "claim -> pool/device, ..." written first ("-> reserved": allocated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +194,10 @@ def _record(cluster: EmbeddedCluster, cycle: int, applied: tuple[str, ...], resu
             None,
             gang(b.pod.namespace, b.podgroup),
             tuple(f"{v.namespace}/{v.claim} -> {v.volume or 'new volume'}" for v in b.volumes),
+            tuple(
+                f"{c.namespace}/{c.claim} -> " + (", ".join(f"{d[2]}/{d[3]}" for d in c.devices) or "reserved")
+                for c in b.claims
+            ),
         )
         for b in result.binds
     ]
@@ -231,6 +236,7 @@ def record_document(record: CycleRecord) -> dict[str, Any]:
                 "action": d.action,
                 "reason": d.reason,
                 **({"volumes": list(d.volumes)} if d.volumes else {}),
+                **({"claims": list(d.claims)} if d.claims else {}),
             }
             for d in record.decisions
         ],

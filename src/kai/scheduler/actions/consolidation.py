@@ -19,6 +19,7 @@ from kai.scheduler.session import Session
 class Consolidation(EvictingAction):
     name = "consolidation"
     all_must_move = True
+    evictions_free_capacity = False  # moved pods keep what their queues hold
 
     def execute(self, ssn: Session) -> None:
         if ssn.conf.max_consolidation_preemptees == 0:

@@ -28,6 +28,9 @@ class EvictingAction:
 
     name = ""
     all_must_move = False  # consolidation: a scenario is valid only if every victim is re-placed
+    # reclaim, preempt: evicting victims under a queue at its limit lowers what it holds, so a job over a limit
+    # may still evict (KAI checks the capacity inside the simulation, once the victims are gone)
+    evictions_free_capacity = True
 
     # --- what each action decides ---------------------------------------------------------------------
 
@@ -99,7 +102,7 @@ class EvictingAction:
         if not tasks:
             return None
         over = ssn.hooks.job_over_capacity(ssn, job, tasks)  # limits, non-preemptible quota bind evictions too
-        if over is not None:
+        if over is not None and (over.reason != "OverLimit" or not self.evictions_free_capacity):
             ssn.failures[job.index] = over
             return None
         req = job_request(tasks)
@@ -110,17 +113,30 @@ class EvictingAction:
         why = self.gate(ssn, job, req)
         if why is None:
             victims = self.victims(ssn, job, req)
+            capacity = None
+            if over is not None:  # only victims under the queue at its limit can make room
+                ancestors = ssn.queues.ancestors
+                victims = [v for v in victims if over.queue in ancestors[v.queue]]
+                capacity = lambda: _over_capacity(ssn, job, tasks)  # noqa: E731
             if not victims:
-                why = self.no_victims(ssn, job)
+                why = self.no_victims(ssn, job) if over is None else over.message
             else:
                 core_allowed = ssn.hooks.victim_core_allowed
                 order = VictimOrder(ssn, victims, lambda v, job=job: core_allowed(ssn, self.name, job, v))
-                solver = Solver(ssn, validator=self.validate, all_must_move=self.all_must_move, budget=budget)
+                solver = Solver(
+                    ssn,
+                    validator=self.validate,
+                    all_must_move=self.all_must_move,
+                    budget=budget,
+                    capacity=capacity,
+                )
                 result = solver.solve(job, tasks, order)
                 if result.scenario is not None:
                     self._record(ssn, result.scenario)
                     return True
                 why = _summary(result)
+        if over is not None:
+            ssn.failures[job.index] = over
         ssn.note(job, self.name, why)
         if shape is not None and (shape not in failed or len(tasks) < failed[shape][0]):
             failed[shape] = (len(tasks), why)
@@ -156,6 +172,11 @@ class EvictingAction:
         ssn.nominations.update(moved)
         ssn.failures.pop(scenario.job.index, None)
         ssn.notes.pop(scenario.job.index, None)
+
+
+def _over_capacity(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> str | None:
+    over = ssn.hooks.job_over_capacity(ssn, job, tasks)
+    return None if over is None else over.message
 
 
 def _ref(task: TaskInfo) -> str:

@@ -77,17 +77,10 @@ def job_constraints(ssn: Session, job: JobInfo) -> list[Constraint | None]:
 
 
 def _order(ssn: Session, gang: Gang, nodes: list[int], count: list[int]) -> list[int]:
-    """Subgroup order: leaves by the subgroup_order plugins (KAI's subgrouporder: unsatisfied first, then fewer
-    allocated per minimum), sets unsatisfied first, then fewer allocated; ties in spec order."""
+    """Subgroup order: leaves and sets by the subgroup_order plugins (KAI's subgrouporder: unsatisfied first,
+    then the lower ratio of members to threshold); ties in spec order."""
     subgroup_order = ssn.hooks.subgroup_order
-
-    def key(n: int) -> tuple:
-        g = gang.nodes[n]
-        if g.leaf:
-            return (*subgroup_order(gang, n, count), n)
-        return (node_satisfied(gang, n, count), count[n], n)
-
-    return sorted(nodes, key=key)
+    return sorted(nodes, key=lambda n: (*subgroup_order(gang, n, count), n))
 
 
 def plan_for(ssn: Session, job: JobInfo) -> Plan:
@@ -136,13 +129,23 @@ def _plan_gang(ssn: Session, gang: Gang, count: list[int]) -> Plan:
 
 
 def _plan_elastic(ssn: Session, gang: Gang, count: list[int]) -> Plan:
-    """One pod (or an optional leaf's missing pods) along the path to the first leaf in subgroup order."""
+    """One pod (or an optional leaf's missing pods) along the path to the first leaf in subgroup order, chosen
+    from the root down as KAI's collectTasksFromSubGroupSet does: at each set, the first child in subgroup
+    order that has pending pods."""
     status = ssn.status
-    leaves = [i for i, g in enumerate(gang.nodes) if g.leaf and pending_of(gang, i, status)]
+    waiting = [False] * len(gang.nodes)  # the node's subtree has pending pods
+    for i in range(len(gang.nodes) - 1, -1, -1):  # children come after parents
+        g = gang.nodes[i]
+        if g.leaf:
+            waiting[i] = waiting[i] or bool(pending_of(gang, i, status))
+        if waiting[i] and g.parent >= 0:
+            waiting[g.parent] = True
     plan = Plan(gang_phase=False)
-    if not leaves:
+    if not waiting[0]:
         return plan
-    leaf = _order(ssn, gang, leaves, count)[0]
+    leaf = 0
+    while not gang.nodes[leaf].leaf:
+        leaf = _order(ssn, gang, [c for c in gang.nodes[leaf].children if waiting[c]], count)[0]
     missing = max(1, gang.nodes[leaf].min_member - count[leaf])
     plan.leaf_tasks[leaf] = [ssn.snap.tasks[t] for t in pending_of(gang, leaf, status)[:missing]]
     _route(plan, gang, leaf)

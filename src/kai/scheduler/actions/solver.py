@@ -31,8 +31,8 @@ import numpy as np
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.actions.gang import is_simple, job_constraints, place_fixed
-from kai.scheduler.gpusharing import LATER, NOW
-from kai.scheduler.model import GPU, JobInfo, TaskInfo
+from kai.scheduler.model import GPU, JobInfo, TaskInfo, TaskStatus
+from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session, Statement
 from kai.scheduler.topology import TopologyError
 from kai.scheduler.victims import VictimUnit
@@ -79,12 +79,27 @@ class SolveResult:
     out_of_budget: bool = False
 
 
+CapacityCheck = Callable[[], str | None]  # with the victims gone: why the job's queue still cannot take it
+
+
 class Solver:
-    def __init__(self, ssn: Session, *, validator: Validator, all_must_move: bool, budget: Budget) -> None:
+    def __init__(
+        self,
+        ssn: Session,
+        *,
+        validator: Validator,
+        all_must_move: bool,
+        budget: Budget,
+        capacity: CapacityCheck | None = None,
+    ) -> None:
+        """*capacity*: checked once a set's victims are evicted, before the job's pods are placed (KAI's
+        AllocateJob checks the queue's capacity there, so victims under a queue at its limit make room)."""
         self.ssn = ssn
         self.validator = validator
         self.all_must_move = all_must_move
         self.budget = budget
+        self.capacity = capacity
+        self._over: str | None = None  # why the last simulation's job was still over capacity
         self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
 
     # --- search ---------------------------------------------------------------------------------------
@@ -94,9 +109,11 @@ class Solver:
         self.budget.used_by_job = 0
         result = SolveResult(None)
         request = np.sum([t.request for t in tasks], axis=0)
-        static = np.ones(ssn.snap.nodes.n, dtype=bool)
+        # the nodes some pod of the job may use (pods of one job may differ: preemptGang_test.go 'flaky scenario'
+        # has one pod per node affinity); the room counts below are then a bound, the simulation decides
+        static = np.zeros(ssn.snap.nodes.n, dtype=bool)
         for sig in {t.signature for t in tasks}:
-            static &= ssn.static_fit(next(t for t in tasks if t.signature == sig)).mask
+            static |= ssn.static_fit(next(t for t in tasks if t.signature == sig)).mask
         if not static.any():
             return result
         free = ssn.idle + ssn.releasing  # per node, before any victim
@@ -170,12 +187,12 @@ class Solver:
         ssn = self.ssn
         before = [row[:] for row in ssn.queues.alloc]
         stmt = ssn.statement()
+        self._over = None
         plan = self._simulate(stmt, job, tasks, units)
         stmt.rollback()
         if plan is None:
-            result.rejections["the job does not fit even with these victims gone"] = (
-                result.rejections.get("the job does not fit even with these victims gone", 0) + 1
-            )
+            why = self._over or "the job does not fit even with these victims gone"
+            result.rejections[why] = result.rejections.get(why, 0) + 1
             return False
         placements, back_home, moved = plan
         if self.all_must_move and any(t not in back_home and t not in moved for u in units for t in u.tasks):
@@ -217,6 +234,19 @@ class Solver:
         for u in units:
             for t in u.tasks:
                 stmt.evict(snap.tasks[t])
+        if self.capacity is not None and (over := self.capacity()) is not None:
+            self._over = over
+            return None
+        # KAI's simulation allocates the victims' jobs and the preemptor in queue order: a victim job that comes
+        # first takes its room back before the preemptor is tried (reclaim_test.go 'queue0 is over quota, queue1
+        # is under quota, yet we don't reclaim because allocate will case a loop')
+        first = self._victims_before(job, tasks, units)
+        early_home: set[int] = set()
+        early_moved: dict[int, int] = {}
+        if first:
+            early = [u for j in first for u in units if u.job == j]
+            early_home, early_moved = self._put_back(stmt, early, home, home_first=False)
+            units = [u for u in units if u.job not in set(first)]
         placements = []
         if is_simple(job):
             for task in tasks:
@@ -234,7 +264,9 @@ class Solver:
         # best node (KAI's way). That can pack a victim onto another victim's home and cascade into many
         # moves, so when it moves anything, a second pass that first keeps every unit fitting at home is
         # also tried; the plan with fewer evictions, then fewer moves, wins.
-        ordered = sorted(units, key=lambda u: _job_order(snap.jobs[u.job]))
+        # a job's core comes back before its surplus pods, which only follow a core that did (KAI re-allocates a
+        # victim job gang first: reclaim_elastic_test.go 'Don't reclaim elastic job which is in quota')
+        ordered = sorted(units, key=lambda u: (*_job_order(snap.jobs[u.job]), not u.core))
         mark = stmt.checkpoint()
         back_home, moved = self._put_back(stmt, ordered, home, home_first=False)
         if moved:
@@ -243,7 +275,50 @@ class Solver:
             n = sum(len(u.tasks) for u in units)
             if (n - len(alt_home) - len(alt_moved), len(alt_moved)) < (n - len(back_home) - len(moved), len(moved)):
                 back_home, moved = alt_home, alt_moved
-        return placements, back_home, moved
+        return placements, back_home | early_home, {**early_moved, **moved}
+
+    def _victims_before(self, job: JobInfo, tasks: list[TaskInfo], units: list[VictimUnit]) -> list[int]:
+        """The victim jobs KAI's simulation re-allocates before the preemptor, in that order (its
+        TryToVirtuallyAllocatePreemptorAndGetVictims pops them with the preemptor from a JobsOrderByQueues that
+        also holds the pending jobs, so a queue is ranked by its best job). kai ranks with the pending jobs of the
+        preemptor's and the victims' leaf queues only."""
+        ssn = self.ssn
+        snap = ssn.snap
+        by_job: dict[int, list[TaskInfo]] = {}
+        for u in units:
+            by_job.setdefault(u.job, []).extend(snap.tasks[t] for t in u.tasks)
+        leaves = {snap.jobs[j].queue for j in by_job} | {job.queue}
+        job_order = ssn.hooks.job_order
+        if len(leaves) == 1:  # one leaf queue: its pops follow job order, whatever else is pending in it
+            mine = (*job_order(ssn, job), job.index)  # the JobQueue's entries: the order key, then the index
+            return [j for key, j in sorted(((*job_order(ssn, snap.jobs[j]), j), j) for j in by_job) if key < mine]
+        pending = [p for p in self._pending_jobs(leaves) if p.index != job.index and p.index not in by_job]
+        queue = JobQueue(ssn, pending)
+        for j, victim_tasks in by_job.items():
+            queue.push(snap.jobs[j], victim_tasks)
+        queue.push(job, tasks)
+        first = []
+        while (popped := queue.pop()) is not None and popped.index != job.index:
+            if popped.index in by_job:
+                first.append(popped.index)
+        return first
+
+    def _pending_jobs(self, leaves: set[int]) -> list[JobInfo]:
+        """Pending, ready jobs of leaf queues *leaves* (they rank the queues in ``_victims_before``)."""
+        ssn = self.ssn
+        by_queue = ssn.cache.get("pending_jobs_by_queue")
+        if by_queue is None:  # from the snapshot alone, once per Session: no pod becomes pending during a cycle
+            by_queue = ssn.cache["pending_jobs_by_queue"] = {}
+            tasks, pending = ssn.snap.tasks, TaskStatus.PENDING
+            for p in ssn.snap.jobs:
+                if any(tasks[t].status == pending for t in p.tasks):
+                    by_queue.setdefault(p.queue, []).append(p)
+        return [
+            p
+            for q in sorted(leaves)
+            for p in by_queue.get(q, ())
+            if p.index not in ssn.job_errors and ssn.job_ready(p) and ssn.pending_tasks(p)
+        ]
 
     def _put_back(
         self,
@@ -259,10 +334,25 @@ class Solver:
         placer = ssn.placer
         back_home: set[int] = set()
         moved: dict[int, int] = {}
+        # a victim comes back only if its queue can take it back (KAI re-allocates victim jobs with the queue
+        # capacity check: the preemptor may have used room under a limit the victim's queue shares)
+        over = ssn.hooks.job_over_capacity
+        kept: list[VictimUnit] = []
+        broken: set[int] = set()  # jobs whose core stays evicted
+        for u in units:
+            if over(ssn, snap.jobs[u.job], [snap.tasks[t] for t in u.tasks]) is None:
+                kept.append(u)
+            elif u.core:
+                broken.add(u.job)
+        units = kept
         homeless = units
         if home_first:
             homeless = []
+            away: set[int] = set()  # jobs whose core could not stay home: their surplus pods follow it
             for u in units:
+                if not u.core and u.job in away:
+                    homeless.append(u)
+                    continue
                 mark = stmt.checkpoint()
                 for t in u.tasks:
                     task = snap.tasks[t]
@@ -271,11 +361,15 @@ class Solver:
                     if not ssn.fit_on(task, node, shared_gpus):
                         stmt.rollback(mark)
                         homeless.append(u)
+                        if u.core:
+                            away.add(u.job)
                         break
                     stmt.pipeline(task, node, shared_gpus)
                 else:
                     back_home.update(u.tasks)
         for u in homeless:
+            if not u.core and u.job in broken:
+                continue  # a surplus pod never comes back without its job's core
             mark = stmt.checkpoint()
             spots = []
             for t in u.tasks:
@@ -293,6 +387,8 @@ class Solver:
                         self._moved_gpus[t] = ssn.gpus[t]
                 continue
             stmt.rollback(mark)
+            if u.core:
+                broken.add(u.job)
         return back_home, moved
 
     def _replay(
@@ -310,13 +406,11 @@ class Solver:
         for t in evicted:
             stmt.evict(snap.tasks[t])
         for task, node in zip(tasks, placements):
-            fit = ssn.fit_on(task, node)
-            if fit == NOW:
-                stmt.allocate(task, node)
-            elif fit == LATER:
-                stmt.pipeline(task, node)
-            else:
+            # the preemptor's pods are pipelined even where they fit now, as KAI's solver allocates it
+            # (AllocateJob with isPipelineOnly): they are bound by the next cycle's allocate, nominated here
+            if not ssn.fit_on(task, node):
                 return False
+            stmt.pipeline(task, node)
         for t, node in sorted(moved.items()):
             task = snap.tasks[t]
             gpus = self._moved_gpus.get(t) if task.share is not None else None  # the GPUs the simulation chose

@@ -75,7 +75,9 @@ class StaleGangEviction:
         name, minimum = stale_set
         where = f" in sub-group {name}" if name else ""
         stmt = ssn.statement()
-        victims = [t for t in job.tasks if ssn.status[t] in ACTIVE_ALLOCATED]
+        # a pod bound to a node that is not in the snapshot (deleted, or kept out as a bad object) holds nothing
+        # kai accounts for: it is not evicted here (nothing to free; Session.evict has no node row for it)
+        victims = [t for t in job.tasks if ssn.status[t] in ACTIVE_ALLOCATED and ssn.node[t] >= 0]
         if ssn.disruption_guard(victims) is not None:
             return
         for t in victims:

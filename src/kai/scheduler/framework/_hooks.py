@@ -112,10 +112,10 @@ class Hooks:
         Session by ``_tiers``; this method documents the point and is replaced on the instance)."""
         return _tiers(self._job_order)(ssn, job)
 
-    def subgroup_order(self, gang: Any, leaf: int, count: Any) -> tuple:
+    def subgroup_order(self, gang: Any, node: int, count: Any) -> tuple:
         key: tuple = ()
         for f in self._subgroup_order:
-            key += f(gang, leaf, count)
+            key += f(gang, node, count)
         return key
 
     # --- fair share and capacity ----------------------------------------------------------------------

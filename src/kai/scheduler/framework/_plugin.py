@@ -134,8 +134,9 @@ class Contract:
         """TIERS. This plugin's part of a pod's order within its job, smaller first (KAI's TaskOrderFn).
         Called when the snapshot is built. Fallback: older, then name."""
 
-    def subgroup_order(self, gang: Any, leaf: int, count: Any) -> tuple:
-        """TIERS. This plugin's part of a leaf subgroup's order when a gang's pods are planned, smaller first."""
+    def subgroup_order(self, gang: Any, node: int, count: Any) -> tuple:
+        """TIERS. This plugin's part of a subgroup's order (a leaf or a set) among its siblings when a gang's pods
+        are planned, smaller first; *count* is each gang node's active pods."""
 
     def fair_share(self, ssn: Any, requested: np.ndarray) -> np.ndarray | None:
         """FIRST. Each queue's fair share, (n_queues, 3) float in queue units, given what each requests

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kai.scheduler.gpusharing import portion_fits
+
 MILLI = 1000
 N_TAGS = 9  # GpuClustering's affinity tags: column 0 = pods on a shared GPU, column k = pods of k whole GPUs
 
@@ -138,7 +140,8 @@ def feasible(state: FreeState, pod: PodRequest, allowed: np.ndarray | None = Non
         ok &= allowed
     if pod.gpu_task:
         ok &= model_allowed(state, pod.models)
-        ok &= (state.gpu >= pod.gpu_milli).sum(axis=1) >= pod.num_gpu
+        # the engine's one GPU-fit rule over this per-device model: every device is a GPU with its free share
+        ok &= portion_fits(pod.gpu_milli, MILLI, (state.gpu >= pod.gpu_milli).sum(axis=1), 0, pod.num_gpu)
     return ok
 
 

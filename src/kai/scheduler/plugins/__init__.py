@@ -15,6 +15,7 @@ from collections.abc import Callable
 from kai.api.objects import Pod
 from kai.scheduler.conf import DEFAULT_PLUGINS, ConfigError, PluginSetting, SchedulerConf
 from kai.scheduler.framework import Hooks, Plugin, check_plugin, implements
+from kai.scheduler.plugins.dynamicresources import DynamicResources
 from kai.scheduler.plugins.gpupolicy import GpuPolicy
 from kai.scheduler.plugins.minruntime import MinRuntime
 from kai.scheduler.plugins.nodeorder import (
@@ -65,6 +66,7 @@ REGISTRY: dict[str, type[Plugin]] = {
         GpuPolicy,
         NodePlacement,
         GpuSharingOrder,
+        DynamicResources,
     )
 }
 for _cls in REGISTRY.values():
@@ -72,7 +74,6 @@ for _cls in REGISTRY.values():
 
 # KAI plugins kai does not run: (the `enabled` values accepted, why). docs/differences.md lists them too.
 NOT_OFFERED: dict[str, tuple[frozenset[bool], str]] = {
-    "dynamicresources": (frozenset({True, False}), "kai does not allocate DRA ResourceClaims yet"),
     "snapshot": (frozenset({True, False}), "kai serves no snapshot endpoint; `kai snapshot` and `kai explain` do that"),
     "sg-nodelocalgreedy": (frozenset({True}), "kai's victim search always runs its node-local and multi-node steps"),
     "sg-multinodegang": (frozenset({True}), "kai's victim search always runs its node-local and multi-node steps"),

@@ -13,6 +13,7 @@ from kai.api.objects import Pod
 from kai.scheduler.framework import Plugin
 from kai.scheduler.model import Gang, JobInfo
 from kai.scheduler.session import Session
+from kai.scheduler.subgroups import node_satisfied
 from kai.scheduler.taskorder import kubeflow_tier, ray_tier, task_priority_tier
 
 
@@ -60,11 +61,24 @@ class TaskOrder(Plugin):
 
 
 class SubGroupOrder(Plugin):
-    """Unsatisfied subgroups first, then the lower allocated/minimum ratio (ties: spec order)."""
+    """KAI's subgrouporder (orderByAllocationRatio), for leaves and sets alike: a member is a leaf's active pod
+    or a set's satisfied child, the threshold its minMember or minSubGroup (all its children when unset).
+    Unsatisfied subgroups first (tied among themselves); then required before optional (threshold 0); among
+    optional ones fewer members first, among required ones the lower members/threshold ratio (ties: spec
+    order). allocateElastic_test.go 'Elastic allocation: satisfied PodSets in two-parent tree, lower-ratio group
+    wins consecutive extra slots' compares two sets by satisfied children, not by pods."""
 
     name: ClassVar[str] = "subgrouporder"
 
-    def subgroup_order(self, gang: Gang, leaf: int, count: Sequence[int]) -> tuple:
-        g = gang.nodes[leaf]
-        ratio = count[leaf] / g.min_member if g.min_member > 0 else float("inf")
-        return (count[leaf] >= g.min_member, ratio)
+    def subgroup_order(self, gang: Gang, node: int, count: Sequence[int]) -> tuple:
+        g = gang.nodes[node]
+        if g.leaf:
+            members, threshold = count[node], g.min_member
+        else:
+            members = sum(1 for c in g.children if gang.nodes[c].counted and node_satisfied(gang, c, count))
+            threshold = gang.required(node)
+        if members < threshold:
+            return (False, False, 0.0)
+        if threshold == 0:
+            return (True, True, float(members))
+        return (True, False, members / threshold)

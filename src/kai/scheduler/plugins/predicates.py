@@ -1,8 +1,9 @@
 """predicates: the nodes a pod may use (KAI's predicates plugin: kube-scheduler's filters).
 
 Static, per scheduling signature (``predicate``): node readiness, ``nodeSelector``, required node affinity,
-taints (``kai.scheduler.predicates``, vectorized over nodes and cached per signature by the Session), and,
-for a fractional GPU request, nodes whose GPUs can be shared (not MIG, with GPUs).
+taints (``kai.scheduler.predicates``, vectorized over nodes and cached per signature by the Session), KAI's
+MIG rules (no legacy MIG pod is placed, no MIG pod beside one), and, for a fractional GPU request, nodes whose
+GPUs can be shared (not MIG, with GPUs).
 
 Stateful, per task (``node_filter``, kept current by ``on_task_change``; ``kai.scheduler.podrules``): the
 filters KAI's predicates plugin runs from kube-scheduler that depend on the other pods: host ports
@@ -20,7 +21,7 @@ from kai.api.objects import Pod
 from kai.scheduler.framework import NodeRule, NodeVerdict, Plugin
 from kai.scheduler.model import GpuShare, TaskInfo, TaskStatus
 from kai.scheduler.podrules import RuleSet
-from kai.scheduler.predicates import static_fit
+from kai.scheduler.predicates import mig_fit, static_fit
 from kai.scheduler.session import Session
 
 
@@ -49,6 +50,9 @@ class Predicates(PodRulesPlugin):
 
     def predicate(self, ssn: Session, pod: Pod, share: GpuShare | None) -> NodeVerdict:
         verdict = static_fit(ssn.snap.nodes, ssn.labels, pod)
+        mig = mig_fit(ssn.snap.nodes, pod)
+        if mig is not None:
+            verdict = NodeVerdict(verdict.mask & mig.mask, (*verdict.failures, *mig.failures))
         if share is None:
             return verdict
         no = ~ssn.snap.gpus.sharing_nodes

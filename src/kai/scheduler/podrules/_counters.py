@@ -26,7 +26,7 @@ import numpy as np
 
 from kai.api.podspec import HostPort, PodAffinityTerm
 from kai.api.selectors import LabelSelector
-from kai.scheduler.model import ACTIVE_ALLOCATED, TaskStatus
+from kai.scheduler.model import HOLDING, TaskStatus
 from kai.scheduler.podrules._shared import HELD, NONE, RELEASING, Domain, NsMatcher, SessionPods
 
 Member = Callable[[int], bool]
@@ -117,7 +117,7 @@ class DomainSums:
 def state_of(status: TaskStatus, node: int) -> int:
     if node < 0:
         return NONE
-    if status in ACTIVE_ALLOCATED:
+    if status in HOLDING:
         return HELD
     return RELEASING if status == TaskStatus.RELEASING else NONE
 

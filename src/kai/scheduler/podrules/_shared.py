@@ -17,7 +17,7 @@ import numpy as np
 from kai.api.objects import Pod, namespace_labels
 from kai.api.podspec import PodAffinityTerm
 from kai.api.selectors import LabelSelector
-from kai.scheduler.model import ACTIVE_ALLOCATED, TaskStatus
+from kai.scheduler.model import HOLDING, TaskStatus
 from kai.scheduler.session import Session
 
 NONE, HELD, RELEASING = 0, 1, 2  # where a pod is: nowhere, holding its node, terminating on it
@@ -102,7 +102,7 @@ class SessionPods:
             if node < 0:
                 return -1, NONE
             status = ssn.status[pid]
-            if status in ACTIVE_ALLOCATED:
+            if status in HOLDING:  # a pod StuckInReleasing stays where it is
                 return node, HELD
             return (node, RELEASING) if status == _RELEASING else (-1, NONE)
         return self._other_at[pid - self.n_tasks]

@@ -55,8 +55,8 @@ class _Constraint:
 
 
 class SpreadRule(CountedRule):
-
     now_differs = False  # pods being released count the same now and later
+
     def __init__(self, pods: SessionPods, counters: Counters, pod: Pod, labels_match: tuple[bool, ...]) -> None:
         ssn = pods.ssn
         nodes, node_labels = ssn.snap.nodes, ssn.labels

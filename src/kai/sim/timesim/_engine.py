@@ -42,6 +42,7 @@ from kai.sim.timesim._sources import Arrival
 from kai.store import Key, key_of
 
 _EPS = 1e-9
+_TERMINATING = frozenset({TaskStatus.RELEASING, TaskStatus.STUCK_IN_RELEASING})  # gone at the next advance
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,7 @@ class TimeSimulation:
             if self._progress is not None:
                 self._progress(t)
             # terminating pods (evicted, drained) are gone at the next advance: that changes what can run
-            releasing = bool(result.evictions) or any(task.status == TaskStatus.RELEASING for task in snap.tasks)
+            releasing = bool(result.evictions) or any(task.status in _TERMINATING for task in snap.tasks)
             decided = releasing or bool(result.binds or result.pipelines)
             pending = sum(1 for task in snap.tasks if task.status == TaskStatus.PENDING) > len(result.binds)
             nxt = self._next_cycle(t, decided, pending or releasing)
