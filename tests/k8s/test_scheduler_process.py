@@ -137,7 +137,11 @@ def test_a_deposed_leader_writes_nothing(
         through_proxy(scheduler_cluster, tmp_path, "b") as (proxy_b, kc_b),
     ):
         proxy_a.add(Fault("delay", method="POST", path="/binding", seconds=0.5))
-        a = KaiProcess(scheduler_cluster, "a", lease, tmp_path, kubeconfig=kc_a, timings=timings)
+        # 4 binds in flight, each held 0.5 s: 300 binds take a ~40 s, so the freeze comes mid-run (with
+        # 64 in flight a binds every pod within 3 s, before the test can freeze it)
+        a = KaiProcess(
+            scheduler_cluster, "a", lease, tmp_path, kubeconfig=kc_a, timings=timings, extra=("--bind-concurrency=4",)
+        )
         replicas.append(a)
         wait_for(lambda: a.get("/readyz") == (200, "ok"), "replica a to lead")
         b = KaiProcess(scheduler_cluster, "b", lease, tmp_path, kubeconfig=kc_b, timings=timings)

@@ -36,7 +36,8 @@ def test_conditions_are_not_rewritten_when_only_numbers_move(
         admin.create(gpu_pod("s0", ns))
         wait_for(lambda: node_of(admin, ns, "s0"), "a first small pod to be bound")
         pg = wait_for(
-            lambda: admin.get(Pod, "big", namespace=ns).metadata.annotations.get("pod-group-name"), "big's PodGroup"
+            lambda: (admin.get(Pod, "big", namespace=ns).metadata.annotations or {}).get("pod-group-name"),
+            "big's PodGroup (a pending pod is annotated after the cycle that leaves it pending)",
         )
 
         def reason() -> str:
@@ -84,5 +85,7 @@ def test_evicted_series_go_with_their_podgroup(scheduler_cluster: ControlPlane, 
         wait_for(lambda: series in http_get(port, "/metrics")[1], "the eviction's series")
         kubelet.finish_terminating(ns)
         wait_for(lambda: node_of(admin, ns, "high"), "the preemptor to be bound")
+        # PodGroups are created after their pods' binds (docs/cluster.md, "What precedes a bind")
+        wait_for(lambda: any(p.metadata.name == low_pg for p in admin.list(PodGroup, namespace=ns)), "low's PodGroup")
         admin.delete(PodGroup, low_pg, namespace=ns)
         wait_for(lambda: series not in http_get(port, "/metrics")[1], "the series to go with its PodGroup")
