@@ -182,13 +182,15 @@ class _ignore_missing:
 
 
 def options(cp: ControlPlane, **kw: Any) -> SchedulerOptions:
-    """In-process scheduler options: kai's ServiceAccount identity, a Lease of the test's own, short timings."""
+    """In-process scheduler options: kai's ServiceAccount identity, a Lease of the test's own (15 s, renewed
+    within 10 s: an in-process scheduler shares its process with the test, and a loaded machine must not
+    take its Lease away mid-test; the tests of Lease loss run kai as a process with short timings)."""
     base: dict[str, Any] = {
         "kubeconfig": str(cp.scheduler_kubeconfig),
         "schedule_period_s": 0.5,
         "metrics_port": None,
         "lease": LeaseConfig(
-            name=f"kai-{uuid.uuid4().hex[:6]}", lease_duration_s=5, renew_deadline_s=4, retry_period_s=0.5
+            name=f"kai-{uuid.uuid4().hex[:6]}", lease_duration_s=15, renew_deadline_s=10, retry_period_s=0.5
         ),
     }
     base.update(kw)

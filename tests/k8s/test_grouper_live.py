@@ -77,6 +77,8 @@ def test_bare_pods_bind_in_the_cycle_that_groups_them(
         wait_for(lambda: len(podgroups(admin, ns)) == 40, "their 40 PodGroups")
         grouper = s.scheduler.grouper
         assert grouper is not None
+        # the API server shows a PodGroup before kai has read the answer to its create
+        wait_for(lambda: grouper.created == 40, "kai to count its 40 creates", timeout=10)
         assert (grouper.patched, grouper.created) == (0, 40)  # annotations came with the binds
         assert [c.binds for c in s.scheduler.cycles if c.binds] == [40]  # one cycle decided and bound all
     pgs = podgroups(admin, ns)
@@ -102,7 +104,7 @@ def test_pods_left_pending_are_annotated_by_concurrent_patches(
         wait_for(lambda: len(podgroups(admin, ns)) == 100, "their 100 PodGroups")
         grouper = s.scheduler.grouper
         assert grouper is not None
-        assert (grouper.patched, grouper.created) == (100, 100)
+        wait_for(lambda: (grouper.patched, grouper.created) == (100, 100), "kai to count its writes", timeout=10)
         assert grouper.peak_writes > 1  # creates and patches overlap (64 slots)
     assert not bound(admin, ns)
     for pod in admin.list(Pod, namespace=ns):

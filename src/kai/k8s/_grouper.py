@@ -384,7 +384,7 @@ class PodGrouper:
         if grouping.subgroup or refused:
             # a label the Binding cannot carry, or a PodGroup the API server refused before: KAI's order,
             # the PodGroup and then the patch before any bind
-            if existing is None and not await self._create(pg):
+            if existing is None and not await self._create(pg, before_bind=True):
                 why = self._refusals.get((pg.meta.namespace or "", pg.meta.name), "refused")
                 self.record([Event(ref, "Warning", "PodGrouperWarning", why)])
                 return
@@ -398,10 +398,11 @@ class PodGrouper:
             self.wake()
 
     @contextlib.asynccontextmanager
-    async def _write_slot(self) -> AsyncIterator[None]:
-        """One of ``write_concurrency`` slots, taken once no bind is in flight."""
+    async def _write_slot(self, *, before_bind: bool = False) -> AsyncIterator[None]:
+        """One of ``write_concurrency`` slots, taken once no bind is in flight; at once for a write a bind
+        waits for (a subgroup's PodGroup and label, a PodGroup known to be refused)."""
         async with self._slots:
-            if self.quiet is not None:
+            if self.quiet is not None and not before_bind:
                 await self.quiet()
             self._in_flight += 1
             self.peak_writes = max(self.peak_writes, self._in_flight)
@@ -410,21 +411,21 @@ class PodGrouper:
             finally:
                 self._in_flight -= 1
 
-    def _create(self, pg: PodGroup) -> asyncio.Task[bool]:
+    def _create(self, pg: PodGroup, *, before_bind: bool = False) -> asyncio.Task[bool]:
         """The create of *pg*, sent once however many pods name it (in the background, retried)."""
         key = (pg.meta.namespace or "", pg.meta.name)
         task = self._creates.get(key)
         if task is None or (task.done() and not task.cancelled() and task.result() is False):  # refused: again
-            task = self._creates[key] = asyncio.ensure_future(self._send_create(pg))
+            task = self._creates[key] = asyncio.ensure_future(self._send_create(pg, before_bind))
         return task
 
-    async def _send_create(self, pg: PodGroup) -> bool:
+    async def _send_create(self, pg: PodGroup, before_bind: bool = False) -> bool:
         ns = pg.meta.namespace or "default"
         key = (pg.meta.namespace or "", pg.meta.name)
         attempt = 0
         while True:
             try:
-                async with self._write_slot():
+                async with self._write_slot(before_bind=before_bind):
                     await self.api.request(
                         "POST", f"/apis/{C.PODGROUP_API_VERSION}/namespaces/{ns}/podgroups", body=podgroup_manifest(pg)
                     )
@@ -467,7 +468,7 @@ class PodGrouper:
             meta: dict[str, Any] = {"annotations": {C.ANNOTATION_POD_GROUP_NAME: name}}
             if subgroup:
                 meta["labels"] = {C.LABEL_SUBGROUP_NAME: subgroup}
-            async with self._write_slot():
+            async with self._write_slot(before_bind=settling is None):
                 await self.api.request(
                     "PATCH",
                     f"/api/v1/namespaces/{ns}/pods/{pod.meta.name}",
