@@ -675,6 +675,7 @@ class SnapshotBuilder:
         self._dirty_jobs: set[int] = set()
         self._set_jobs(podgroups)
         self._fresh_jobs = set(range(len(self._jobs)))  # made in this build: finished in place
+        self._dirty_jobs.update(self._fresh_jobs)  # every job gets its gang, tasks or none
         n_nodes, n_res = len(self._nodes.names), self._n_res
         self._used = np.zeros((n_nodes, n_res), dtype=np.int64)
         self._releasing = np.zeros_like(self._used)
@@ -774,6 +775,7 @@ class SnapshotBuilder:
                 self._other_pos.append(pos)
             if f.placed is not None:
                 self._placed.append((pos, -1, f))
+                self._placed_changed = True
             return
         ti = len(self._tasks)
         sig = self._sig_ids.get(f.sig)  # type: ignore[arg-type]
@@ -788,6 +790,7 @@ class SnapshotBuilder:
         self._dirty_jobs.add(ji)
         if f.placed is not None:
             self._placed.append((pos, ti, f))
+            self._placed_changed = True
 
     @staticmethod
     def _task(ti: int, ji: int, sig: int, f: _PodFacts) -> TaskInfo:
