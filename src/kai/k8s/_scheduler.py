@@ -58,6 +58,7 @@ from kai.store import Key, Store
 if TYPE_CHECKING:
     from kai.k8s._webhookproc import WebhookProcess
     from kai.scheduler.conf import SchedulerConf
+    from kai.scheduler.snapshot import SnapshotBuilder
 
 log = logging.getLogger("kai.k8s.scheduler")
 
@@ -138,6 +139,7 @@ class KaiScheduler:
         self._stop = asyncio.Event()
         self._started_sync = False
         self._conf_error = ""
+        self.snapshot_builder: SnapshotBuilder | None = None
         self._relists_counted: dict[str, int] = {}
         self.cycle_listeners: list[Callable[[CycleResult, CycleRecord], None]] = []  # after each applied cycle
 
@@ -490,7 +492,7 @@ class KaiScheduler:
         from kai.scheduler.cycle import run_cycle
         from kai.scheduler.dra import dra_of
         from kai.scheduler.plugins import task_order_of
-        from kai.scheduler.snapshot import build_snapshot
+        from kai.scheduler.snapshot import SnapshotBuilder
         from kai.scheduler.storage import storage_of
 
         assert self.applier is not None and self.grouper is not None
@@ -509,7 +511,9 @@ class KaiScheduler:
             podgroups=podgroups,
             queues=self.store.list("Queue"),
         )
-        snap = build_snapshot(
+        if self.snapshot_builder is None:  # made here: the engine is imported off the start-up path
+            self.snapshot_builder = SnapshotBuilder()  # each cycle patches the last one where the Store changed
+        snap = self.snapshot_builder.build(
             nodes=mine.nodes,
             pods=mine.pods,
             podgroups=mine.podgroups,
