@@ -683,7 +683,7 @@ class SnapshotBuilder:
         self._other_used = np.zeros(n_res, dtype=np.int64)  # as the fresh build sums it (saturating)
         self._legacy = np.zeros(n_nodes, dtype=np.int64)
         self._rules = 0
-        self._ungrouped: dict[tuple[str, str], int] = {}
+        self._refs: dict[tuple[str, str], int] = {}  # per PodGroup key, how many of kai's pods name it
         self._reset_layout()
         derive = self._derive
         ready = self._nodes.ready
@@ -836,8 +836,8 @@ class SnapshotBuilder:
                 counts[k] = counts.get(k, 0) + sign
             if sign < 0:
                 self._columns_may_shrink = True
-        if f.mine and f.group not in self._pg_index:
-            self._ungrouped[f.group] = self._ungrouped.get(f.group, 0) + sign
+        if f.mine:
+            self._refs[f.group] = self._refs.get(f.group, 0) + sign
 
     def _truncate(self, pos: int) -> None:
         """Forget the layout of pods at *pos* and after (they are laid out again)."""
@@ -893,9 +893,9 @@ class SnapshotBuilder:
                 self._jobs[i] = self._job(i, job.podgroup)
             self._dirty_jobs.update(range(len(self._jobs)))
             self._fresh_jobs.update(range(len(self._jobs)))
+        self._relay_from = len(pods)  # set lower when PodGroups went: from there every task is laid out again
         if not _same(podgroups, self._pgs_in):
-            self._check_jobs(podgroups)
-            self._apply_jobs(podgroups)
+            self._update_jobs(podgroups)
         self._apply_pods(pods)
         if self._columns_may_shrink:
             extra = self._node_extra.union(k for k, c in self._extra_count.items() if c > 0)
@@ -906,63 +906,72 @@ class SnapshotBuilder:
         ):
             raise _Rebuild  # near the sums the fresh build saturates: let it
 
-    def _check_jobs(self, podgroups: list[PodGroup]) -> None:
-        """Refuse (_Rebuild) PodGroup changes that move job indices: a new PodGroup that does not sort after
-        every job, a removed one that is not the last or still has tasks, one whose creation or uid changed,
-        one that pods waited for (they become tasks in the middle of the layout)."""
+    def _update_jobs(self, podgroups: list[PodGroup]) -> None:
+        """Follow the PodGroups. A changed one keeps its index; new ones that sort after every job are appended;
+        removed ones move every later job's index, so every pod from the first task of a moved job on is laid
+        out again (``_relay_from``). _Rebuild when a new PodGroup sorts before a job, when one's creation or
+        uid changed, or when pods already named a new one (they become tasks in the middle of the layout)."""
         new = {_pod_key(pg): pg for pg in podgroups}  # type: ignore[arg-type]
         if len(new) != len(podgroups):
             raise _Rebuild
         jobs = self._jobs
-        gone = sorted(ji for key, ji in self._pg_index.items() if key not in new)
-        keep = len(jobs) - len(gone)
-        if gone != list(range(keep, len(jobs))) or any(self._raw[ji] for ji in gone):
-            raise _Rebuild
-        last = (jobs[keep - 1].creation, jobs[keep - 1].uid) if keep else None
-        for key, pg in new.items():
-            ji = self._pg_index.get(key)
-            sort_key = (pg.meta.creation_timestamp or 0.0, pg.meta.uid)
-            if ji is None:
-                if (last is not None and sort_key <= last) or self._ungrouped.get(key, 0):
-                    raise _Rebuild
-            elif ji >= keep or sort_key != (jobs[ji].creation, jobs[ji].uid):
+        last = None
+        for job in jobs:
+            pg = new.get(_pod_key(job.podgroup))  # type: ignore[arg-type]
+            if pg is None:
+                continue
+            last = (pg.meta.creation_timestamp or 0.0, pg.meta.uid)
+            if last != (job.creation, job.uid):
                 raise _Rebuild
-
-    def _apply_jobs(self, podgroups: list[PodGroup]) -> None:
-        new = {_pod_key(pg): pg for pg in podgroups}  # type: ignore[arg-type]
-        jobs = self._jobs
-        keep = len(jobs)
-        for key, ji in list(self._pg_index.items()):
-            if key not in new:
-                del self._pg_index[key]
-                keep = min(keep, ji)
-        del jobs[keep:], self._raw[keep:]
-        for key, ji in self._pg_index.items():
-            pg = new[key]
+        pg_index = self._pg_index
+        added = []
+        for key, pg in new.items():
+            if key not in pg_index:
+                sort_key = (pg.meta.creation_timestamp or 0.0, pg.meta.uid)
+                if (last is not None and sort_key <= last) or self._refs.get(key, 0):
+                    raise _Rebuild
+                added.append((sort_key, pg))
+        removed = [ji for key, ji in pg_index.items() if key not in new]
+        first = min(removed, default=len(jobs))
+        if removed:
+            # the first task of a job whose index moves, in pod order: the layout is redone from its pod on
+            at = next((self._task_pos[t.index] for t in self._tasks if t.job >= first), None)
+            if at is not None:
+                self._truncate(at)
+                self._relay_from = at
+            moved = jobs[first:]
+            del jobs[first:], self._raw[first:]
+            for key in [key for key, ji in pg_index.items() if ji >= first]:
+                del pg_index[key]
+            for job in moved:
+                pg = new.get(_pod_key(job.podgroup))  # type: ignore[arg-type]
+                if pg is not None:
+                    self._append_job(pg)
+        for ji in range(first):
+            pg = new[_pod_key(jobs[ji].podgroup)]  # type: ignore[arg-type]
             if pg is not jobs[ji].podgroup:
                 jobs[ji] = self._job(ji, pg)
                 self._dirty_jobs.add(ji)
                 self._fresh_jobs.add(ji)
-        added = sorted(
-            (pg for key, pg in new.items() if key not in self._pg_index),
-            key=lambda g: (g.meta.creation_timestamp or 0.0, g.meta.uid),
-        )
-        for pg in added:
-            ji = len(jobs)
-            self._pg_index[_pod_key(pg)] = ji  # type: ignore[arg-type]
-            jobs.append(self._job(ji, pg))
-            self._raw.append([])
-            self._dirty_jobs.add(ji)
-            self._fresh_jobs.add(ji)
+        for _, pg in sorted(added, key=lambda e: e[0]):
+            self._append_job(pg)
         self._pgs_in = list(podgroups)
+
+    def _append_job(self, pg: PodGroup) -> None:
+        ji = len(self._jobs)
+        self._pg_index[_pod_key(pg)] = ji  # type: ignore[arg-type]
+        self._jobs.append(self._job(ji, pg))
+        self._raw.append([])
+        self._dirty_jobs.add(ji)
+        self._fresh_jobs.add(ji)
 
     def _apply_pods(self, pods: list[Pod]) -> None:
         """Patch the layout to the new pod list: pods changed in place first, then everything from the first
         position where the list's keys differ (a pod removed, or one added before the end) laid out again."""
         ids = _ids(pods)
         old_ids, old_pods, facts = self._ids, self._pods, self._facts
-        m = min(len(ids), len(old_ids))
-        start = m if len(ids) != len(old_ids) else len(ids)
+        m = min(len(ids), len(old_ids), self._relay_from)
+        start = m if len(ids) != len(old_ids) or m < len(ids) else len(ids)
         inplace: list[int] = []
         for i in np.flatnonzero(ids[:m] != old_ids[:m]).tolist():
             if _pod_key(pods[i]) == _pod_key(old_pods[i]):
