@@ -32,7 +32,9 @@ from kai.scheduler.gpusharing import (
 from kai.scheduler.model import (
     ACTIVE_USED,
     BASE_RESOURCES,
+    CPU,
     GPU,
+    MEMORY,
     MILLI,
     QRES,
     QRES_COLUMNS,
@@ -99,6 +101,9 @@ class PdbInfo:
 
 
 def _pdb_infos(pdbs: Iterable[PodDisruptionBudget], pods: list[Pod], tasks: list[TaskInfo]) -> tuple[PdbInfo, ...]:
+    pdbs = list(pdbs)
+    if not pdbs:
+        return ()
     task_of = {id(t.pod): t.index for t in tasks}
     out = []
     for pdb in sorted(pdbs, key=lambda b: (b.meta.namespace or "", b.meta.name)):
@@ -218,20 +223,21 @@ def task_status(pod: Pod, now: float | None = None, stuck_after: float = C.DEFAU
 
 def _queue_request(req: np.ndarray, mig_cols: list[tuple[int, int]]) -> tuple[int, int, int]:
     """The request in QRES base units: a MIG instance counts as its profile's GPUs (KAI's TotalGPUs)."""
-    g, c, m = (int(x) for x in req[QRES_COLUMNS])
+    g, c, m = req.item(GPU), req.item(CPU), req.item(MEMORY)  # QRES order
     for col, milli in mig_cols:
         g += int(req[col]) * milli
     return g, c, m
 
 
-def _signature_key(pod: Pod, share: GpuShare | None, legacy: bool) -> tuple:
+def _signature_key(pod: Pod, share: GpuShare | None, legacy: bool, extra: bool = True) -> tuple:
+    """*extra*: the pod asks for a resource beyond the base columns (else it asks for no MIG instance)."""
     return (
-        tuple(sorted(pod.node_selector.items())),
+        tuple(sorted(pod.node_selector.items())) if pod.node_selector else (),
         pod.affinity_terms,
         pod.tolerations,
         share,  # a fractional request adds its own predicate (no MIG nodes) and its own fit
         legacy,  # a legacy MIG pod is never placed
-        requests_mig(pod.requests),  # a MIG pod avoids nodes running legacy MIG pods
+        extra and requests_mig(pod.requests),  # a MIG pod avoids nodes running legacy MIG pods
     )
 
 
@@ -241,6 +247,7 @@ _SHARE_KEYS = (
     C.ANNOTATION_GPU_FRACTION_NUM_DEVICES,
     C.ANNOTATION_MPS,
 )
+_SHARE_SET = frozenset(_SHARE_KEYS)
 
 
 def max_gpu_memory_mib(nodes: Iterable[Node]) -> int:
@@ -257,7 +264,7 @@ def max_gpu_memory_mib(nodes: Iterable[Node]) -> int:
 def share_of(pod: Pod, max_gpu_memory_mib: int) -> tuple[GpuShare | None, str]:
     """The pod's GPU share and, if its GPU-sharing annotations are invalid, why ("" when they are fine)."""
     ann = pod.meta.annotations
-    if not ann or not any(k in ann for k in _SHARE_KEYS):
+    if not ann or _SHARE_SET.isdisjoint(ann):
         return None, ""
     share, error = parse_share(pod)
     if share is not None and share.memory_mib > max_gpu_memory_mib > 0:
@@ -593,12 +600,17 @@ class SnapshotBuilder:
         status = task_status(pod, self._now, self._stuck_s)
         nodes = self._nodes
         node = nodes.row.get(pod.node_name, -1) if pod.node_name else -1
-        col, n_res = self._col, self._n_res
-        req = _vector(pod.requests if named is None else {**pod.requests, **named}, col, n_res)
+        res = pod.requests if named is None else {**pod.requests, **named}
+        key = tuple(res.items())
+        base = self._vectors.get(key)
+        if base is None:  # pods made from one template share one read-only request vector
+            base = self._vectors[key] = _ro(_vector(res, self._col, self._n_res))
+        req = base
         active = status in ACTIVE_USED and node >= 0
         f.legacy = named is not None and active
         dra = self._dra
         if pod.resource_claims and dra:  # GPUs claimed through DRA count as GPUs (KAI's DRA GPU accounting)
+            req = base.copy()
             req[GPU] = min(int(req[GPU]) + dra.pod_gpus(pod) * MILLI, MAX_AMOUNT)
         labels = pod.meta.labels
         reservation = labels.get(C.LABEL_APP) == C.RESERVATION_APP if labels else False
@@ -606,6 +618,8 @@ class SnapshotBuilder:
             # A GPU reservation pod holds, towards the device plugin, the GPU its GPU group already takes
             # from the node here: its other resources count on the node, its GPU does not (KAI's
             # addTaskResources), and as a KAI utility pod it is not taken off the fair-share total.
+            if req is base:
+                req = base.copy()
             req[GPU] = 0
         max_gpu_mem = nodes.max_gpu_mem
         share, spec_error = share_of(pod, max_gpu_mem)
@@ -619,9 +633,9 @@ class SnapshotBuilder:
         if share is not None:
             if active:
                 f.placed = tuple(group_labels(pod))
-                req = req.copy()  # used keeps the GPU column at 0; the task carries what queues are charged
+            req = req.copy()  # used keeps the GPU column at 0; the task carries what queues are charged
             req[GPU] = share.accounted_milli(nodes.gpu_mem_list[node] if node >= 0 else max_gpu_mem)
-        f.req = _ro(req)
+        f.req = req if req is base else _ro(req)
         f.status = status
         f.node = node
         f.share = share
@@ -634,7 +648,7 @@ class SnapshotBuilder:
         ann = pod.meta.annotations
         f.group = (pod.meta.namespace or "", ann.get(C.ANNOTATION_POD_GROUP_NAME, "") if ann else "")
         if mine:
-            f.sig = _signature_key(pod, share, named is not None)
+            f.sig = _signature_key(pod, share, named is not None, bool(extra))
             f.order_key = self._task_order(pod)
             f.qreq = _queue_request(req, self._mig_cols)
             f.nominated = (
@@ -704,6 +718,7 @@ class SnapshotBuilder:
         self._placed_changed = True
 
     def _set_columns(self, resources: tuple[str, ...]) -> None:
+        self._vectors: dict[tuple, np.ndarray] = {}  # request items -> its vector in these columns (read-only)
         self._resources = resources
         self._col = {r: i for i, r in enumerate(resources)}
         self._n_res = len(resources)
@@ -794,21 +809,23 @@ class SnapshotBuilder:
 
     @staticmethod
     def _task(ti: int, ji: int, sig: int, f: _PodFacts) -> TaskInfo:
+        # positional, in TaskInfo's field order (50,000 of these in a full build: keywords cost more)
         return TaskInfo(
-            index=ti,
-            job=ji,
-            pod=f.pod,
-            status=f.status,
-            node=f.node,
-            request=f.req,
-            signature=sig,
-            order_key=f.order_key,  # type: ignore[arg-type]
-            qreq=f.qreq,
-            nominated=f.nominated,
-            share=f.share,
-            spec_error=f.spec_error,
-            spec_error_reason=f.reason,
-        )
+            ti,
+            ji,
+            f.pod,
+            f.status,
+            f.node,
+            f.req,
+            sig,
+            f.order_key,
+            f.qreq,
+            f.nominated,
+            f.share,
+            (),
+            f.spec_error,
+            f.reason,
+        )  # type: ignore[arg-type]
 
     def _account(self, f: _PodFacts, sign: int) -> None:
         """Add (sign 1) or take away (-1) what the pod adds to the node columns and the counts."""
@@ -907,32 +924,42 @@ class SnapshotBuilder:
             raise _Rebuild  # near the sums the fresh build saturates: let it
 
     def _update_jobs(self, podgroups: list[PodGroup]) -> None:
-        """Follow the PodGroups. A changed one keeps its index; new ones that sort after every job are appended;
-        removed ones move every later job's index, so every pod from the first task of a moved job on is laid
-        out again (``_relay_from``). _Rebuild when a new PodGroup sorts before a job, when one's creation or
-        uid changed, or when pods already named a new one (they become tasks in the middle of the layout)."""
-        new = {_pod_key(pg): pg for pg in podgroups}  # type: ignore[arg-type]
-        if len(new) != len(podgroups):
+        """Follow the PodGroups, from the objects that changed (by identity). A changed one keeps its index; new
+        ones that sort after every job are appended; removed ones move every later job's index, so every pod
+        from the first task of a moved job on is laid out again (``_relay_from``). _Rebuild when a new PodGroup
+        sorts before a job, when one's creation or uid changed, or when pods already named a new one (they
+        become tasks in the middle of the layout)."""
+        old_by_id = {id(pg): pg for pg in self._pgs_in}
+        new_ids = set(map(id, podgroups))
+        came = (
+            [pg for pg in podgroups if id(pg) not in old_by_id]
+            if len(new_ids) != len(old_by_id) or not (new_ids.issuperset(old_by_id))
+            else []
+        )
+        went = [pg for i, pg in old_by_id.items() if i not in new_ids]
+        if len(new_ids) != len(podgroups):
+            raise _Rebuild  # the same object twice
+        pg_index, jobs = self._pg_index, self._jobs
+        came_by_key = {_pod_key(pg): pg for pg in came}  # type: ignore[arg-type]
+        if len(came_by_key) != len(came):
             raise _Rebuild
-        jobs = self._jobs
-        last = None
-        for job in jobs:
-            pg = new.get(_pod_key(job.podgroup))  # type: ignore[arg-type]
-            if pg is None:
-                continue
-            last = (pg.meta.creation_timestamp or 0.0, pg.meta.uid)
-            if last != (job.creation, job.uid):
-                raise _Rebuild
-        pg_index = self._pg_index
+        removed = sorted(pg_index[k] for pg in went if (k := _pod_key(pg)) not in came_by_key)  # type: ignore[arg-type]
+        gone = set(removed)
+        last = next(((jobs[j].creation, jobs[j].uid) for j in range(len(jobs) - 1, -1, -1) if j not in gone), None)
         added = []
-        for key, pg in new.items():
-            if key not in pg_index:
-                sort_key = (pg.meta.creation_timestamp or 0.0, pg.meta.uid)
-                if (last is not None and sort_key <= last) or self._refs.get(key, 0):
+        for key, pg in came_by_key.items():
+            sort_key = (pg.meta.creation_timestamp or 0.0, pg.meta.uid)
+            ji = pg_index.get(key)
+            if ji is not None:
+                if sort_key != (jobs[ji].creation, jobs[ji].uid):
                     raise _Rebuild
+            elif (last is not None and sort_key <= last) or self._refs.get(key, 0):
+                raise _Rebuild
+            else:
                 added.append((sort_key, pg))
-        removed = [ji for key, ji in pg_index.items() if key not in new]
-        first = min(removed, default=len(jobs))
+        if len(pg_index) - len(removed) + len(added) != len(podgroups):
+            raise _Rebuild  # a key twice among the PodGroups
+        first = removed[0] if removed else len(jobs)
         if removed:
             # the first task of a job whose index moves, in pod order: the layout is redone from its pod on
             at = next((self._task_pos[t.index] for t in self._tasks if t.job >= first), None)
@@ -941,15 +968,15 @@ class SnapshotBuilder:
                 self._relay_from = at
             moved = jobs[first:]
             del jobs[first:], self._raw[first:]
-            for key in [key for key, ji in pg_index.items() if ji >= first]:
-                del pg_index[key]
             for job in moved:
-                pg = new.get(_pod_key(job.podgroup))  # type: ignore[arg-type]
-                if pg is not None:
-                    self._append_job(pg)
-        for ji in range(first):
-            pg = new[_pod_key(jobs[ji].podgroup)]  # type: ignore[arg-type]
-            if pg is not jobs[ji].podgroup:
+                del pg_index[_pod_key(job.podgroup)]  # type: ignore[arg-type]
+            for job in moved:
+                if job.index not in gone:
+                    key = _pod_key(job.podgroup)  # type: ignore[arg-type]
+                    self._append_job(came_by_key.get(key, job.podgroup))
+        for key, pg in came_by_key.items():
+            ji = pg_index.get(key)
+            if ji is not None and ji < first:
                 jobs[ji] = self._job(ji, pg)
                 self._dirty_jobs.add(ji)
                 self._fresh_jobs.add(ji)
