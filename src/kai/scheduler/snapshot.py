@@ -45,6 +45,7 @@ from kai.scheduler.model import (
     QueueInfo,
     TaskInfo,
     TaskStatus,
+    job_sums,
 )
 from kai.scheduler.storage import NO_STORAGE, Storage
 from kai.scheduler.subgroups import attach_gang
@@ -1108,6 +1109,7 @@ class SnapshotBuilder:
         job.last_start = last
         job.tasks = sorted(raw, key=lambda t: tasks[t].order_key)
         attach_gang(job, tasks)
+        job.sums = job_sums(raw, tasks)
         self._jobs[ji] = job
 
     def _snapshot(self, pods, pdbs, queue_usage, topologies, namespaces, storage, dra) -> Snapshot:
