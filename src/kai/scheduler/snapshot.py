@@ -690,6 +690,7 @@ class SnapshotBuilder:
         self._dirty_jobs: set[int] = set()
         self._set_jobs(podgroups)
         self._fresh_jobs = set(range(len(self._jobs)))  # made in this build: finished in place
+        self._moved = {}
         self._dirty_jobs.update(self._fresh_jobs)  # every job gets its gang, tasks or none
         n_nodes, n_res = len(self._nodes.names), self._n_res
         self._used = np.zeros((n_nodes, n_res), dtype=np.int64)
@@ -884,6 +885,7 @@ class SnapshotBuilder:
         """Patch the last build to these arguments; _Rebuild when the change is not one the builder patches.
         A _Rebuild may come half-way: ``_full`` sets every part again, so nothing half-patched survives."""
         self.updates += 1
+        self._moved: dict[int, JobInfo] = {}  # a job at a new index, by its new index: its old JobInfo
         self._dirty_jobs = set()
         self._fresh_jobs = set()
         self._placed_changed = False
@@ -967,14 +969,24 @@ class SnapshotBuilder:
             if at is not None:
                 self._truncate(at)
                 self._relay_from = at
-            moved = jobs[first:]
+            moved = [(key, jobs[ji]) for key, ji in pg_index.items() if ji >= first]
+            moved.sort(key=lambda e: e[1].index)
             del jobs[first:], self._raw[first:]
-            for job in moved:
-                del pg_index[_pod_key(job.podgroup)]  # type: ignore[arg-type]
-            for job in moved:
-                if job.index not in gone:
-                    key = _pod_key(job.podgroup)  # type: ignore[arg-type]
-                    self._append_job(came_by_key.get(key, job.podgroup))
+            for key, _ in moved:
+                del pg_index[key]
+            for key, job in moved:
+                if job.index in gone:
+                    continue
+                pg = came_by_key.get(key, job.podgroup)
+                if pg is job.podgroup and job.gang is not None:  # the same job at a new index
+                    ji = len(jobs)
+                    pg_index[key] = ji
+                    jobs.append(job)  # kept until finished: renumbered, or made again (_finish_job)
+                    self._raw.append([])
+                    self._dirty_jobs.add(ji)
+                    self._moved[ji] = job
+                else:
+                    self._append_job(pg)
         for key, pg in came_by_key.items():
             ji = pg_index.get(key)
             if ji is not None and ji < first:
@@ -1097,9 +1109,13 @@ class SnapshotBuilder:
 
     def _finish_job(self, ji: int) -> None:
         """Job *ji*'s tasks changed (or it is new): a new JobInfo with its ordered tasks, gang, last start."""
-        job = self._jobs[ji] if ji in self._fresh_jobs else self._job(ji, self._jobs[ji].podgroup)
         tasks = self._tasks
         raw = self._raw[ji]
+        moved = self._moved.pop(ji, None)
+        if moved is not None and self._same_tasks(moved, raw):
+            self._jobs[ji] = self._renumbered(ji, moved, raw)
+            return
+        job = self._jobs[ji] if ji in self._fresh_jobs else self._job(ji, self._jobs[ji].podgroup)
         last = None
         for ti in raw:
             t = tasks[ti]
@@ -1111,6 +1127,27 @@ class SnapshotBuilder:
         attach_gang(job, tasks)
         job.sums = job_sums(raw, tasks)
         self._jobs[ji] = job
+
+    def _same_tasks(self, old: JobInfo, raw: list[int]) -> bool:
+        """The job's pods are the same objects with the same status as in the last snapshot, in the same order
+        (only their indices moved): its task order, gang, sums and last start stand."""
+        if len(raw) != len(old.tasks):
+            return False
+        before, now = self._handed, self._tasks
+        return all(
+            now[a].pod is before[b].pod and now[a].status == before[b].status for a, b in zip(raw, sorted(old.tasks))
+        )
+
+    def _renumbered(self, ji: int, old: JobInfo, raw: list[int]) -> JobInfo:
+        """*old* at index *ji* with its task indices moved to *raw* (a relative order kept: ties stay ties)."""
+        index = dict(zip(sorted(old.tasks), raw))
+        o = old
+        job = JobInfo(  # positional, in JobInfo's field order (thousands move when a PodGroup goes)
+            ji, o.podgroup, o.queue, o.queue_name, o.priority, o.preemptible, o.min_available, o.creation,
+            [index[t] for t in o.tasks], o.unschedulable_reason, o.last_start, None, o.sums,
+        )  # fmt: skip
+        attach_gang(job, self._tasks)
+        return job
 
     def _snapshot(self, pods, pdbs, queue_usage, topologies, namespaces, storage, dra) -> Snapshot:
         for ji in sorted(self._dirty_jobs):
@@ -1162,11 +1199,12 @@ class SnapshotBuilder:
             legacy_mig=_ro(legacy) if legacy.any() else None,
         )
         tasks = self._tasks
+        self._handed = tuple(tasks)
         return Snapshot(
             now=self._now,
             resources=self._resources,
             nodes=table,
-            tasks=tuple(tasks),
+            tasks=self._handed,
             jobs=tuple(self._jobs),
             queues=self._queue_infos,
             queue_index=self._queue_index,
