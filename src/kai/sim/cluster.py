@@ -120,6 +120,7 @@ class EmbeddedCluster:
         self._held: dict[str, tuple[float, float, float]] = {}  # per queue, what the last cycle left allocated
         # each cycle's Snapshot patches the last one where the Store changed (kai.scheduler.snapshot)
         self._snapshots = SnapshotBuilder()
+        self._checked = SnapshotBuilder()  # the over-commit check's (kai.sim.checks.overcommitted)
         self._task_order: tuple[SchedulerConf | None, Any] = (None, default_task_order)
         self._capacity: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._started_up = False
@@ -155,12 +156,9 @@ class EmbeddedCluster:
         self._validate()
         bind_immediate(self.store, self.now)  # the PV controller: claims that do not wait for a pod
         make_template_claims(self.store, self.now)  # the resourceclaim controller: claims from templates
-        # only a node or a bound pod can over-commit a node (the scheduler's own binds never do), so arrivals of
-        # pending pods skip the check: it builds a snapshot of the whole cluster
-        if self.strict_input and any(
-            isinstance(obj, Node) or (isinstance(obj, Pod) and obj.node_name) for _, obj in objects
-        ):
-            err = checks.overcommitted(self.store.list("Node"), self.store.list("Pod"), self.now)
+        if self.strict_input and any(isinstance(obj, (Pod, Node)) for _, obj in objects):
+            # a snapshot of the whole cluster per arrival: kept and patched, as the cycles' one is
+            err = checks.overcommitted(self.store.list("Node"), self.store.list("Pod"), self.now, self._checked)
             if err is not None:
                 raise self.origins.relocate(err)
         for pod in self.store.list("Pod"):  # running pods given in the manifests: their duration counts from start
