@@ -385,6 +385,8 @@ class EmbeddedCluster:
         """Label every running shared pod with the GPU groups it holds, as KAI's binder does: a pod given
         without (or with too few) group labels gets the ones the snapshot assigned it, so the next cycle
         rebuilds exactly the same per-GPU state."""
+        if not snap.gpus.pods.any():  # no pod holds a GPU group: no task has slots (skips a walk of every task)
+            return
         for t in snap.tasks:
             if not t.gpu_slots or t.node < 0:
                 continue
