@@ -518,6 +518,9 @@ def _pod_key(pod: Pod) -> tuple[str, str]:
     return (pod.meta.namespace or "", pod.meta.name)
 
 
+MAX_KEPT_VECTORS = 65_536  # request shapes kept by a SnapshotBuilder (a cache, cleared when full)
+
+
 class _Rebuild(Exception):
     """An update the builder does not patch (columns, node rows, job order changed): build from the facts."""
 
@@ -605,6 +608,8 @@ class SnapshotBuilder:
         key = tuple(res.items())
         base = self._vectors.get(key)
         if base is None:  # pods made from one template share one read-only request vector
+            if len(self._vectors) >= MAX_KEPT_VECTORS:  # a scheduler that runs for months sees many shapes
+                self._vectors.clear()
             base = self._vectors[key] = _ro(_vector(res, self._col, self._n_res))
         req = base
         active = status in ACTIVE_USED and node >= 0
@@ -856,7 +861,11 @@ class SnapshotBuilder:
             if sign < 0:
                 self._columns_may_shrink = True
         if f.mine:
-            self._refs[f.group] = self._refs.get(f.group, 0) + sign
+            refs = self._refs.get(f.group, 0) + sign
+            if refs:
+                self._refs[f.group] = refs
+            else:  # PodGroups come and go for months: keep only the names some pod still gives
+                del self._refs[f.group]
 
     def _truncate(self, pos: int) -> None:
         """Forget the layout of pods at *pos* and after (they are laid out again)."""
