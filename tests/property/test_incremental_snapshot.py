@@ -14,8 +14,11 @@ never edits what it handed out).
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +27,9 @@ from kai.api.objects import Node, ObjectMeta, Pod, PodGroup, PriorityClass, Queu
 from kai.api.podspec import HostPort
 from kai.scheduler.snapshot import SnapshotBuilder, build_snapshot
 from kai.store import Store, key_of
+from tests.conftest import run_sim
 from tests.property.snapshots import snapshot_diff
+from tests.test_scenarios import _args as scenario_args
 
 NOW = 1_700_000_000.0
 GI = 2**30
@@ -280,3 +285,30 @@ def test_changes_in_place_patch_the_last_build() -> None:
     assert second.tasks[0] is first.tasks[0] and second.tasks[2] is not first.tasks[2]
     assert first.tasks[2].node == -1 and second.tasks[2].node >= 0
     assert len(first.tasks) == 6 and len(second.tasks) == 7
+
+
+MULTICYCLE = sorted(p.parent for p in (Path(__file__).parents[1] / "scenarios" / "multicycle").glob("*/expect.yaml"))
+
+
+def test_every_cycle_of_the_multicycle_scenarios_equals_a_fresh_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kai sim`` on the multicycle scenarios (arrivals, evictions, consolidation, pipelines, GPU sharing), with
+    every snapshot the embedded cluster builds compared with a fresh build of the same arguments."""
+    seen = {"builds": 0, "patched": 0}
+    build = SnapshotBuilder.build
+
+    def checked(self: SnapshotBuilder, **kwargs: Any) -> Any:
+        full = self.full_builds
+        got = build(self, **kwargs)
+        diff = snapshot_diff(got, build(SnapshotBuilder(), **kwargs))  # = build_snapshot (not the patched one)
+        assert not diff, diff[:5]
+        seen["builds"] += 1
+        seen["patched"] += self.full_builds == full
+        return got
+
+    monkeypatch.setattr(SnapshotBuilder, "build", checked)
+    assert MULTICYCLE
+    for case in MULTICYCLE:
+        expect = yaml.safe_load((case / "expect.yaml").read_text())
+        code, _, err = run_sim([str(case / "cluster.yaml"), *scenario_args(case, expect.get("args", []))])
+        assert code == 0, (case.name, err)
+    assert seen["patched"] > len(MULTICYCLE), seen  # the updates were patches, not full builds
