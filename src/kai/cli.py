@@ -246,6 +246,35 @@ def resource_reservation(
     help="Bind calls in flight at once.",
 )
 @click.option(
+    "--watch-timeout",
+    default=30,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Seconds each watch stays open before it is opened again (a quiet kind is heard from this often).",
+)
+@click.option(
+    "--watch-progress-deadline",
+    default=45.0,
+    show_default=True,
+    type=click.FloatRange(min=1.0),
+    help="Seconds without word from the API server after which a kind is not live (no cycle runs).",
+)
+@click.option(
+    "--status-qps",
+    default=100.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Status writes (conditions, PodGroup and Queue status) a second; --status-burst above it.",
+)
+@click.option("--status-burst", default=500.0, show_default=True, type=click.FloatRange(min=1.0))
+@click.option(
+    "--healthz-cycle-periods",
+    default=60,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="/healthz fails on the leader when no cycle completed for this many periods (60 s at least).",
+)
+@click.option(
     "--event-loop",
     default="uvloop",
     show_default=True,
@@ -305,6 +334,11 @@ def scheduler(
     metrics_bind_address: str,
     dashboard_listen: str,
     bind_concurrency: int,
+    watch_timeout: int,
+    watch_progress_deadline: float,
+    status_qps: float,
+    status_burst: float,
+    healthz_cycle_periods: int,
     event_loop: str,
     webhook_listen: str | None,
     webhook_metrics_port: int | None,
@@ -328,6 +362,8 @@ def scheduler(
         _fail(f"--actions: unknown action {unknown[0]!r} (known: {', '.join(KNOWN_ACTIONS)})", EXIT_BAD_INPUT)
     if not renew_deadline < lease_duration:
         _fail("--renew-deadline must be shorter than --lease-duration", EXIT_BAD_INPUT)
+    if not watch_progress_deadline > watch_timeout:
+        _fail("--watch-progress-deadline must be longer than --watch-timeout", EXIT_BAD_INPUT)
     host, _, port_text = metrics_bind_address.rpartition(":")
     if not port_text.isdigit():
         _fail(f"--metrics-bind-address: {metrics_bind_address!r} is not host:port", EXIT_BAD_INPUT)
@@ -362,6 +398,11 @@ def scheduler(
         metrics_address=host or "0.0.0.0",
         metrics_port=int(port_text) or None,
         bind_concurrency=bind_concurrency,
+        watch_timeout_s=watch_timeout,
+        progress_deadline_s=watch_progress_deadline,
+        status_qps=status_qps,
+        status_burst=status_burst,
+        health_cycle_periods=healthz_cycle_periods,
         webhook_listen=webhook,
         webhook_metrics_port=webhook_metrics_port,
         webhook_cert_namespace=webhook_cert_namespace,

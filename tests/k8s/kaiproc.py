@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from kai.k8s.envtest import ControlPlane, free_port
-from tests.k8s.test_scheduler_process import KAI, KaiProcess, _die_with_parent
+from tests.k8s.sched import KAI, KaiProcess, _die_with_parent
 
 
 class KaiCommand(KaiProcess):

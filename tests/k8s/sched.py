@@ -16,8 +16,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ctypes
+import signal
+import subprocess
+import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,7 +37,15 @@ from lightkube.resources.core_v1 import Namespace, Node, Pod
 from kai.api.workloads import Workload, parse_workload
 from kai.k8s._leader import LeaseConfig
 from kai.k8s._scheduler import KaiScheduler, SchedulerOptions
-from kai.k8s.envtest import Binaries, ControlPlane, create_node, mark_pod_running
+from kai.k8s.envtest import (
+    SCHEDULER_USER,
+    Binaries,
+    ControlPlane,
+    FaultProxy,
+    create_node,
+    free_port,
+    mark_pod_running,
+)
 from kai.sim.controllers import ray as kuberay
 from tests.k8s.conftest import REPO, run_kai
 
@@ -52,6 +66,37 @@ def wait_for(check: Callable[[], T], what: str, timeout: float = WAIT_S, interva
             return last
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+def wait_for_progress(
+    measure: Callable[[], Any], done: Callable[[Any], bool], what: str, stall_s: float = 30.0, interval: float = 0.2
+) -> Any:
+    """Poll *measure* until ``done(value)``; fail naming *what* only when the value has not changed for
+    *stall_s* seconds. For waits whose length depends on the machine's load (a replica starting, 100 pods
+    grouped and bound on a shared 2-core machine): a slow run that keeps moving is a correct run, one
+    that stopped moving is not."""
+    last = measure()
+    moved = time.monotonic()
+    while not done(last):
+        if time.monotonic() - moved > stall_s:
+            pytest.fail(f"no progress for {stall_s:.0f} s waiting for {what} (stuck at {last!r})")
+        time.sleep(interval)
+        now = measure()
+        if now != last:
+            last, moved = now, time.monotonic()
+    return last
+
+
+def pdb_resource(client: Client) -> Any:
+    """PodDisruptionBudgets at policy/v1 where served (1.21+), else policy/v1beta1 (1.20)."""
+    try:
+        list(client.list(create_namespaced_resource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")))
+        version = "v1"
+    except ApiError as e:
+        if e.status.code != 404:
+            raise
+        version = "v1beta1"
+    return create_namespaced_resource("policy", version, "PodDisruptionBudget", "poddisruptionbudgets")
 
 
 def start_cluster(binaries: Binaries) -> ControlPlane:
@@ -143,11 +188,20 @@ def options(cp: ControlPlane, **kw: Any) -> SchedulerOptions:
         "schedule_period_s": 0.5,
         "metrics_port": None,
         "lease": LeaseConfig(
-            name=f"kai-{uuid.uuid4().hex[:6]}", lease_duration_s=3, renew_deadline_s=2, retry_period_s=0.5
+            name=f"kai-{uuid.uuid4().hex[:6]}", lease_duration_s=5, renew_deadline_s=4, retry_period_s=0.5
         ),
     }
     base.update(kw)
     return SchedulerOptions(**base)
+
+
+@contextlib.contextmanager
+def through_proxy(
+    cp: ControlPlane, workdir: Path, name: str = "kai", seed: int = 0
+) -> Iterator[tuple[FaultProxy, Path]]:
+    """A FaultProxy in front of *cp*'s API server and a kubeconfig of kai's ServiceAccount through it."""
+    with FaultProxy(name, "127.0.0.1", cp.apiserver_port, cp.ca_file, seed=seed) as proxy:
+        yield proxy, proxy.kubeconfig(workdir / f"{name}.kubeconfig", cp.token(SCHEDULER_USER))
 
 
 class InProcess:
@@ -195,6 +249,65 @@ class InProcess:
             self._thread.join(timeout=30)
         if self.error is not None:
             raise self.error
+
+
+KAI = Path(sys.executable).parent / "kai"
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no scheduler outlives a killed test run
+
+
+class KaiProcess:
+    """One ``kai scheduler`` replica; its JSON log goes to a file."""
+
+    def __init__(
+        self,
+        cp: ControlPlane,
+        identity: str,
+        lease: str,
+        log_dir: Path,
+        *,
+        kubeconfig: Path | None = None,
+        timings: tuple[float, float, float] = (4, 3, 0.5),
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        self.port = free_port()
+        self.identity = identity
+        self.log = log_dir / f"kai-{identity}.log"
+        duration, deadline, retry = timings
+        args = [
+            str(KAI),
+            "scheduler",
+            f"--kubeconfig={kubeconfig or cp.scheduler_kubeconfig}",
+            "--schedule-period=0.5",
+            f"--leader-elect-name={lease}",
+            f"--lease-duration={duration}",
+            f"--renew-deadline={deadline}",
+            f"--retry-period={retry}",
+            f"--identity={identity}",
+            f"--metrics-bind-address=127.0.0.1:{self.port}",
+            *extra,
+        ]
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError:
+            return 0, ""
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=30)
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
 
 
 class Kubelet:

@@ -61,6 +61,7 @@ def test_defaults_render_what_the_kustomization_installs(helm: Path) -> None:
     assert set(want) - set(got) == {("Namespace", "kai-scheduler")}
     same = ("CustomResourceDefinition", "ClusterRole", "PriorityClass", "Service", "RoleBinding")
     same += ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")  # in the release's namespace: below
+    same += ("NetworkPolicy",)
     for key in [k for k in want if k[0] in same]:
         strip = {"metadata", "status"}
         assert {k: v for k, v in got[key].items() if k not in strip} == {
@@ -78,6 +79,11 @@ def test_defaults_render_what_the_kustomization_installs(helm: Path) -> None:
         kpod["volumes"],
         kpod["priorityClassName"],
     )
+    # a rolling update that cannot deadlock, replicas spread where they can be (docs/cluster.md)
+    deployments = [d[("Deployment", "kai-scheduler")] for d in (got, want)]
+    assert deployments[0]["spec"]["strategy"] == deployments[1]["spec"]["strategy"]
+    assert pod["affinity"] == kpod["affinity"]
+    assert ("PodDisruptionBudget", "kai-scheduler") not in got  # one replica by default: a budget would block drains
     assert got[("SchedulingShard", "default")]["spec"]["placementStrategy"] == {"gpu": "binpack", "cpu": "binpack"}
 
 
@@ -116,6 +122,8 @@ def test_values_do_what_kai_s_chart_says(helm: Path) -> None:
             assert hook["clientConfig"]["service"]["namespace"] == "ml-system"
             for e in (hook.get("namespaceSelector") or {}).get("matchExpressions", []):
                 assert "ml-system" in e["values"] and "kai-scheduler" not in e["values"], e
+    # two replicas: a budget keeps one through drains (policy/v1, as `helm template` assumes by default)
+    assert got[("PodDisruptionBudget", "kai-scheduler")]["spec"]["minAvailable"] == 1
     # the reservation pods' namespace keeps KAI's fixed name (the binder names it)
     assert got[("ServiceAccount", "kai-resource-reservation")]["metadata"]["namespace"] == "kai-resource-reservation"
 

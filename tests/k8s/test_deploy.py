@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -87,6 +88,7 @@ def test_kubectl_apply_k_installs_everything(applied: ControlPlane) -> None:
         "pc/build-preemptible",
         "pc/build",
         "pc/inference",
+        "networkpolicy/kai-scheduler",
         "svc/admission",
         "role/kai-scheduler-webhook-certificate",
         "-n",
@@ -94,7 +96,7 @@ def test_kubectl_apply_k_installs_everything(applied: ControlPlane) -> None:
         "-o",
         "name",
     ).stdout.split()
-    assert len(got) == 14
+    assert len(got) == 15
     reservation = applied.kubectl(
         "get",
         "ns/kai-resource-reservation",
@@ -132,6 +134,42 @@ def test_kai_install_takes_over_objects_kubectl_created(applied: ControlPlane) -
     assert created == ["flowschema/kai-scheduler created"], out
     code, out, _ = run_kai("install", "--kubeconfig", str(applied.kubeconfig))
     assert code == 0 and all(line.endswith(" unchanged") for line in out.splitlines()), out
+
+
+def test_the_deployment_can_roll_and_is_hardened(applied: ControlPlane) -> None:
+    """Two replicas rolled one at a time, never fewer ready than two (a new pod is ready as a synced
+    standby: leadership is not readiness); the probes; seccomp RuntimeDefault; and only the metrics
+    port open, to namespaces that scrape."""
+    dep = json.loads(applied.kubectl("get", "deploy/kai-scheduler", "-n", KAI_NS, "-o", "json").stdout)
+    spec = dep["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in pod["affinity"]["podAntiAffinity"]
+    (c,) = pod["containers"]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz" and c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    netpol = json.loads(applied.kubectl("get", "networkpolicy/kai-scheduler", "-n", KAI_NS, "-o", "json").stdout)
+    assert netpol["spec"]["podSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    (rule,) = netpol["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8080}]
+
+
+def test_kai_pdb_keeps_a_replica(applied: ControlPlane, tmp_path: Path) -> None:
+    """deploy/pdb.yaml is policy/v1 (1.21+); on an API server that serves only policy/v1beta1 (1.20)
+    the same spec is applied at that version. It selects the Deployment's pods and keeps one."""
+    doc = yaml.safe_load((DEPLOY / "pdb.yaml").read_text())
+    served = applied.kubectl("api-versions").stdout.split()
+    if "policy/v1" not in served:
+        doc["apiVersion"] = "policy/v1beta1"
+    path = tmp_path / "pdb.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    applied.kubectl("apply", "-f", str(path))
+    pdb = json.loads(applied.kubectl("get", "pdb/kai-scheduler", "-n", KAI_NS, "-o", "json").stdout)
+    dep = json.loads(applied.kubectl("get", "deploy/kai-scheduler", "-n", KAI_NS, "-o", "json").stdout)
+    assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["minAvailable"] == 1 < dep["spec"]["replicas"]
 
 
 def test_kai_install_reads_the_same_files_as_the_kustomization() -> None:

@@ -30,7 +30,8 @@ from tests.k8s.gpushare import (
     reservation_pods,
     visible_devices,
 )
-from tests.k8s.sched import DATA, InProcess, Kubelet, Queue, options, wait_for
+from tests.k8s.sched import DATA, InProcess, Kubelet, PodGroup, Queue, options, wait_for
+from tests.k8s.test_scheduler import events_for
 
 WALK = DATA / "walkthrough"
 
@@ -288,6 +289,50 @@ def test_with_the_webhook_down_and_failure_policy_ignore_pods_are_created_but_no
             time.sleep(1.0)
             assert not admin.get(Pod, "unmutated", namespace=ns).spec.nodeName
             assert len(reservation_pods(admin, node)) == 1  # the mutated pod's only
+    finally:
+        remove_webhooks(cp)
+
+
+def test_a_shared_gpu_gang_whose_bind_fails_in_the_background_is_evicted_at_once(
+    gpu_cluster: ControlPlane, admin: Client, ns: str, nodes: Any, fake_nvml: Any
+) -> None:
+    """Whole gangs hold for shared-GPU binds too, which finish after their cycle (issue 14, item 4). A
+    gang of two half-GPU pods, minMember 2: one was created while the webhook was down (failurePolicy
+    Ignore), so its bind is refused in the background; the other's is under way or done. The gang is
+    then bound in part: the bind that failed late breaks it, and the next cycle evicts the other pod at
+    once (bound, or its bind still in flight), with a FailedBinding event on the PodGroup. Before, the
+    other pod was bound and stayed bound alone: the gang never even counted as stale."""
+    from kai.k8s.envtest import free_port
+
+    cp = gpu_cluster
+    port = free_port()
+    install_webhooks(cp, port, failure_policy="Ignore")
+    try:
+        node = _gpu_node(nodes, "halfgang-0", gpus=1)
+        admin.create(
+            PodGroup.from_dict(
+                {"metadata": {"name": "hg", "namespace": ns}, "spec": {"queue": "team-a", "minMember": 2}}
+            )
+        )
+        admin.create(fraction_pod("hg-unmutated", ns, **{"pod-group-name": "hg"}))  # nobody serves the webhook
+        with Kai(cp, port), GpuNode(admin, cp, node, gpu_uuids(node, 1), fake_nvml):
+            admin.create(fraction_pod("hg-mutated", ns, **{"pod-group-name": "hg"}))  # the webhook is up now
+            started = time.monotonic()
+
+            def evicted() -> bool:
+                try:
+                    return admin.get(Pod, "hg-mutated", namespace=ns).metadata.deletionTimestamp is not None
+                except ApiError as e:
+                    return e.status.code == 404
+
+            wait_for(evicted, "the gang's other half to be evicted", timeout=30)
+            assert time.monotonic() - started < 30  # well before the 60 s grace
+            (event,) = wait_for(
+                lambda: [e for e in events_for(admin, ns, "hg") if e.reason == "FailedBinding"],
+                "a FailedBinding event on the PodGroup",
+            )
+            assert "1 of 2 binds of gang" in event.message, event.message
+            assert not admin.get(Pod, "hg-unmutated", namespace=ns).spec.nodeName
     finally:
         remove_webhooks(cp)
 

@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from lightkube import Client
-from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.generic_resource import create_global_resource
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event, Node, Pod
 from lightkube.resources.rbac_authorization_v1 import ClusterRole
 from lightkube.types import PatchType
 
 from kai.k8s.envtest import ControlPlane
-from tests.k8s.sched import InProcess, Kubelet, PodGroup, Queue, options, wait_for
+from tests.k8s.sched import InProcess, Kubelet, PodGroup, Queue, options, pdb_resource, wait_for
 
 
 def gpu_pod(name: str, ns: str, gpus: int = 1, queue: str = "default-queue", **meta: Any) -> Pod:
@@ -272,24 +272,19 @@ def test_no_cycle_while_an_informer_is_not_synced(
 # GPU sharing (group labels, reservation pods, the webhook's env) is tested in test_gpu_sharing.py.
 
 
-def pdb_resource(cp: ControlPlane) -> Any:
-    """PodDisruptionBudget at policy/v1 (1.21+; v1beta1 was removed in 1.25), or v1beta1 on 1.20."""
-    version = "v1" if cp.binaries.version >= (1, 21) else "v1beta1"
-    return create_namespaced_resource("policy", version, "PodDisruptionBudget", "poddisruptionbudgets")
-
-
 def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
     scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
 ) -> None:
-    """The victim is protected by a PodDisruptionBudget, so kai evicts through the Eviction API, which
-    the API server refuses (429) until the budget's status allows a disruption: kai reports the refusal
-    and keeps the victim; once the budget allows it, the next cycle evicts and the preemptor binds."""
+    """The victim is protected by a PodDisruptionBudget whose status (what the API server decides by)
+    allows no disruption yet: kai holds the victim's eviction back, saying why on its PodGroup, and
+    keeps it; once the budget's status allows it, the next cycle evicts through the Eviction API and
+    the preemptor binds."""
     # This test plays the disruption controller (it writes the budget's status); another test of the
     # module may have started kube-controller-manager, whose controller would overwrite it.
     scheduler_cluster.stop_controller_manager()
     node = nodes("pdb-0", gpus=1)
     kubelet = Kubelet(admin)
-    pdb = pdb_resource(scheduler_cluster)
+    pdb = pdb_resource(admin)
     with InProcess(options(scheduler_cluster)):
         admin.create(gpu_pod("low", ns, labels={"kai.scheduler/queue": "default-queue", "app": "low"}))
         wait_for(lambda: node_of(admin, ns, "low") == node, "the low-priority pod to be bound")
@@ -308,12 +303,14 @@ def test_preemption_goes_through_the_eviction_api_where_a_pdb_applies(
         high = gpu_pod("high", ns)
         high.spec.priorityClassName = "build-preemptible"  # 75 > train 50, preemptible: no quota needed
         admin.create(high)
+        low_pg = admin.get(Pod, "low", namespace=ns).metadata.annotations["pod-group-name"]
         refused = wait_for(
-            lambda: [e for e in events_for(admin, ns, "low") if e.reason == "EvictionRefused"],
-            "an EvictionRefused event on the victim",
+            lambda: [e for e in events_for(admin, ns, low_pg) if e.reason == "EvictionRefused"],
+            "an EvictionRefused event on the victim's PodGroup",
         )
-        assert refused[0].type == "Warning" and "429" in refused[0].message, refused[0].message
-        assert "preempt" in refused[0].message
+        assert refused[0].type == "Warning", refused[0]
+        assert f"PodDisruptionBudget {ns}/low-pdb allows 0 more disruptions" in refused[0].message
+        assert "preempt" in refused[0].message and "no pod touched" in refused[0].message
         time.sleep(2)  # more cycles: the victim stays, the preemptor waits, nothing is bound twice
         low = admin.get(Pod, "low", namespace=ns)
         assert low.metadata.deletionTimestamp is None and low.spec.nodeName == node

@@ -105,21 +105,27 @@ class Api:
         body: Any = None,
         params: dict[str, str] | None = None,
         content_type: str = "application/json",
+        gate: Callable[[], None] | None = None,
     ) -> Any:
-        """Send one request; the decoded JSON answer, or ApiError (code 0 when the server is unreachable)."""
+        """Send one request; the decoded JSON answer, or ApiError (code 0 when the server is unreachable).
+
+        *gate* is called just before the request is written and may raise to stop it (fencing: see
+        ``kai.k8s._fence``)."""
         content = _json.encode(body) if body is not None else None
         if self._fast is not None and params is None:
             try:
                 async with asyncio.timeout(self._timeout):  # no extra Task per request, as wait_for makes
-                    status, data = await self._fast.request(method, path, content, content_type)
+                    status, data = await self._fast.request(method, path, content, content_type, gate)
             except (HttpError, TimeoutError) as e:
                 raise ApiError(0, f"{type(e).__name__}: {e}") from e
             if status >= 400:
                 raise _error(status, data)
-            return _decode_any.decode(data) if data else None
+            return _decode(data)
         headers = {"Accept": "application/json"}
         if content is not None:
             headers["Content-Type"] = content_type
+        if gate is not None:
+            gate()
         try:
             resp = await self._http.request(method, path, content=content, params=params, headers=headers)
         except httpx.TransportError as e:
@@ -127,7 +133,7 @@ class Api:
         data = resp.content
         if resp.status_code >= 400:
             raise _error(resp.status_code, data)
-        return _decode_any.decode(data) if data else None
+        return _decode(data)
 
     async def get_raw(self, path: str, params: dict[str, str] | None = None) -> bytes:
         """GET *path*; the undecoded body (the caller decodes it into its own structs)."""
@@ -149,8 +155,15 @@ class Api:
             raise _error(resp.status_code, resp.content)
         return resp.content
 
-    async def stream_lines(self, path: str, params: dict[str, str], read_timeout: float) -> AsyncIterator[bytes]:
-        """A watch: GET *path* and yield each line of the chunked answer (one JSON event per line)."""
+    async def stream_lines(
+        self,
+        path: str,
+        params: dict[str, str],
+        read_timeout: float,
+        on_open: Callable[[], None] | None = None,
+    ) -> AsyncIterator[bytes]:
+        """A watch: GET *path* and yield each line of the chunked answer (one JSON event per line).
+        *on_open* is called once the API server has accepted the watch (its answer's head is in)."""
         if self._fast is not None:
             try:
                 lines = await self._fast.stream_lines(f"{path}?{urlencode(params)}", read_timeout)
@@ -162,6 +175,8 @@ class Api:
                         if line.strip():
                             yield line
                     return
+                if on_open is not None:
+                    on_open()
                 async for line in lines:
                     yield line
             except (HttpError, TimeoutError) as e:
@@ -172,6 +187,8 @@ class Api:
             async with self._http.stream("GET", path, params=params, timeout=timeout) as resp:
                 if resp.status_code >= 400:
                     raise _error(resp.status_code, await resp.aread())
+                if on_open is not None:
+                    on_open()
                 buf = b""
                 async for chunk in resp.aiter_bytes():
                     buf += chunk
@@ -184,6 +201,17 @@ class Api:
                             yield line
         except httpx.TransportError as e:
             raise ApiError(0, f"{type(e).__name__}: {e}") from e
+
+
+def _decode(data: bytes) -> Any:
+    """A JSON answer; one the decoder cannot read (nested deeper than it recurses, or not JSON) is an
+    ApiError, never a bare RecursionError in the caller's task."""
+    if not data:
+        return None
+    try:
+        return _decode_any.decode(data)
+    except (msgspec.DecodeError, RecursionError) as e:
+        raise ApiError(0, f"the answer does not decode: {type(e).__name__}: {e}", "Undecodable") from e
 
 
 class _Status(msgspec.Struct):

@@ -2,48 +2,52 @@
 
 Rules:
 
+* **Fencing**: every write of a cycle goes through the writer made for the Lease term the cycle
+  started under (``kai.k8s._fence``); once the Lease is lost the next write raises ``Fenced`` and the
+  rest of the cycle's writes are cancelled. This is the only place the binder decides which API it
+  writes through.
 * **Binds** are plain POSTs to ``pods/{name}/binding``, after the pod's volumes are bound (``_volumes``:
   the decision says which claim gets which volume) (a typed client raises on the answer after the
   bind succeeded), ``bind_concurrency`` at a time, each carrying the pod's uid so a pod recreated
   under the same name is never bound by mistake. 201 = bound; 409 = already bound (by an earlier
-  replica or an earlier cycle whose answer was lost); 404 = gone. A bind that fails otherwise is not
-  assumed: the next cycle plans the pod again (a ``FailedBinding`` event says why).
-* **Assumed state**, as kube-scheduler's assume cache: a pod bound (or evicted) here counts as bound
-  (or releasing) in the next snapshots until the watch shows it, so a cycle that runs before the watch
-  event arrives neither binds it twice nor gives its room to another pod. An assumption the watch has
-  not confirmed within ``assume_ttl_s`` is dropped.
-* **Evictions** delete the pod (with its uid as precondition), or go through the Eviction API when a
-  PodDisruptionBudget selects it; a refused eviction (429) is a Warning event, nothing more.
-* **Status** is written only when it changed from what the watch last showed: PodGroup
-  ``status.schedulingConditions`` and Queue ``status.{allocated, allocatedNonPreemptible, requested}``
-  through the status subresource, pod condition ``PodScheduled=False`` with the engine's reason
-  (unless the PodGroup's ``markUnschedulable`` is false), ``status.nominatedNodeName`` for pipelined
-  pods an eviction made room for, and the stale-gang timestamp annotation on the PodGroup.
+  replica or an earlier cycle whose answer was lost); 404 = gone. When the answer is unclear (the
+  connection broke, a timeout, a 5xx, a 409) the pod is read back: bound (with its uid) counts as
+  bound where the API server has it; unbound is a failed bind; unreadable is a bind *in doubt*
+  (``kai.k8s._assume``). A bind that fails is not assumed: the next cycle plans the pod again (a
+  ``FailedBinding`` event says why).
+* **Assumed state** (``kai.k8s._assume``): a pod bound (or evicted) here counts as bound (or
+  releasing) in the next snapshots until the watch confirms or refutes it, as kube-scheduler's cache.
+* **Whole gangs**: a gang whose binds partly failed is marked broken, so the next cycle either
+  completes it or evicts its bound part at once (``Assumed.broken``); victims are evicted gang by gang,
+  whole or not at all where a PodDisruptionBudget covers them (``kai.k8s._evict``).
+* **Status** (``kai.k8s._status``): only meaningful changes, rate-limited.
 * **Events** go to the EventRecorder, which writes them in the background.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kai.api import constants as C
-from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
-from kai.api.objects import Pod, format_time
+from kai.api.gpugroups import gpu_group_labels, is_gpu_group_label
+from kai.api.objects import Pod, object_ref
 from kai.k8s._api import Api, ApiError
+from kai.k8s._assume import Assumed, AssumedBind
 from kai.k8s._decided import Decided
-from kai.k8s._decode import pod_scheduled_condition
-from kai.k8s._dra import ClaimWriter
+from kai.k8s._dra import ClaimWriteError, ClaimWriter
 from kai.k8s._events import EventRecorder
+from kai.k8s._evict import GangEvictor
+from kai.k8s._fence import Fence
 from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
-from kai.k8s._volumes import VolumeBinder
-from kai.scheduler.decisions import Bind, CycleResult, Event, Evict, PodGroupStatus, QueueStatus
+from kai.k8s._status import StatusWriter
+from kai.k8s._volumes import VolumeBinder, VolumeBindError
+from kai.scheduler.decisions import Bind, CycleResult, Event
 from kai.store import Key, Store
 
 if TYPE_CHECKING:
@@ -51,7 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kai.k8s.apply")
 
-STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 
 
@@ -68,69 +71,6 @@ class ApplyStats:
     status_s: float = 0.0  # statuses, conditions, nominations (events are written in the background)
 
 
-@dataclass
-class Assumed:
-    """What this process did that the watch has not shown yet."""
-
-    binds: dict[Key, tuple[str, str, float, tuple[str, ...]]] = field(
-        default_factory=dict
-    )  # pod → (uid, node, when, GPU groups)
-    evictions: dict[Key, tuple[str, float]] = field(default_factory=dict)  # pod → (uid, when)
-
-    def expire(self, pods: Store, ttl_s: float, now: float) -> None:
-        """Forget assumptions the Store now shows (or that are too old)."""
-        for key, (uid, _node, t, _groups) in list(self.binds.items()):
-            pod = pods.get("Pod", key)
-            if pod is None or pod.meta.uid != uid or pod.node_name or now - t > ttl_s:
-                del self.binds[key]
-        for key, (uid, t) in list(self.evictions.items()):
-            pod = pods.get("Pod", key)
-            if pod is None or pod.meta.uid != uid or pod.meta.deletion_timestamp is not None or now - t > ttl_s:
-                del self.evictions[key]
-
-    def pods(self, store: Store, now: float) -> list[Pod]:
-        """The Store's pods with the assumptions laid over them (copies; the Store is not changed)."""
-        pods = store.list("Pod")
-        if not self.binds and not self.evictions:
-            return pods
-        out = []
-        for pod in pods:
-            key = (pod.meta.namespace or "", pod.meta.name)
-            b = self.binds.get(key)
-            if b is not None and b[0] == pod.meta.uid and not pod.node_name:
-                pod = dataclasses.replace(pod, node_name=b[1])
-                if b[3] and set(group_labels(pod)) != set(b[3]):
-                    labels = {k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)}
-                    labels.update(gpu_group_labels(b[3]))
-                    pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, labels=labels))
-            ev = self.evictions.get(key)
-            if ev is not None and ev[0] == pod.meta.uid and pod.meta.deletion_timestamp is None:
-                pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, deletion_timestamp=now))
-            out.append(pod)
-        return out
-
-
-def _quantities(values: dict[str, float]) -> dict[str, str]:
-    """A QueueStatus resource dict (GPUs, millicores, bytes) as a ResourceList."""
-    gpu = values.get("gpu", 0.0)
-    return {
-        C.RESOURCE_GPU: f"{round(gpu * 1000)}m" if gpu != int(gpu) else str(int(gpu)),
-        C.RESOURCE_CPU: f"{round(values.get('cpu', 0.0))}m",
-        C.RESOURCE_MEMORY: str(round(values.get("memory", 0.0))),
-    }
-
-
-def _same_quantities(old: Any, new: dict[str, str]) -> bool:
-    if not isinstance(old, dict):
-        return False
-    from kai.api.quantity import QuantityError, to_milli
-
-    try:
-        return all(to_milli(old.get(k, "0")) == to_milli(v) for k, v in new.items())
-    except QuantityError:
-        return False
-
-
 class Applier:
     """Sends one cycle's decisions; keeps the assumed binds and evictions for the next snapshots."""
 
@@ -141,29 +81,33 @@ class Applier:
         pods: Informer,
         podgroups: Informer,
         queues: Informer,
+        pdbs: Informer,
         events: EventRecorder,
         metrics: Metrics,
         *,
+        fence: Fence | None = None,
         bind_concurrency: int = 64,
-        assume_ttl_s: float = 30.0,
         pdb_api_version: str = "policy/v1",
+        status_qps: float = 100.0,
+        status_burst: float = 500.0,
     ) -> None:
         self.api = api
         self.store = store
         self.pods = pods
-        self.podgroups = podgroups
-        self.queues = queues
+        self.pdbs = pdbs
         self.events = events
         self.metrics = metrics
+        self.fence = fence if fence is not None else Fence.open_always()
         self.assumed = Assumed()
+        self.status = StatusWriter(store, pods, podgroups, queues, metrics, qps=status_qps, burst=status_burst)
         self.volumes = VolumeBinder(api)
-        self.claims = ClaimWriter(api, store, assume_ttl_s=assume_ttl_s)
-        self.assume_ttl_s = assume_ttl_s
+        self.claims = ClaimWriter(api, store)
         self.pdb_api_version = pdb_api_version
         self._concurrency = bind_concurrency
         self._bound = metrics.binds.labels("bound")  # labelled once: .labels() locks and looks up per call
         self._scheduled = metrics.scheduled.labels("allocate")
         self._uids: dict[Key, str] = {}
+        self._w: Any = api  # the writer of the cycle being applied (fenced to its term)
         self.gpu_sharing: GpuSharingBinder | None = None  # set by the scheduler: shared binds go through it
         self.decided: Decided | None = None  # the pod-grouper's decisions: a Binding carries the pod's PodGroup
         self.idle = asyncio.Event()  # no cycle deciding, no binds or evictions in flight (the grouper's writes wait)
@@ -173,47 +117,77 @@ class Applier:
         """Until no binds are in flight: PodGroup creates and pod patches yield to binds."""
         await self.idle.wait()
 
-    async def apply(self, result: CycleResult, uids: dict[Key, str] | None = None) -> ApplyStats:
-        """Send *result*. *uids* are the pods' uids in the snapshot the cycle decided on: a pod deleted and
-        made again under the same name since then is not bound or evicted (the next cycle sees it)."""
+    async def apply(self, result: CycleResult, uids: dict[Key, str] | None = None, *, term: int = 0) -> ApplyStats:
+        """Send *result*, writing under Lease *term* (Fenced is raised, and the writes still under way
+        cancelled, once the Lease is lost). *uids* are the pods' uids in the snapshot the cycle decided
+        on: a pod deleted and made again under the same name since then is not bound or evicted."""
         self._uids = uids or {}
+        self._w = self.fence.api(self.api, term)
+        self.assumed.settle(result.podgroups)  # before this cycle's binds mark gangs broken again
         stats = ApplyStats()
         extra: list[Event] = []
         t0 = time.perf_counter()
         c0 = time.process_time()
         self.idle.clear()
         try:
-            await self._gather(self._evict(e, stats, extra) for e in result.evictions)
+            evictor = GangEvictor(
+                self._w,
+                self.store,
+                self.pdbs.statuses,
+                self.assumed,
+                self.metrics,
+                pdb_api_version=self.pdb_api_version,
+                uids=self._uids,
+            )
+            outcome = await evictor.run(result.evictions, self._gather)
+            stats.evicted, stats.evict_failed = outcome.evicted, outcome.failed
+            extra += outcome.events
             await self._gather(self._bind(b, stats, extra) for b in result.binds)
         finally:
             self.idle.set()
+        self._mark_broken_gangs(result.binds, extra)
         stats.bind_s = time.perf_counter() - t0
         stats.bind_cpu_s = time.process_time() - c0
         bound = {(b.pod.namespace, b.pod.name) for b in result.binds}
         failed_binds = {f"Pod/{b.pod}" for b in result.binds if (b.pod.namespace, b.pod.name) not in self.assumed.binds}
-        events = [e for e in result.events if not (e.reason == "Scheduled" and e.object in failed_binds)]
+        broken = {object_ref("PodGroup", ns, name) for ns, name in self.assumed.broken}
+        events = [
+            e
+            for e in result.events
+            if not (e.reason == "Scheduled" and e.object in failed_binds)
+            and not (e.reason == "NotReady" and e.object in broken)  # the cycle saw only part of the gang
+        ]
         self.events.record(events + extra)
-        writes: list[Awaitable[None]] = []
-        writes += self._nominations(result)
-        writes += self._podgroup_writes(result.podgroups, bound)
-        writes += self._queue_writes(result.queues)
+        writes = self.status.writes(result, bound, self._w, quiet=self.assumed.broken)
         await self._gather(self._counted(w, stats) for w in writes)
         if self.gpu_sharing is not None:  # reservation pods of emptied GPU groups go (kai.k8s._gpushare)
-            await self.gpu_sharing.sync({g for *_, groups in self.assumed.binds.values() for g in groups})
+            await self.gpu_sharing.sync({g for a in self.assumed.binds.values() for g in a.gpu_groups}, self._w)
         stats.status_s = time.perf_counter() - t0 - stats.bind_s
         return stats
 
     async def _gather(self, calls: Iterable[Awaitable[None]]) -> None:
         """Await *calls*, at most ``bind_concurrency`` at a time: that many workers take the next call
         from one iterator, so 4,000 binds are 64 tasks, not 4,000 tasks queued on a semaphore, and a
-        call's coroutine is only made when a worker is free for it."""
+        call's coroutine is only made when a worker is free for it. The first error (``Fenced``, say)
+        cancels the other workers and is raised; calls never started are closed unawaited."""
         it = iter(calls)
 
         async def worker() -> None:
             for c in it:
                 await c
 
-        await asyncio.gather(*(worker() for _ in range(self._concurrency)))
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(self._concurrency):
+                    tg.create_task(worker())
+        except BaseExceptionGroup as group:
+            for c in it:  # coroutines made but never awaited: closed, so no "never awaited" warning
+                if asyncio.iscoroutine(c):
+                    c.close()
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # cancelled meanwhile: that wins (3.11's TaskGroup
+                raise asyncio.CancelledError from None  # would otherwise let the error hide the cancellation)
+            raise group.exceptions[0] from None
 
     async def _counted(self, call: Awaitable[None], stats: ApplyStats) -> None:
         await call
@@ -227,29 +201,34 @@ class Applier:
         if pod is None or self._uids.get(key, pod.meta.uid) != pod.meta.uid:
             return
         if b.gpu_groups and self.gpu_sharing is not None:
-            # GPU sharing: reservation pods, ConfigMaps and labels first, in the background (kai.k8s._gpushare)
-            self.gpu_sharing.submit(b, pod, self)
+            # GPU sharing: reservation pods, ConfigMaps and labels first, in the background (kai.k8s._gpushare),
+            # writing under this cycle's Lease term
+            self.gpu_sharing.submit(b, pod, self, self._w)
             return
-        await self.send_bind(b, pod, stats, extra)
+        await self.send_bind(b, pod, self._w, stats, extra)
 
     async def send_bind(
         self,
         b: Bind,
         pod: Pod,
+        writer: Any,
         stats: ApplyStats | None = None,
         extra: list[Event] | None = None,
         *,
         labels: bool = True,
     ) -> bool:
-        """POST the binding of *pod* (after its GPU group labels, when *labels* and it has groups); whether it
-        is bound (409: by an earlier attempt). A failure goes to *extra* as a FailedBinding event."""
+        """POST the binding of *pod* through *writer* (a cycle's fenced Api), after its volumes and, when
+        *labels* and it has groups, its GPU group labels; whether it counts as bound now (an unclear answer
+        is read back first). A failure goes to *extra* as a FailedBinding event; ``Fenced`` is raised."""
         stats = stats if stats is not None else ApplyStats()
         extra = extra if extra is not None else []
         key = (b.pod.namespace, b.pod.name)
+        uid = pod.meta.uid
+        base = f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}"
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": b.pod.name, "namespace": b.pod.namespace, "uid": pod.meta.uid},
+            "metadata": {"name": b.pod.name, "namespace": b.pod.namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": b.node},
         }
         if self.decided is not None and (group := self.decided.annotation(key, pod.meta.uid)) is not None:
@@ -261,194 +240,119 @@ class Applier:
             if b.gpu_groups and labels:  # a shared-GPU pod: the GPU group labels first, as KAI's binder writes them
                 patch: dict[str, str | None] = {k: None for k in pod.meta.labels if is_gpu_group_label(k)}
                 patch.update(gpu_group_labels(b.gpu_groups))
-                await self.api.request(
-                    "PATCH",
-                    f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}",
-                    body={"metadata": {"labels": patch, "uid": pod.meta.uid}},
-                    content_type=MERGE,
+                await writer.request(
+                    "PATCH", base, body={"metadata": {"labels": patch, "uid": uid}}, content_type=MERGE
                 )
             if b.volumes:  # its volumes first, bound and waited for (kube-scheduler's VolumeBinding PreBind)
-                await self.volumes.bind(b)
+                await self.volumes.bind(b, writer)
             if b.claims:  # its ResourceClaims' allocation and reservedFor (kube-scheduler's DynamicResources PreBind)
-                await self.claims.write(b, pod.meta.uid)
-            await self.api.request("POST", f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}/binding", body=body)
+                await self.claims.write(b, uid, writer)
+            await writer.request("POST", f"{base}/binding", body=body)
+        except (VolumeBindError, ClaimWriteError) as e:  # the pod's bind was never sent
+            self._failed(b, e, stats, extra)
+            return False
         except ApiError as e:
-            if e.code == 409:  # already bound (or the uid no longer matches): the watch has the truth
-                stats.already_bound += 1
-                self.metrics.binds.labels("conflict").inc()
-                return True
             if e.code == 404:
                 self.metrics.binds.labels("gone").inc()
                 return False
-            stats.bind_failed += 1
-            self.metrics.binds.labels("error").inc()
-            self.metrics.api_errors.labels("bind").inc()
-            message = f"Failed to bind pod {b.pod} to node {b.node}: {e}"
-            extra.append(Event(f"Pod/{b.pod}", "Warning", "FailedBinding", message))
-            log.warning(
-                "bind failed: %s to %s: %s",
-                b.pod,
-                b.node,
-                e,
-                extra={"pod": str(b.pod), "node": b.node, "error": str(e)},
-            )
+            if e.code == 409 or e.code == 0 or e.code >= 500:  # it may have happened: ask the API server
+                return await self._unclear(b, uid, e, stats, extra)
+            self._failed(b, e, stats, extra)
             return False
         self.metrics.bind_latency.observe((time.perf_counter() - t0) * 1000)
         self._bound.inc()
         self._scheduled.inc()
-        self.assumed.binds[key] = (pod.meta.uid, b.node, time.monotonic(), tuple(b.gpu_groups))
+        self.assumed.binds[key] = AssumedBind(uid, b.node, time.monotonic(), tuple(b.gpu_groups))
         stats.bound += 1
         return True
 
-    # ---- evict -----------------------------------------------------------------------------
+    async def _unclear(self, b: Bind, uid: str, err: ApiError, stats: ApplyStats, extra: list[Event]) -> bool:
+        """A bind whose answer does not say whether it happened: read the pod back (module docstring);
+        whether it counts as bound (in doubt counts, where it was sent)."""
+        key = (b.pod.namespace, b.pod.name)
+        try:
+            doc = await self.api.request("GET", f"/api/v1/namespaces/{b.pod.namespace}/pods/{b.pod.name}")
+        except ApiError as e:
+            if e.code == 404:
+                self.metrics.binds.labels("gone").inc()
+                return False
+            # Unknown: count the pod where it was sent until the watch tells (Assumed's "doubt").
+            self.assumed.binds[key] = AssumedBind(uid, b.node, time.monotonic(), tuple(b.gpu_groups), doubt=True)
+            self.metrics.binds.labels("doubt").inc()
+            log.warning(
+                "bind in doubt", extra={"pod": str(b.pod), "node": b.node, "error": str(err), "read_back": str(e)}
+            )
+            return True
+        meta = doc.get("metadata") or {}
+        node = (doc.get("spec") or {}).get("nodeName") or ""
+        if meta.get("uid") != uid:
+            self.metrics.binds.labels("gone").inc()  # replaced by another pod of the same name
+            return False
+        if node:
+            stats.already_bound += 1
+            self.metrics.binds.labels("conflict").inc()
+            groups = tuple(b.gpu_groups) if node == b.node else ()
+            self.assumed.binds[key] = AssumedBind(uid, node, time.monotonic(), groups)
+            return True
+        self._failed(b, err, stats, extra)
+        return False
 
-    def _pdb_applies(self, pod: Pod) -> bool:
-        ns = pod.meta.namespace or ""
-        return any(
-            (pdb.meta.namespace or "") == ns and pdb.selects(pod.meta.labels)
-            for pdb in self.store.list("PodDisruptionBudget")
+    def _failed(self, b: Bind, e: ApiError, stats: ApplyStats, extra: list[Event]) -> None:
+        stats.bind_failed += 1
+        self.metrics.binds.labels("error").inc()
+        self.metrics.api_errors.labels("bind").inc()
+        message = f"Failed to bind pod {b.pod} to node {b.node}: {e}"
+        extra.append(Event(f"Pod/{b.pod}", "Warning", "FailedBinding", message))
+        log.warning(
+            "bind failed: %s to %s: %s", b.pod, b.node, e, extra={"pod": str(b.pod), "node": b.node, "error": str(e)}
         )
 
-    async def _evict(self, e: Evict, stats: ApplyStats, extra: list[Event]) -> None:
-        key = (e.pod.namespace, e.pod.name)
-        pod = self.store.get("Pod", key)
-        if pod is None or self._uids.get(key, pod.meta.uid) != pod.meta.uid:
-            return
-        base = f"/api/v1/namespaces/{e.pod.namespace}/pods/{e.pod.name}"
-        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.meta.uid}}
-        try:
-            if self._pdb_applies(pod):
-                body = {
-                    "apiVersion": self.pdb_api_version,
-                    "kind": "Eviction",
-                    "metadata": {"name": e.pod.name, "namespace": e.pod.namespace},
-                    "deleteOptions": options,
-                }
-                await self.api.request("POST", f"{base}/eviction", body=body)
+    def _mark_broken_gangs(self, binds: list[Bind], extra: list[Event]) -> None:
+        """A gang some of whose binds of this cycle went through and some did not is broken: the next
+        cycle completes it or evicts its bound part at once (``kai.k8s._assume``)."""
+        done: dict[Key, int] = {}
+        failed: dict[Key, list[Key]] = {}
+        for b in binds:
+            gang = (b.pod.namespace, b.podgroup)
+            key = (b.pod.namespace, b.pod.name)
+            if key in self.assumed.binds:
+                done[gang] = done.get(gang, 0) + 1
+                self.assumed.bound_ok(key)
             else:
-                await self.api.request("DELETE", base, body=options)
-        except ApiError as err:
-            if err.code in (404, 409):  # gone already, or a new pod under the same name
-                return
-            stats.evict_failed += 1
-            self.metrics.api_errors.labels("evict").inc()
-            reason = "EvictionRefused" if err.code == 429 else "EvictionFailed"
-            extra.append(Event(f"Pod/{e.pod}", "Warning", reason, f"Eviction of pod {e.pod} ({e.action}): {err}"))
-            return
-        self.assumed.evictions[key] = (pod.meta.uid, time.monotonic())
-        pg = self.store.get("PodGroup", (e.pod.namespace, e.podgroup))
-        self.metrics.evicted.labels(
-            e.podgroup,
-            pg.meta.uid if pg is not None else "",
-            pod.meta.labels.get(C.LABEL_NODE_POOL, "default"),
-            e.action,
-        ).inc()
-        stats.evicted += 1
+                failed.setdefault(gang, []).append(key)
+        for gang, keys in failed.items():
+            if gang in done:
+                self._break(gang, keys, done[gang], extra)
 
-    # ---- status ----------------------------------------------------------------------------
-
-    def _patch(self, path: str, body: dict[str, Any], content_type: str, op: str) -> Awaitable[None]:
-        async def call() -> None:
-            try:
-                await self.api.request("PATCH", path, body=body, content_type=content_type)
-            except ApiError as e:
-                if e.code != 404:
-                    self.metrics.api_errors.labels(op).inc()
-                    log.info("status write failed", extra={"path": path, "error": str(e)})
-
-        return call()
-
-    def _nominations(self, result: CycleResult) -> list[Awaitable[None]]:
-        held = {(p.pod.namespace, p.pod.name): p.node for p in result.pipelines if p.nominated}
-        out = []
+    def shared_bind_failed(self, b: Bind) -> list[Event]:
+        """A shared-GPU bind done in the background (``kai.k8s._gpushare``) did not go through after the
+        cycle that decided it had ended: if other pods of its gang are bound (or being bound), the gang is
+        broken, as when its binds fail within a cycle. The events to record."""
+        gang = (b.pod.namespace, b.podgroup)
+        key = (b.pod.namespace, b.pod.name)
+        others = 0
         for pod in self.store.list("Pod"):
-            if pod.scheduler_name != C.SCHEDULER_NAME or pod.node_name:
+            pkey = (pod.meta.namespace or "", pod.meta.name)
+            if pkey == key or pkey[0] != gang[0] or pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME) != gang[1]:
                 continue
-            key = (pod.meta.namespace or "", pod.meta.name)
-            want = held.get(key, "")
-            if pod.nominated_node_name != want:
-                path = f"/api/v1/namespaces/{key[0]}/pods/{key[1]}/status"
-                out.append(self._patch(path, {"status": {"nominatedNodeName": want or None}}, STRATEGIC, "nominate"))
-        return out
+            if pod.meta.deletion_timestamp is None and (pod.node_name or pkey in self.assumed.binds):
+                others += 1
+        extra: list[Event] = []
+        if others:
+            self._break(gang, [key], others, extra)
+        return extra
 
-    def _podgroup_writes(self, statuses: list[PodGroupStatus], bound: set[Key]) -> list[Awaitable[None]]:
-        now = format_time(time.time())
-        out: list[Awaitable[None]] = []
-        members: dict[Key, list[Pod]] = {}
-        for pod in self.store.list("Pod"):
-            if pod.scheduler_name == C.SCHEDULER_NAME and not pod.node_name:
-                pg = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME)
-                if pg:
-                    members.setdefault((pod.meta.namespace or "", pg), []).append(pod)
-        for st in statuses:
-            key = (st.namespace, st.name)
-            pg = self.store.get("PodGroup", key)
-            if pg is None:
-                continue
-            path = f"/apis/{C.PODGROUP_API_VERSION}/namespaces/{st.namespace}/podgroups/{st.name}"
-            old = (self.podgroups.statuses.get(key) or {}).get("schedulingConditions") or []
-            new = [
-                {
-                    "type": c.type,
-                    "nodePool": pg.meta.labels.get(C.LABEL_NODE_POOL, "default"),
-                    "reason": c.reason,
-                    "message": c.message,
-                    "status": c.status,
-                    "transitionID": "0",
-                    "lastTransitionTime": now,
-                }
-                for c in st.conditions
-            ]
-            if _conditions_key(old) != _conditions_key(new):
-                out.append(self._patch(f"{path}/status", {"status": {"schedulingConditions": new}}, MERGE, "podgroup"))
-            if st.stale_changed:
-                value = None if st.stale_since is None else format_time(st.stale_since)
-                if pg.meta.annotations.get(C.ANNOTATION_STALE_TIMESTAMP) != value:
-                    body = {"metadata": {"annotations": {C.ANNOTATION_STALE_TIMESTAMP: value}}}
-                    out.append(self._patch(path, body, MERGE, "podgroup"))
-            if pg.mark_unschedulable:
-                cond = next((c for c in st.conditions if c.status == "True"), None)
-                for pod in members.get(key, ()):
-                    pkey = (pod.meta.namespace or "", pod.meta.name)
-                    if pkey in bound:
-                        continue
-                    want = ("False", "Unschedulable", cond.message) if cond is not None else None
-                    have = pod_scheduled_condition(self.pods.statuses.get(pkey))
-                    if want is not None and have != want:
-                        body = {
-                            "status": {
-                                "conditions": [
-                                    {
-                                        "type": "PodScheduled",
-                                        "status": "False",
-                                        "reason": "Unschedulable",
-                                        "message": cond.message,
-                                        "lastTransitionTime": now,
-                                    }
-                                ]
-                            }
-                        }
-                        path_p = f"/api/v1/namespaces/{pkey[0]}/pods/{pkey[1]}/status"
-                        out.append(self._patch(path_p, body, STRATEGIC, "pod-condition"))
-        return out
-
-    def _queue_writes(self, queues: list[QueueStatus]) -> list[Awaitable[None]]:
-        out: list[Awaitable[None]] = []
-        for q in queues:
-            if self.store.get("Queue", ("", q.name)) is None:
-                continue
-            old = self.queues.statuses.get(("", q.name)) or {}
-            new = {
-                "allocated": _quantities(q.allocated),
-                "allocatedNonPreemptible": _quantities(q.allocated_non_preemptible),
-                "requested": _quantities(q.requested),
-            }
-            if all(_same_quantities(old.get(k), v) for k, v in new.items()):
-                continue
-            path = f"/apis/{C.QUEUE_API_VERSION}/queues/{q.name}/status"
-            out.append(self._patch(path, {"status": new}, MERGE, "queue"))
-        return out
-
-
-def _conditions_key(conds: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
-    return [(c.get("type", ""), c.get("status", ""), c.get("reason", ""), c.get("message", "")) for c in conds]
+    def _break(self, gang: Key, failed: list[Key], bound: int, extra: list[Event]) -> None:
+        now = time.monotonic()
+        self.assumed.broken[gang] = now
+        for key in failed:
+            pod = self.store.get("Pod", key)
+            if pod is not None:
+                self.assumed.hold_back(key, pod.meta.uid, now)
+        n = len(failed)
+        message = (
+            f"{n} of {n + bound} binds of gang {gang[0]}/{gang[1]} failed; if its bound pods do not meet "
+            "its minimum on their own they are evicted at once, and the gang is placed whole again"
+        )
+        extra.append(Event(object_ref("PodGroup", gang[0], gang[1]), "Warning", "FailedBinding", message))
+        log.warning("gang bound in part", extra={"podgroup": f"{gang[0]}/{gang[1]}", "failed": n})

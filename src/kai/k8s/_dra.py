@@ -10,8 +10,10 @@ a claim allocated elsewhere meanwhile, or a claim that is gone fails the pod's b
 the next cycle plans the pod again with what was written.
 
 A claim written is remembered (``claims``) until the informer's Store shows the write (allocated, reserved for
-the pod) or ``assume_ttl_s`` passes: a cycle that starts before the watch delivers it still sees the claim
-allocated, so its devices are never given twice.
+the pod), or the claim gone, or ``assume_ttl_s`` passes (a backstop as long as the binds' assume TTL,
+``kai.k8s._assume.ASSUME_TTL_S``, well past the informers' progress deadline): a cycle that starts before
+the watch delivers it still sees the claim allocated, so its devices are never given twice. The writes go
+through the cycle's fenced writer (``kai.k8s._fence``), so a deposed leader writes no claim.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from kai.api.dra import (
 )
 from kai.api.errors import ManifestError
 from kai.k8s._api import Api, ApiError
+from kai.k8s._assume import ASSUME_TTL_S
 from kai.scheduler.decisions import Bind, ClaimAllocation
 from kai.store import Key, key_of
 
@@ -44,7 +47,7 @@ class ClaimWriteError(ApiError):
 
 
 class ClaimWriter:
-    def __init__(self, api: Api, store: Any, *, assume_ttl_s: float = 30.0) -> None:
+    def __init__(self, api: Api, store: Any, *, assume_ttl_s: float = ASSUME_TTL_S) -> None:
         self.api = api
         self.store = store  # DeviceClasses come from the informers' Store (their configs go into allocations)
         self.assume_ttl_s = assume_ttl_s
@@ -65,11 +68,13 @@ class ClaimWriter:
                 claims[key] = claim
         return list(claims.values())
 
-    async def write(self, b: Bind, pod_uid: str) -> None:
-        """Allocate and reserve *b*'s claims for its pod; raises ClaimWriteError."""
+    async def write(self, b: Bind, pod_uid: str, writer: Any = None) -> None:
+        """Allocate and reserve *b*'s claims for its pod, through *writer* (the cycle's fenced Api) when
+        given; raises ClaimWriteError (``Fenced`` passes through)."""
+        w = writer if writer is not None else self.api
         try:
             for c in b.claims:
-                await self._write(c, b.pod.name, pod_uid)
+                await self._write(c, b.pod.name, pod_uid, w)
         except ClaimWriteError:
             raise
         except ApiError as e:
@@ -78,8 +83,8 @@ class ClaimWriter:
     def _path(self, c: ClaimAllocation) -> str:
         return f"/apis/{API_VERSION}/namespaces/{c.namespace}/resourceclaims/{c.claim}"
 
-    async def _write(self, c: ClaimAllocation, pod: str, uid: str) -> None:
-        doc = await self.api.request("GET", self._path(c))
+    async def _write(self, c: ClaimAllocation, pod: str, uid: str, w: Any) -> None:
+        doc = await w.request("GET", self._path(c))
         status = doc.setdefault("status", {})
         reserved = status.setdefault("reservedFor", [])
         if any(r.get("name") == pod and r.get("uid") in (None, "", uid) for r in reserved):
@@ -97,14 +102,14 @@ class ClaimWriter:
             for r in claim.spec.requests:
                 cls = self.store.get("DeviceClass", ("", r.device_class))
                 if cls is None:
-                    got = await self.api.request("GET", f"/apis/{API_VERSION}/deviceclasses/{r.device_class}")
+                    got = await w.request("GET", f"/apis/{API_VERSION}/deviceclasses/{r.device_class}")
                     cls = parse_device_class(got)
                 classes[r.device_class] = cls
             status["allocation"] = allocation_doc(claim, classes, c.devices, c.node)
         elif c.devices:
             raise ClaimWriteError(f"ResourceClaim {c.namespace}/{c.claim} was allocated by another scheduler meanwhile")
         reserved.append({"resource": "pods", "name": pod, "uid": uid})
-        written = await self.api.request("PUT", f"{self._path(c)}/status", body=doc)
+        written = await w.request("PUT", f"{self._path(c)}/status", body=doc)
         try:
             claim = parse_resource_claim(written)
         except ManifestError:

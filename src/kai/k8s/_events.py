@@ -1,7 +1,10 @@
 """Kubernetes events (``events.k8s.io/v1``) with the engine's reasons, written in the background.
 
 Rules, as client-go's event broadcaster: recording never blocks scheduling. Events go into a bounded
-queue that a few workers drain; when the queue is full, the event is dropped and counted. An event
+queue that a few workers drain; when the queue is full, the event is dropped and counted. An event the
+API server refuses, or that cannot even be encoded, is dropped and counted; the worker goes on. Events
+are written through the fenced writer like every other write (``kai.k8s._fence``): a replica that lost
+the Lease drops what it still had queued instead of writing it. An event
 identical to one written less than ``dedup_s`` ago (same object, type, reason and message) is not
 written again, so a job that stays pending does not add an event every cycle. ``kubectl describe``
 shows them: the API server stores ``regarding`` as the core event's ``involvedObject``.
@@ -18,7 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kai.k8s._api import Api, ApiError
+from kai.k8s._fence import Fenced
 from kai.k8s._metrics import Metrics
+from kai.k8s._supervisor import Supervisor
 from kai.scheduler.decisions import Event
 
 log = logging.getLogger("kai.k8s.events")
@@ -114,11 +119,15 @@ class EventRecorder:
         self._workers: list[asyncio.Task[None]] = []
         self.written = 0
 
-    def start(self) -> None:
-        """Start writing. Until then events only queue up: a standby replica records what it sees
-        while its informers sync, and writes it once it leads."""
+    def start(self, supervisor: Supervisor, api: Any = None) -> None:
+        """Start writing, through *api* (the fenced writer; the recorder's own Api if None), with
+        workers the *supervisor* restarts should one fail. Until then events only queue up: a standby
+        replica records what it sees while its informers sync, and writes it once it leads."""
+        if api is not None:
+            self.api = api
         if not self._workers:
-            self._workers = [asyncio.ensure_future(self._work()) for _ in range(self._n_workers)]
+            entries = [supervisor.start("events", self._work) for _ in range(self._n_workers)]
+            self._workers = [e.task for e in entries if e.task is not None]
 
     def record(self, events: list[Event]) -> None:
         now = time.monotonic()
@@ -173,6 +182,12 @@ class EventRecorder:
                     path = "/api/v1/namespaces/default/events"
                 await self.api.request("POST", path, body=body)
                 self.written += 1
+            except Fenced:
+                self.metrics.fenced.inc()
+                self.metrics.events_dropped.inc()
+            except (TypeError, ValueError, KeyError, RecursionError, UnicodeError) as err:  # cannot be sent at all
+                self.metrics.events_dropped.inc()
+                log.warning("event not encodable: %s %s: %r", e.object, e.reason, err)
             except ApiError as err:
                 self.metrics.events_dropped.inc()
                 log.warning(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -27,6 +28,21 @@ from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.kubeconfig import SingleConfig
 
 Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+Gate = Callable[[], None]  # raises to stop a request before it is written
+# TCP keepalive: a peer that vanished (a node lost, a NAT entry dropped) is noticed after about
+# KEEPIDLE + KEEPINTVL * KEEPCNT = 30 s of silence, instead of the kernel's two hours.
+KEEPIDLE_S, KEEPINTVL_S, KEEPCNT = 15, 5, 3
+
+
+def keepalive(sock: socket.socket | None) -> None:
+    """Turn TCP keepalive on for *sock* (Linux's per-socket timings where the platform has them)."""
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for opt, value in (("TCP_KEEPIDLE", KEEPIDLE_S), ("TCP_KEEPINTVL", KEEPINTVL_S), ("TCP_KEEPCNT", KEEPCNT)):
+            if hasattr(socket, opt):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), value)
 
 
 class HttpError(ConnectionError):
@@ -83,28 +99,34 @@ class FastHttp:
             with contextlib.suppress(Exception):
                 await w.wait_closed()
 
-    async def request(self, method: str, path: str, body: bytes | None, content_type: str) -> tuple[int, bytes]:
-        """(status, body) of one request."""
+    async def request(
+        self, method: str, path: str, body: bytes | None, content_type: str, gate: Gate | None = None
+    ) -> tuple[int, bytes]:
+        """(status, body) of one request. *gate*, if given, is called just before the request's bytes are
+        written (no await in between); whatever it raises stops the request unsent."""
         async with self._slots:
-            status, data = await self._send(method, path, body, content_type, refresh=False)
+            status, data = await self._send(method, path, body, content_type, refresh=False, gate=gate)
             if status == 401 and self._token(False) is not None:
-                status, data = await self._send(method, path, body, content_type, refresh=True)
+                status, data = await self._send(method, path, body, content_type, refresh=True, gate=gate)
             return status, data
 
     async def _send(
-        self, method: str, path: str, body: bytes | None, content_type: str, *, refresh: bool
+        self, method: str, path: str, body: bytes | None, content_type: str, *, refresh: bool, gate: Gate | None
     ) -> tuple[int, bytes]:
         raw = self._head(method, path, body, content_type, self._token(refresh)) + b"\r\n" + (body or b"")
         for attempt in range(2):
             reused = bool(self._idle)
             conn = self._idle.pop() if reused else await self._connect()
             try:
-                status, data, keep = await self._exchange(conn, raw)
+                status, data, keep = await self._exchange(conn, raw, gate)
             except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, HttpError) as e:
                 conn[1].close()
                 if reused and attempt == 0:
                     continue  # an idle connection the server had closed: once more on a fresh one
                 raise HttpError(f"{type(e).__name__}: {e}") from e
+            except BaseException:  # cancelled mid-exchange, or the gate refused: the connection's state is unknown
+                conn[1].close()
+                raise
             if keep:
                 self._idle.append(conn)
             else:
@@ -114,11 +136,13 @@ class FastHttp:
 
     async def _connect(self) -> Conn:
         try:
-            return await asyncio.open_connection(
+            reader, writer = await asyncio.open_connection(
                 self.host, self.port, ssl=self._ssl, server_hostname=self.host if self._ssl else None
             )
         except OSError as e:
             raise HttpError(f"cannot connect to {self.host}:{self.port}: {e}") from e
+        keepalive(writer.get_extra_info("socket"))
+        return reader, writer
 
     async def stream_lines(self, path: str, read_timeout: float) -> AsyncIterator[bytes] | tuple[int, bytes]:
         """A watch on its own connection: the lines of the chunked answer, or (status, body) of an error.
@@ -160,8 +184,10 @@ class FastHttp:
         return b"\r\n".join(head) + b"\r\n"
 
     @staticmethod
-    async def _exchange(conn: Conn, raw: bytes) -> tuple[int, bytes, bool]:
+    async def _exchange(conn: Conn, raw: bytes, gate: Gate | None = None) -> tuple[int, bytes, bool]:
         reader, writer = conn
+        if gate is not None:
+            gate()
         writer.write(raw)
         await writer.drain()
         status, length, chunked, keep = await _read_head(reader)

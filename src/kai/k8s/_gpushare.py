@@ -21,6 +21,13 @@ expiry) and does the rest in the background, so a reservation that takes seconds
 ``sync`` (after every cycle's binds) is KAI's SyncForPodsList: a reservation pod whose group has no
 Pending or Running fraction pod (nor a bind under way) is deleted, and a Running fraction pod whose group
 has no reservation pod is deleted (its GPU is no longer held for it), with a Warning event.
+
+Under the Lease (``kai.k8s._fence``): every write of a shared bind goes through the fenced writer of the
+cycle that decided it, so a replica that lost the Lease stops mid-bind (``Fenced``: no event, nothing
+retried; the new leader plans the pod). Each bind runs as a one-shot task of the scheduler's Supervisor
+(a bug is logged and counted in ``kai_task_failures_total{task="gpu-sharing-bind"}``). A bind that fails
+after the cycle that decided it has ended breaks its gang, as a failed bind within a cycle does
+(``Applier.shared_bind_failed``): the next cycle completes the gang or evicts its bound part at once.
 """
 
 from __future__ import annotations
@@ -38,21 +45,34 @@ from kai.api import sharedgpu
 from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import Pod, object_ref
 from kai.k8s._api import Api, ApiError
+from kai.k8s._assume import AssumedBind
 from kai.k8s._events import EventRecorder
+from kai.k8s._fence import Fenced
 from kai.k8s._metrics import Metrics
+from kai.k8s._supervisor import Supervisor
 from kai.scheduler.decisions import Bind, Event
 from kai.scheduler.gpusharing import parse_share
 from kai.store import Key, Store
 
 
 class BindSender(Protocol):
-    """What the binder needs of the Applier (kai.k8s._apply): its assumed binds and the bind call."""
+    """What the binder needs of the Applier (kai.k8s._apply): its assumed binds, the bind call, and what
+    to do when a bind fails after its cycle."""
 
     assumed: Any
 
     async def send_bind(
-        self, b: Bind, pod: Pod, stats: Any = None, extra: list[Event] | None = None, *, labels: bool = True
+        self,
+        b: Bind,
+        pod: Pod,
+        writer: Any,
+        stats: Any = None,
+        extra: list[Event] | None = None,
+        *,
+        labels: bool = True,
     ) -> bool: ...
+
+    def shared_bind_failed(self, b: Bind) -> list[Event]: ...
 
 
 log = logging.getLogger("kai.k8s.gpushare")
@@ -135,6 +155,7 @@ class GpuSharingBinder:
         options: ReservationOptions | None = None,
         *,
         wake: Callable[[], None] = lambda: None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.api = api
         self.store = store
@@ -142,6 +163,7 @@ class GpuSharingBinder:
         self.metrics = metrics
         self.options = options or ReservationOptions()
         self.wake = wake
+        self.supervisor = supervisor if supervisor is not None else Supervisor()
         self._locks: dict[str, asyncio.Lock] = {}
         self._inflight: dict[Key, tuple[str, ...]] = {}  # pod -> groups of a bind under way
         self._created: dict[str, float] = {}  # group -> when its reservation pod was made here
@@ -150,14 +172,15 @@ class GpuSharingBinder:
 
     # ---- binds -----------------------------------------------------------------------------
 
-    def submit(self, b: Bind, pod: Pod, applier: BindSender) -> None:
-        """Start the shared bind of *pod* in the background; it counts as bound until it fails."""
+    def submit(self, b: Bind, pod: Pod, applier: BindSender, writer: Any) -> None:
+        """Start the shared bind of *pod* in the background, writing through *writer* (the deciding cycle's
+        fenced Api); it counts as bound until it fails."""
         key = (b.pod.namespace, b.pod.name)
         if key in self._inflight:
             return  # already under way (a later cycle decided the same again)
         self._inflight[key] = tuple(b.gpu_groups)
-        applier.assumed.binds[key] = (pod.meta.uid, b.node, math.inf, tuple(b.gpu_groups))
-        task = asyncio.ensure_future(self._run(b, pod, applier))
+        applier.assumed.binds[key] = AssumedBind(pod.meta.uid, b.node, math.inf, tuple(b.gpu_groups))
+        task = self.supervisor.spawn("gpu-sharing-bind", lambda: self._run(b, pod, applier, writer))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -166,31 +189,36 @@ class GpuSharingBinder:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _run(self, b: Bind, pod: Pod, applier: BindSender) -> None:
+    async def _run(self, b: Bind, pod: Pod, applier: BindSender, writer: Any) -> None:
+        """One shared bind. A bug raises on to the Supervisor (logged, counted) once this pod is let go:
+        it costs this pod only, and the next cycle plans it again."""
         key = (b.pod.namespace, b.pod.name)
         extra: list[Event] = []
-        ok = False
+        ok = fenced = False
         try:
-            await self.prepare(b, pod)
-            ok = await applier.send_bind(b, pod, extra=extra, labels=False)
+            await self.prepare(b, pod, writer)
+            ok = await applier.send_bind(b, pod, writer, extra=extra, labels=False)
         except BindRefused as e:
             message = f"Failed to bind pod {b.pod} to node {b.node}: {e}"
             extra.append(Event(f"Pod/{b.pod}", "Warning", "FailedBinding", message))
             log.warning("shared bind refused", extra={"pod": str(b.pod), "node": b.node, "error": str(e)})
-        except Exception:  # a bug costs this pod only; the next cycle plans it again
-            log.exception("shared bind failed", extra={"pod": str(b.pod)})
+        except Fenced:  # the Lease is lost: nothing more is written here; the next leader plans the pod
+            fenced = True
         finally:
             self._inflight.pop(key, None)
             held = applier.assumed.binds.get(key)
-            if held is not None and held[2] == math.inf:
+            if held is not None and held.when == math.inf:
                 del applier.assumed.binds[key]  # not bound: the pod is pending again for the next cycle
+            if not ok and not fenced:
+                extra += applier.shared_bind_failed(b)
             if extra:
                 self.events.record(extra)
             if not ok:
                 self.wake()
 
-    async def prepare(self, b: Bind, pod: Pod) -> None:
-        """Steps 1-3 of the module docstring, up to the bind itself. BindRefused says why it cannot."""
+    async def prepare(self, b: Bind, pod: Pod, writer: Any) -> None:
+        """Steps 1-3 of the module docstring, up to the bind itself, writing through *writer*. BindRefused
+        says why it cannot."""
         ns, name = b.pod.namespace, b.pod.name
         if pod.meta.uid in self._refused:
             raise BindRefused(self._no_env_text(pod))
@@ -208,7 +236,7 @@ class GpuSharingBinder:
             self._refused.add(pod.meta.uid)
             raise BindRefused(self._no_env_text(pod))
         tolerations = (full.get("spec") or {}).get("tolerations") or []
-        uuids = [await self.reserve(b.node, g, tolerations) for g in b.gpu_groups]
+        uuids = [await self.reserve(b.node, g, tolerations, writer) for g in b.gpu_groups]
         share, _ = parse_share(pod)
         node = self.store.get("Node", ("", b.node))
         label = node.meta.labels.get(C.LABEL_GPU_MEMORY, "") if node is not None else ""
@@ -216,8 +244,8 @@ class GpuSharingBinder:
         portion = sharedgpu.gpu_portion(share.fraction_milli, share.memory_mib, memory) if share else "1.00"
         owner = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": pod.meta.uid}]
         env = sharedgpu.visibility_env(uuids, portion)
-        await self._upsert_configmap(ns, sharedgpu.capabilities_configmap(prefix, ref), owner, env)
-        await self._upsert_configmap(ns, sharedgpu.env_configmap(prefix, ref), owner, {})
+        await self._upsert_configmap(writer, ns, sharedgpu.capabilities_configmap(prefix, ref), owner, env)
+        await self._upsert_configmap(writer, ns, sharedgpu.env_configmap(prefix, ref), owner, {})
         labels: dict[str, str | None] = {k: None for k in pod.meta.labels if is_gpu_group_label(k)}
         labels.update(gpu_group_labels(tuple(b.gpu_groups)))
         body = {
@@ -228,7 +256,7 @@ class GpuSharingBinder:
             }
         }
         try:
-            await self.api.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", body=body, content_type=MERGE)
+            await writer.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", body=body, content_type=MERGE)
         except ApiError as e:
             raise BindRefused(f"cannot label the pod with its GPU group: {e}") from e
 
@@ -240,11 +268,13 @@ class GpuSharingBinder:
             "the node; delete it and create it again"
         )
 
-    async def _upsert_configmap(self, ns: str, name: str, owner: list[dict[str, Any]], data: dict[str, str]) -> None:
+    async def _upsert_configmap(
+        self, writer: Any, ns: str, name: str, owner: list[dict[str, Any]], data: dict[str, str]
+    ) -> None:
         meta = {"name": name, "namespace": ns, "ownerReferences": owner}
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
         try:
-            await self.api.request("POST", f"/api/v1/namespaces/{ns}/configmaps", body=body)
+            await writer.request("POST", f"/api/v1/namespaces/{ns}/configmaps", body=body)
             return
         except ApiError as e:
             if e.code != 409:
@@ -254,13 +284,13 @@ class GpuSharingBinder:
             patch["data"] = data
         path = f"/api/v1/namespaces/{ns}/configmaps/{name}"
         try:
-            await self.api.request("PATCH", path, body=patch, content_type=MERGE)
+            await writer.request("PATCH", path, body=patch, content_type=MERGE)
         except ApiError as e:
             raise BindRefused(f"cannot update ConfigMap {ns}/{name}: {e}") from e
 
     # ---- reservations ----------------------------------------------------------------------
 
-    async def reserve(self, node: str, group: str, tolerations: list[Any]) -> str:
+    async def reserve(self, node: str, group: str, tolerations: list[Any], writer: Any) -> str:
         """The UUID of *group*'s GPU, from its reservation pod (made when missing). BindRefused on timeout."""
         lock = self._locks.setdefault(group, asyncio.Lock())
         async with lock:
@@ -276,10 +306,10 @@ class GpuSharingBinder:
                         self._created.pop(group, None)
                         return uuid
                 elif res is None and not made:
-                    await self._create_reservation(node, group, tolerations)
+                    await self._create_reservation(node, group, tolerations, writer)
                     made = True
                 if time.monotonic() > deadline:
-                    await self._delete_reservation(name, "timeout")
+                    await self._delete_reservation(writer, name, "timeout")
                     raise BindRefused(
                         f"GPU reservation pod {ns}/{name} for GPU group {group} did not report its GPU "
                         f"({C.ANNOTATION_RESERVE_FOR_GPU_INDEX}) within {self.options.timeout_s:g} s; it was "
@@ -288,10 +318,10 @@ class GpuSharingBinder:
                     )
                 await asyncio.sleep(POLL_S)
 
-    async def _create_reservation(self, node: str, group: str, tolerations: list[Any]) -> None:
+    async def _create_reservation(self, node: str, group: str, tolerations: list[Any], writer: Any) -> None:
         doc = reservation_pod(node, group, self.options, tolerations)
         try:
-            await self.api.request("POST", f"/api/v1/namespaces/{self.options.namespace}/pods", body=doc)
+            await writer.request("POST", f"/api/v1/namespaces/{self.options.namespace}/pods", body=doc)
             self.metrics.reservations.labels("created").inc()
             made = {"pod": doc["metadata"]["name"], "group": group, "node": node}
             log.info("reservation pod created", extra=made)
@@ -300,18 +330,18 @@ class GpuSharingBinder:
                 raise BindRefused(f"cannot create GPU reservation pod for GPU group {group}: {e}") from e
         self._created[group] = time.monotonic()
 
-    async def _delete_reservation(self, name: str, why: str) -> None:
+    async def _delete_reservation(self, writer: Any, name: str, why: str) -> None:
         path = f"/api/v1/namespaces/{self.options.namespace}/pods/{name}"
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
         try:
-            await self.api.request("DELETE", path, body=body)
+            await writer.request("DELETE", path, body=body)
             self.metrics.reservations.labels(f"deleted-{why}").inc()
         except ApiError as e:
             if e.code != 404:
                 log.warning("reservation pod not deleted", extra={"pod": name, "error": str(e)})
 
-    async def sync(self, assumed_groups: set[str]) -> None:
-        """KAI's SyncForPodsList over the Store; see the module docstring."""
+    async def sync(self, assumed_groups: set[str], writer: Any) -> None:
+        """KAI's SyncForPodsList over the Store, writing through *writer*; see the module docstring."""
         ns = self.options.namespace
         now = time.monotonic()
         used: set[str] = set(assumed_groups)
@@ -335,7 +365,7 @@ class GpuSharingBinder:
         for group, res in reservations.items():
             if group not in used and res.meta.deletion_timestamp is None:
                 log.info("deleting the reservation pod of an empty GPU group", extra={"group": group})
-                await self._delete_reservation(res.meta.name, "empty")
+                await self._delete_reservation(writer, res.meta.name, "empty")
         for group, t in list(self._created.items()):
             if now - t > CREATED_GRACE_S:
                 del self._created[group]
@@ -348,7 +378,7 @@ class GpuSharingBinder:
             path = f"/api/v1/namespaces/{pod.meta.namespace}/pods/{pod.meta.name}"
             body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.meta.uid}}
             try:
-                await self.api.request("DELETE", path, body=body)
+                await writer.request("DELETE", path, body=body)
             except ApiError as e:
                 if e.code not in (404, 409):
                     why = {"pod": pod.meta.name, "error": str(e)}

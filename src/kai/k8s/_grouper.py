@@ -12,9 +12,14 @@ Creates and patches are sent ``write_concurrency`` at a time, as the binder send
 whose PodGroup is not there (a crash between its bind and the create) has it made again.
 
 An owner kai may not read (RBAC 403) or that is gone (404) ends the chain, as a stand-in known only by
-its reference, as in ``kai sim``. A ManifestError from the grouper (a bad label on the RayCluster, say)
-becomes a ``PodGrouperWarning`` event on the pod and the pod is left alone; an API error puts the pod
-back in the queue with backoff. A PodGroup that exists but no longer matches what the grouper decides
+its reference, as in ``kai sim``. The walk is bounded: at most ``MAX_CHAIN`` owners, each nested at most
+``MAX_OWNER_DEPTH`` levels deep (a CRD that keeps unknown fields lets a user store JSON thousands of
+levels deep, which the decoders would meet with RecursionError); an owner past either bound is refused.
+A ManifestError from the grouper (a bad label on the RayCluster, an owner refused) becomes a
+``PodGrouperWarning`` event on the pod and the pod is left alone; an API error puts the pod back in the
+queue with backoff; anything else (a bug) is logged with its traceback, reported on the pod the same
+way, and costs only that pod: the worker goes on, and the workers themselves run under the
+scheduler's supervisor. A PodGroup that exists but no longer matches what the grouper decides
 (the workload was scaled or edited, and a new pod of it arrived) has its spec patched, as KAI's pod
 controller updates it in place; fields kai does not manage (and the status) are left alone.
 """
@@ -33,7 +38,9 @@ from kai.api.objects import ObjectMeta, Pod, PodGroup, SubGroup, TopologyConstra
 from kai.api.workloads import WORKLOAD_KINDS, Workload, parse_workload, pod_as_owner, split_api_version
 from kai.k8s._api import Api, ApiError, Backoff
 from kai.k8s._decided import Decided
+from kai.k8s._fence import Fenced
 from kai.k8s._owners import OwnerCache
+from kai.k8s._supervisor import Supervisor
 from kai.podgrouper import group_pod
 from kai.scheduler.decisions import Event
 from kai.store import Key, Store
@@ -41,7 +48,32 @@ from kai.store import Key, Store
 _GROUPER_BACKOFF = Backoff(initial=0.5, cap=30.0)
 log = logging.getLogger("kai.k8s.podgrouper")
 MAX_NAME = 253  # an object name's longest (a DNS subdomain)
-MAX_CHAIN = 16
+MAX_CHAIN = 16  # owners followed up from a pod
+MAX_OWNER_DEPTH = 100  # nesting levels of an owner object (a JobSet's pod template is about 20 deep)
+
+
+def nesting_depth(doc: Any, limit: int) -> int:
+    """How deep *doc* (decoded JSON) nests, without recursion; stops counting past *limit*."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        obj, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        if isinstance(obj, dict):
+            stack.extend((v, depth + 1) for v in obj.values() if isinstance(v, dict | list))
+        elif isinstance(obj, list):
+            stack.extend((v, depth + 1) for v in obj if isinstance(v, dict | list))
+    return deepest
+
+
+def _too_deep(kind: str, ns: str, name: str) -> ManifestError:
+    return ManifestError(
+        f"owner {kind}/{name} is nested more than {MAX_OWNER_DEPTH} levels deep; kai does not read it",
+        obj=f"{kind}/{ns}/{name}",
+    )
 
 
 def _duration(seconds: float | None) -> str | None:
@@ -146,7 +178,12 @@ def needs_group(pod: Pod) -> bool:
 
 
 def parse_owner(api_version: str, kind: str, doc: dict[str, Any]) -> Workload | None:
-    """An owner as read from the API server (a GET or a watch event); None if its metadata is unusable."""
+    """An owner as read from the API server (a GET or a watch event); None if its metadata is unusable.
+    An owner nested deeper than ``MAX_OWNER_DEPTH`` is refused (ManifestError) before any decoder
+    recurses into it."""
+    if nesting_depth(doc, MAX_OWNER_DEPTH) > MAX_OWNER_DEPTH:
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        raise _too_deep(kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
     doc.get("metadata", {}).pop("managedFields", None)
     if (api_version, kind) in WORKLOAD_KINDS:
         return parse_workload(doc)
@@ -192,13 +229,25 @@ class PodGrouper:
         self._refusals: dict[Key, str] = {}  # PodGroups the API server refused (why): written before any bind now
         self._background: set[asyncio.Task[Any]] = set()
         self._slots = asyncio.Semaphore(write_concurrency)
-        self._workers = [asyncio.ensure_future(self._work()) for _ in range(workers)]
+        self._n_workers = workers
+        self._workers: list[asyncio.Task[None]] = []
         self.grouped = 0  # pods given their PodGroup (decided and laid over, or patched)
         self.updated = 0  # PodGroups whose spec was patched to follow their workload
         self.created = 0  # PodGroups created
         self.patched = 0  # pods annotated by a patch (the others by their Binding)
+        self.errors = 0  # pods a bug kept from being grouped
         self.peak_writes = 0  # the most creates and patches in flight at once
         self._in_flight = 0
+
+    def start(self, supervisor: Supervisor, api: Any = None) -> None:
+        """Start the workers under *supervisor*, writing through *api* (the fenced writer of the term
+        this replica leads; reads pass through it too). Pods enqueued before wait for this: a standby
+        decides and writes nothing."""
+        if api is not None:
+            self.api = api
+        if not self._workers:
+            entries = [supervisor.start("podgrouper", self._work) for _ in range(self._n_workers)]
+            self._workers = [e.task for e in entries if e.task is not None]
 
     def enqueue(self, key: Key) -> None:
         if key not in self._queued:
@@ -256,7 +305,17 @@ class PodGrouper:
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        """A background write ended: a Lease lost (``Fenced``) ends it quietly, a bug is logged."""
+        self._background.discard(task)
+        if task.cancelled():
+            return
+        e = task.exception()
+        if e is not None and not isinstance(e, Fenced):
+            self.errors += 1
+            log.error("podgrouper background write failed", exc_info=e)
 
     async def _work(self) -> None:
         while True:
@@ -274,7 +333,10 @@ class PodGrouper:
                 delay = self.backoff.delay(n)
                 log.warning("grouping failed", extra={"pod": f"{key[0]}/{key[1]}", "error": str(e), "delay_s": delay})
                 asyncio.get_running_loop().call_later(delay, self.enqueue, key)
+            except Fenced:
+                return  # the Lease is lost: this replica groups nothing more (the next leader will)
             except Exception as e:  # a bug costs this pod only: said on the pod, the worker goes on
+                self.errors += 1
                 self._failures.pop(key, None)
                 log.exception("grouping failed with an internal error", extra={"pod": f"{key[0]}/{key[1]}"})
                 ref = f"Pod/{key[0] or 'default'}/{key[1]}"
@@ -369,6 +431,8 @@ class PodGrouper:
                 self.created += 1
                 self._refusals.pop(key, None)
                 return True
+            except Fenced:
+                return False  # the Lease is lost: the next leader makes it (its pods' watch events ask again)
             except ApiError as e:
                 if e.code == 409:
                     return True  # it exists: another replica or an earlier attempt made it
@@ -489,7 +553,11 @@ class PodGrouper:
         except ApiError as e:
             if e.code in (403, 404):
                 return None
+            if e.reason == "Undecodable":  # deeper than the JSON decoder recurses
+                raise _too_deep(kind, ns, name) from e
             raise
+        if not isinstance(doc, dict):
+            return None
         return parse_owner(api_version, kind, doc)
 
     async def _plural(self, api_version: str, kind: str) -> str | None:

@@ -10,7 +10,9 @@ histogram (5 ms to 2560 ms buckets, as KAI's ``task_bind_latency_milliseconds``)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -23,6 +25,7 @@ log = logging.getLogger("kai.k8s.metrics")
 PREFIX = "kai"
 _BUCKETS_MS = tuple(5.0 * 2**i for i in range(10))  # 5 ms .. 2560 ms
 _QUEUE_LABELS = ("queue_name", "queue_metadata_name", "queue_display_name")
+MAX_EVICTED_PODGROUPS = 1000  # PodGroups with a kai_pod_group_evicted_pods_total series at most
 
 
 class Metrics:
@@ -111,6 +114,21 @@ class Metrics:
         )
         self.relists = Counter("informer_relists", "Re-lists after 410 Gone.", ["kind"], namespace=PREFIX, registry=r)
         self.leader = Gauge("is_leader", "1 while this replica holds the lease.", namespace=PREFIX, registry=r)
+        self.task_failures = Counter(
+            "task_failures", "Background tasks that failed and were restarted.", ["task"], namespace=PREFIX, registry=r
+        )
+        self.status_deferred = Counter(
+            "status_writes_deferred",
+            "Status writes left for a later cycle by the rate limit.",
+            namespace=PREFIX,
+            registry=r,
+        )
+        self.fenced = Counter(
+            "writes_fenced", "Writes not sent because the Lease was not held.", namespace=PREFIX, registry=r
+        )
+        self.cycle_age = Gauge(
+            "seconds_since_last_cycle", "Seconds since the last cycle completed.", namespace=PREFIX, registry=r
+        )
         self.job_errors = Counter(  # labelled by action only: bounded, whatever the number of jobs
             "cycle_job_errors",
             "Jobs left out of a cycle because scheduling them raised (each costs only itself).",
@@ -132,6 +150,32 @@ class Metrics:
         self.reservations = Counter(
             "gpu_reservations", "GPU reservation pod changes.", ["op"], namespace=PREFIX, registry=r
         )
+        self._evicted_series: OrderedDict[str, list[tuple[str, ...]]] = OrderedDict()  # PodGroup uid → label sets
+        self._queues: dict[str, tuple[str, str, str]] = {}  # queue → its labels now
+
+    def count_eviction(self, podgroup: str, uid: str, nodepool: str, action: str) -> None:
+        """One pod evicted. The series lives while its PodGroup does (``forget_podgroup``), and at most
+        MAX_EVICTED_PODGROUPS PodGroups keep one: the oldest goes first."""
+        labels = (podgroup, uid, nodepool, action)
+        self.evicted.labels(*labels).inc()
+        key = uid or podgroup
+        seen = self._evicted_series.setdefault(key, [])
+        if labels not in seen:
+            seen.append(labels)
+        self._evicted_series.move_to_end(key)
+        while len(self._evicted_series) > MAX_EVICTED_PODGROUPS:
+            _, old = self._evicted_series.popitem(last=False)
+            self._remove(self.evicted, old)
+
+    def forget_podgroup(self, uid: str) -> None:
+        """The PodGroup is gone: its eviction series go too (a counter that reappears starts from 0)."""
+        self._remove(self.evicted, self._evicted_series.pop(uid, []))
+
+    @staticmethod
+    def _remove(metric: Counter | Gauge, series: list[tuple[str, ...]]) -> None:
+        for labels in series:
+            with contextlib.suppress(KeyError):
+                metric.remove(*labels)
 
     def record_cycle(self, result: CycleResult, *, e2e_s: float, snapshot_s: float, apply_s: float) -> None:
         self.cycles.inc()
@@ -145,8 +189,20 @@ class Metrics:
         for k, v in result.stats.items():
             if k.startswith("action_") and k.endswith("_s"):
                 self.action.labels(k[len("action_") : -2]).set(v * 1000)
+        # KAI's labels: name, metadata name, display name. A deleted (or renamed) queue's series go with it.
+        now = {q.name: (q.name, q.name, q.display_name or q.name) for q in result.queues}
+        for gone, labels in self._queues.items():
+            if now.get(gone) == labels:
+                continue
+            for m in (self.fair_share_gpu, self.fair_share_cpu, self.fair_share_mem, self.gpu_usage, self.cpu_usage):
+                self._remove(m, [labels])
+            self._remove(self.mem_usage, [labels])
+            if gone not in now:
+                for m in (self.allocated_gpus, self.deserved_gpus):
+                    self._remove(m, [(gone,)])
+        self._queues = now
         for q in result.queues:
-            labels = (q.name, q.name, q.display_name or q.name)  # KAI's labels: name, metadata name, display name
+            labels = now[q.name]
             self.fair_share_gpu.labels(*labels).set(max(q.fair_share["gpu"], 0))
             self.fair_share_cpu.labels(*labels).set(q.fair_share["cpu"] / 1000)
             self.fair_share_mem.labels(*labels).set(q.fair_share["memory"] / 1e9)

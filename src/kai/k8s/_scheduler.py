@@ -11,7 +11,16 @@ Theory of operation:
    binds and evictions this process made that the watch has not shown yet laid over it) →
    ``build_snapshot`` → ``run_cycle`` (the pure engine, in a worker thread so watches keep flowing) →
    the Applier sends the decisions. No cycle runs while an informer is re-listing after a 410.
-5. Losing the Lease ends ``run`` with exit code 1 (the process exits, as kube-scheduler does).
+5. Losing the Lease ends ``run`` with exit code 1 (the process exits, as kube-scheduler does). Every
+   write is fenced (``kai.k8s._fence``): the Fence closes the moment the Lease is lost, before ``run``
+   returns, and a cycle writes under the Lease term it started with.
+
+Every background task (informers, pod-grouper and event workers, the cycle loop, the Lease renewal)
+runs under one Supervisor, which restarts a task that fails, with backoff, and counts it
+(``kai_task_failures_total``). Health is honest: ``/healthz`` fails when a task keeps failing or, on
+the leader, when no cycle has completed for ``health_cycle_periods`` periods (a minute at least);
+``/readyz`` says whether this replica could serve now (every informer live, nothing failing), leader
+or standby alike, so a rolling update can replace a leader with a ready standby.
 
 With ``--shard NAME`` the process serves that SchedulingShard's node pool only (``kai.k8s._shard`` reads
 it at start and names the Lease; ``kai.scheduler.partition`` filters each cycle's input), and with the
@@ -44,12 +53,14 @@ from kai.k8s._api import Api, ApiError, load_config
 from kai.k8s._apply import Applier
 from kai.k8s._decode import KINDS, PDB_V1BETA1, KindSpec
 from kai.k8s._events import EventRecorder
+from kai.k8s._fence import Fence, Fenced
 from kai.k8s._gpushare import GpuSharingBinder, ReservationOptions
 from kai.k8s._grouper import PodGrouper
-from kai.k8s._informer import Informer
+from kai.k8s._informer import PROGRESS_DEADLINE_S, WATCH_TIMEOUT_S, Informer
 from kai.k8s._leader import LeaderElector, LeaseConfig
 from kai.k8s._metrics import Metrics, serve_http
 from kai.k8s._shard import lease_name, resolve_partition
+from kai.k8s._supervisor import Supervisor
 from kai.k8s._usage import UsageFetcher
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.partition import Partition, partition_input
@@ -84,6 +95,11 @@ class SchedulerOptions:
     metrics_port: int | None = 8080  # None: no HTTP endpoints; 0: any free port
     bind_concurrency: int = 64
     max_connections: int = 128
+    watch_timeout_s: int = WATCH_TIMEOUT_S  # each watch ends after this and is opened again
+    progress_deadline_s: float = PROGRESS_DEADLINE_S  # a kind not heard from for this long is not live
+    status_qps: float = 100.0  # status writes a second (token bucket), and the burst above it
+    status_burst: float = 500.0
+    health_cycle_periods: int = 60  # /healthz fails on a leader with no cycle for this many periods (>= 60 s)
     # run_scheduler pauses Python's cyclic collector from the process's start: the start-up and the
     # initial lists allocate ~10^5 objects that all live on, so collections then only cost time. The
     # collector is enabled again once the initial objects are frozen (end of _start_informers), by a
@@ -121,6 +137,8 @@ class KaiScheduler:
         self.identity = options.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.store = Store(feed_limit=1000)
         self.metrics = Metrics()
+        self.supervisor = Supervisor(on_failure_metric=lambda name: self.metrics.task_failures.labels(name).inc())
+        self.fence = Fence() if options.leader_elect else Fence.open_always()
         self.informers: dict[str, Informer] = {}
         self.cycles: list[CycleRecord] = []
         self.last_result: CycleResult | None = None
@@ -135,30 +153,49 @@ class KaiScheduler:
         self.partition: Partition | None = None  # the node pool of --shard (None: the whole cluster)
         self.usage: UsageFetcher | None = None  # historical usage from Prometheus, once leading
         self._wake = asyncio.Event()
-        self._usage_task: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
         self._started_sync = False
         self._conf_error = ""
         self.snapshot_builder: SnapshotBuilder | None = None
         self._relists_counted: dict[str, int] = {}
+        self._cycle_wanted_since: float | None = None  # monotonic: a cycle was due and none has completed since
+        self.last_cycle_end: float | None = None
+        self._logged_not_live: tuple[str, ...] = ()
         self.cycle_listeners: list[Callable[[CycleResult, CycleRecord], None]] = []  # after each applied cycle
 
     # ---- probes ----------------------------------------------------------------------------
 
     def synced(self) -> bool:
+        """Every kind listed, its informer running and heard from within the progress deadline."""
         started = len(self.informers) == len(KINDS)  # the PDB informer starts after a discovery call
-        return started and all(i.synced.is_set() for i in self.informers.values())
+        now = time.monotonic()
+        return started and all(i.live(now) for i in self.informers.values())
+
+    def not_live(self) -> list[str]:
+        now = time.monotonic()
+        return [k for k, i in self.informers.items() if not i.live(now)]
 
     def _healthz(self) -> tuple[bool, str]:
+        ok, why = self.supervisor.healthy()
+        if not ok:
+            return False, why
+        stall = max(60.0, self.options.health_cycle_periods * self.options.schedule_period_s)
+        since = self._cycle_wanted_since
+        if since is not None and time.monotonic() - since > stall:
+            return False, f"no cycle completed for {time.monotonic() - since:.0f} s"
         return True, "ok"
 
     def _readyz(self) -> tuple[bool, str]:
-        if self.options.leader_elect and (self.leader is None or not self.leader.is_leader):
-            return False, "standby: waiting for the leader lease"  # (before the elector exists too: no Lease yet)
+        ok, why = self._healthz()
+        if not ok:
+            return False, why
         if not self.synced():
-            return False, "syncing informers"
+            missing = self.not_live() or [k.kind for k in KINDS if k.kind not in self.informers]
+            return False, f"informers not live: {', '.join(missing)}"
         if self.options.webhook_listen is not None and not self.webhook_serving():
             return False, "admission webhooks not serving yet"
+        if self.leader is not None and not self.leader.is_leader:
+            return True, "ok (standby)"
         return True, "ok"
 
     def webhook_serving(self) -> bool:
@@ -174,7 +211,6 @@ class KaiScheduler:
         """Run until stop() (exit 0) or until the Lease is lost (exit 1)."""
         self.api = Api(load_config(self.options.kubeconfig), max_connections=self.options.max_connections)
         server = dashboard = None
-        tasks: list[asyncio.Task[Any]] = []
         try:
             if self.options.metrics_port is not None:
                 server = await serve_http(
@@ -191,55 +227,53 @@ class KaiScheduler:
                 dashboard = await start_dashboard(self, self.options.dashboard_listen)
                 self.dashboard_port = dashboard.sockets[0].getsockname()[1]
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
-            # kube-scheduler's do); nothing is written (PodGroups, events, binds) before the Lease is held.
+            # kube-scheduler's are); nothing is written (PodGroups, events, binds) before the Lease is held.
             self.partition = await resolve_partition(self.api, self.options.shard, self.options.nodepool_label_key)
-            syncing = asyncio.ensure_future(self._start_informers(tasks))
+            syncing = asyncio.ensure_future(self._start_informers())
             if self.options.webhook_listen is not None:  # served by a standby too
-                tasks.append(asyncio.ensure_future(self._start_webhook()))
+                self.supervisor.start("webhook", self._start_webhook)
             _preload_engine()
+            stopped = asyncio.ensure_future(self._stop.wait())
+            hold: asyncio.Future[Any] | None = None
             if self.options.leader_elect:
                 lease = self.options.lease
                 if self.options.shard_lease:  # one Lease per node pool, as KAI names it
                     lease = dataclasses.replace(lease, name=lease_name(lease.name, self.partition))
-                self.leader = LeaderElector(self.api, self.identity, lease)
+                # The Lease on connections of its own: renewals never queue behind a burst of binds.
+                lease_api = Api(load_config(self.options.kubeconfig), max_connections=2)
+                self.leader = LeaderElector(lease_api, self.identity, lease, self.fence)
                 acquired = asyncio.ensure_future(self.leader.acquire())
-                stopped = asyncio.ensure_future(self._stop.wait())
                 await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
                 failed = acquired.exception() if acquired.done() else None  # LeaseNamespaceMissing
                 if not acquired.done() or failed is not None:
                     acquired.cancel()
                     syncing.cancel()
-                    await asyncio.gather(syncing, return_exceptions=True)
+                    await asyncio.gather(acquired, syncing, return_exceptions=True)
                     if failed is not None:
                         stopped.cancel()
                         raise failed
                     return EXIT_OK
-                stopped.cancel()
                 self.metrics.leader.set(1)
-            # Renew the Lease from the moment it is held: a long first sync must not let it lapse.
-            hold = asyncio.ensure_future(self.leader.hold()) if self.leader is not None else None
-            stopped = asyncio.ensure_future(self._stop.wait())
+                # Renew the Lease from the moment it is held: a long first sync must not let it lapse.
+                entry = self.supervisor.start("leader-election", self.leader.hold)
+                hold = entry.task
             start = asyncio.ensure_future(self._start_writers(syncing))
-            done, _ = await asyncio.wait(
-                {start, stopped} | ({hold} if hold is not None else set()), return_when=asyncio.FIRST_COMPLETED
-            )
+            waits: set[asyncio.Future[Any]] = {start, stopped} | ({hold} if hold is not None else set())
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             if start not in done:
                 start.cancel()
                 await asyncio.gather(start, return_exceptions=True)
+            elif isinstance(start.exception(), Fenced):  # the Lease lapsed while the informers synced
+                log.warning("writes fenced before the first cycle", extra={"error": str(start.exception())})
+                self.metrics.leader.set(0)
+                return EXIT_LOST_LEASE
             elif start.exception() is not None:
                 raise start.exception()  # type: ignore[misc]
             else:
-                loop_task = asyncio.ensure_future(self._loop())
-                tasks.append(loop_task)
-                waits: set[asyncio.Future[Any]] = {loop_task, stopped}
-                if hold is not None:
-                    waits.add(hold)
+                waits.discard(start)
                 done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                if loop_task in done and loop_task.exception() is not None:
-                    raise loop_task.exception()  # type: ignore[misc]
-            for t in (stopped, hold):
-                if t is not None and not t.done():
-                    t.cancel()
+            if not stopped.done():
+                stopped.cancel()
             if hold is not None and hold in done:
                 self.metrics.leader.set(0)
                 return EXIT_LOST_LEASE
@@ -247,11 +281,7 @@ class KaiScheduler:
         finally:
             if self.options.gc_paused_until_synced:
                 gc.enable()  # stopped before the sync ended
-            if self._usage_task is not None:
-                tasks.append(self._usage_task)  # type: ignore[arg-type]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.supervisor.close()  # the Lease renewal last of all: it is one of them
             if self.grouper is not None:
                 await self.grouper.close()
             if self.webhook is not None:
@@ -259,18 +289,20 @@ class KaiScheduler:
             if self.applier is not None and self.applier.gpu_sharing is not None:
                 await self.applier.gpu_sharing.close()
             if self.events is not None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.events.flush(), timeout=2)
+                if self.fence.current() is not None:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self.events.flush(), timeout=2)
                 await self.events.close()
             if self.leader is not None:
                 await self.leader.release()
+                await self.leader.api.close()
             for srv in (server, dashboard):
                 if srv is not None:
                     srv.close()
             await self.api.close()
 
-    async def _start_informers(self, tasks: list[asyncio.Task[Any]]) -> float:
-        """Start every informer and wait until all have listed; the seconds the sync took."""
+    async def _start_informers(self) -> float:
+        """Start every informer (supervised) and wait until all have listed; the seconds the sync took."""
         assert self.api is not None
         api = self.api
         t0 = time.perf_counter()
@@ -279,9 +311,17 @@ class KaiScheduler:
         self.grouper = PodGrouper(api, self.store, self.events.record, wake=self._wake_soon, in_shard=in_shard)
 
         def start(spec: KindSpec) -> None:
-            inf = Informer(api, spec, self.store, on_change=self._on_change(spec.kind), on_invalid=self._on_invalid)
+            inf = Informer(
+                api,
+                spec,
+                self.store,
+                on_change=self._on_change(spec.kind),
+                on_invalid=self._on_invalid,
+                watch_timeout_s=self.options.watch_timeout_s,
+                progress_deadline_s=self.options.progress_deadline_s,
+            )
             self.informers[spec.kind] = inf
-            tasks.append(asyncio.ensure_future(inf.run()))
+            self.supervisor.start(f"informer/{spec.kind}", inf.run)
 
         for spec in KINDS:  # the PodDisruptionBudgets' API version is discovered while the others list
             if spec.kind != "PodDisruptionBudget":
@@ -294,15 +334,25 @@ class KaiScheduler:
             self.informers["Pod"],
             self.informers["PodGroup"],
             self.informers["Queue"],
+            self.informers["PodDisruptionBudget"],
             self.events,
             self.metrics,
+            fence=self.fence,
             bind_concurrency=self.options.bind_concurrency,
             pdb_api_version=pdb_spec.api_version,
+            status_qps=self.options.status_qps,
+            status_burst=self.options.status_burst,
         )
         self.applier.decided = self.grouper.decided
         self.grouper.quiet = self.applier.quiet
         self.applier.gpu_sharing = GpuSharingBinder(
-            api, self.store, self.events, self.metrics, self.options.reservation, wake=self._wake_soon
+            api,
+            self.store,
+            self.events,
+            self.metrics,
+            self.options.reservation,
+            wake=self._wake_soon,
+            supervisor=self.supervisor,
         )
         await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
         # The initial objects live for the process's life: frozen, the collector stops rescanning them.
@@ -316,11 +366,17 @@ class KaiScheduler:
         return time.perf_counter() - t0
 
     async def _start_writers(self, syncing: asyncio.Future[float]) -> None:
-        """Once leading: wait for the sync, then start the event writers and the pod-grouper."""
+        """Once leading: wait for the sync, then start the event writers, the pod-grouper and the cycle
+        loop, all writing through the Fence for the term held now."""
         seconds = await syncing
-        assert self.events is not None and self.grouper is not None
+        assert self.events is not None and self.grouper is not None and self.api is not None
+        term = self.fence.current()
+        if term is None:
+            raise Fenced("the Lease was lost before the informers synced")
+        writer = self.fence.api(self.api, term)
         self._started_sync = True
-        self.events.start()
+        self.events.start(self.supervisor, writer)
+        self.grouper.start(self.supervisor, writer)
         log.info(
             "informers synced",
             extra={
@@ -338,8 +394,9 @@ class KaiScheduler:
             await asyncio.wait_for(self.grouper.drained(), timeout=FIRST_DECISIONS_WAIT_S)
         await self._reservation_image()
         self.usage = UsageFetcher(self.store, self.options.shard, self._pool(), self.metrics)
-        self._usage_task = asyncio.ensure_future(self.usage.run())
+        self.supervisor.start("usage", self.usage.run)  # reads Prometheus only: no writer, no fence
         await self.usage.wait_first()  # a restarted scheduler's first cycle already knows the past
+        self.supervisor.start("cycle-loop", self._loop)
 
     def _pool(self) -> str:
         return self.partition.pool if self.partition is not None else "default"
@@ -363,11 +420,15 @@ class KaiScheduler:
 
     async def _start_webhook(self) -> None:
         """Serve the admission webhooks from a process of their own (kai.k8s._webhookproc), restarted if it
-        exits, for as long as this one runs."""
+        exits, for as long as this one runs (a supervised task: a failure here starts the same process
+        keeper again)."""
         from kai.k8s._webhookproc import WebhookConfig, WebhookProcess
 
         assert self.options.webhook_listen is not None
         host, port = self.options.webhook_listen
+        if self.webhook is not None:
+            await self.webhook.supervise()
+            return
         self.webhook = WebhookProcess(
             WebhookConfig(
                 kubeconfig=self.options.kubeconfig,
@@ -411,6 +472,8 @@ class KaiScheduler:
                 and (self.grouper is None or key not in self.grouper.decided.podgroups)
             ):
                 self._wake_soon()  # (a decided PodGroup was taken by a cycle already: its create is news to no one)
+            elif kind == "PodGroup" and op == "DELETED" and old is not None:
+                self.metrics.forget_podgroup(old.meta.uid)
 
         return changed
 
@@ -459,17 +522,36 @@ class KaiScheduler:
                 self._wake.clear()
                 await asyncio.sleep(NEW_POD_DEBOUNCE_S)
             next_due = time.monotonic() + period
-            if not self.synced():
-                continue  # a kind is re-listing after 410 Gone: decide nothing on stale data
+            if not self.synced():  # a kind is re-listing, or its watch went quiet: decide nothing on stale data
+                self._note_not_live()
+                continue
+            if self._cycle_wanted_since is None:
+                self._cycle_wanted_since = time.monotonic()
             if self.applier is not None:
                 self.applier.idle.clear()  # the pod-grouper's writes wait for this cycle's binds (apply sets it)
             try:
                 await self.cycle()
+            except Fenced as e:  # the Lease is lost: nothing more to do here; run() returns and exits 1
+                self.metrics.fenced.inc()
+                log.warning("writes fenced: the Lease is not held", extra={"error": str(e)})
+                return
             except Exception:  # a bug must not stop the scheduler: log it, try again next period
                 log.exception("cycle failed")
+            else:
+                self._cycle_wanted_since = None
+                self.last_cycle_end = time.monotonic()
             finally:
                 if self.applier is not None:
                     self.applier.idle.set()
+            if self.last_cycle_end is not None:
+                self.metrics.cycle_age.set(time.monotonic() - self.last_cycle_end)
+
+    def _note_not_live(self) -> None:
+        """Say once per change which kinds hold the cycles back."""
+        missing = tuple(self.not_live())
+        if missing != self._logged_not_live:
+            log.warning("no cycle: informers not live", extra={"kinds": list(missing)})
+        self._logged_not_live = missing
 
     def conf(self) -> SchedulerConf:
         from kai.scheduler.conf import ConfigError, SchedulerConf
@@ -496,13 +578,19 @@ class KaiScheduler:
         from kai.scheduler.storage import storage_of
 
         assert self.applier is not None and self.grouper is not None
+        term = self.fence.current()  # the Lease term this cycle writes under, taken before it decides
+        if term is None:
+            raise Fenced("the Lease is not held")
         t0 = time.perf_counter()
         now = time.time()
-        self.applier.assumed.expire(self.store, self.applier.assume_ttl_s, time.monotonic())
+        assumed = self.applier.assumed
+        mono = time.monotonic()
+        assumed.expire(self.store, mono, self.informers["Pod"].heard_since)
         self.grouper.expire()
-        pods = self.applier.assumed.pods(self.store, now)
+        pods = assumed.pods(self.store, now, mono)
         # the pod-grouper's decisions not written yet: scheduled in this cycle (kai.k8s._decided)
         pods, podgroups, laid = self.grouper.decided.lay_over(pods, self.store.list("PodGroup"))
+        podgroups = assumed.podgroups(podgroups)
         conf = self.conf()
         mine = partition_input(
             self.partition,
@@ -534,7 +622,7 @@ class KaiScheduler:
         result = await asyncio.to_thread(run_cycle, snap, conf)
         t2 = time.perf_counter()
         uids = {(p.meta.namespace or "", p.meta.name): p.meta.uid for p in pods}
-        stats = await self.applier.apply(result, uids)
+        stats = await self.applier.apply(result, uids, term=term)
         self.grouper.settle(laid, set(self.applier.assumed.binds))
         t3 = time.perf_counter()
         self.last_result = result

@@ -40,15 +40,17 @@ class VolumeBinder:
         self.timeout_s = timeout_s
         self.poll_s = poll_s
 
-    async def bind(self, b: Bind) -> None:
+    async def bind(self, b: Bind, writer: Any = None) -> None:
         """Bind *b*'s volumes and wait until every claim is Bound; raises VolumeBindError (an API error on the
-        way is one too: a 409 here is a volume taken meanwhile, never "the pod is bound already")."""
+        way is one too: a 409 here is a volume taken meanwhile, never "the pod is bound already"). The writes
+        go through *writer* (the cycle's fenced Api, ``kai.k8s._fence``) when given; reads through ``api``."""
+        w = writer if writer is not None else self.api
         try:
             for v in b.volumes:
                 if v.volume:
-                    await self._claim_volume(v)
+                    await self._claim_volume(v, w)
                 else:
-                    await self._select_node(v)
+                    await self._select_node(v, w)
             deadline = time.monotonic() + self.timeout_s
             for v in b.volumes:
                 await self._wait_bound(v, deadline)
@@ -60,7 +62,7 @@ class VolumeBinder:
     def _claim_path(self, v: VolumeBinding) -> str:
         return f"/api/v1/namespaces/{v.namespace}/persistentvolumeclaims/{v.claim}"
 
-    async def _claim_volume(self, v: VolumeBinding) -> None:
+    async def _claim_volume(self, v: VolumeBinding, w: Any) -> None:
         claim = await self.api.request("GET", self._claim_path(v))
         if (claim.get("spec") or {}).get("volumeName") == v.volume:
             return  # bound (or pre-bound) to it already
@@ -88,9 +90,9 @@ class VolumeBinder:
                 }
             },
         }
-        await self.api.request("PATCH", f"/api/v1/persistentvolumes/{v.volume}", body=body, content_type=MERGE)
+        await w.request("PATCH", f"/api/v1/persistentvolumes/{v.volume}", body=body, content_type=MERGE)
 
-    async def _select_node(self, v: VolumeBinding) -> None:
+    async def _select_node(self, v: VolumeBinding, w: Any) -> None:
         claim = await self.api.request("GET", self._claim_path(v))
         selected = ((claim.get("metadata") or {}).get("annotations") or {}).get(C.ANNOTATION_SELECTED_NODE)
         if selected == v.node or (claim.get("spec") or {}).get("volumeName"):
@@ -98,7 +100,7 @@ class VolumeBinder:
         if selected:
             raise VolumeBindError(f"claim {v.namespace}/{v.claim} is being provisioned for node {selected}")
         body = {"metadata": {"annotations": {C.ANNOTATION_SELECTED_NODE: v.node}}}
-        await self.api.request("PATCH", self._claim_path(v), body=body, content_type=MERGE)
+        await w.request("PATCH", self._claim_path(v), body=body, content_type=MERGE)
 
     async def _wait_bound(self, v: VolumeBinding, deadline: float) -> None:
         while True:

@@ -25,6 +25,7 @@ from kai.k8s.envtest._controlplane import (
     ControlPlaneError,
     free_port,
 )
+from kai.k8s.envtest._faultproxy import Fault, FaultProxy, Logged, deep_watch_line
 from kai.k8s.envtest._objects import (
     GPU_RESOURCE,
     NOT_READY_TAINT,
@@ -46,9 +47,13 @@ __all__ = [
     "Binaries",
     "ControlPlane",
     "ControlPlaneError",
+    "Fault",
+    "FaultProxy",
+    "Logged",
     "MissingBinaryError",
     "cache_dir",
     "create_node",
+    "deep_watch_line",
     "default_bin_dir",
     "free_port",
     "mark_pod_running",

@@ -142,6 +142,7 @@ class ControlPlane:
     _tokens: dict[str, str] = field(default_factory=dict, repr=False)
     apiserver_port: int = 0
     etcd_port: int = 0
+    _etcd_peer_port: int = field(default=0, repr=False)
 
     # ---- life cycle -------------------------------------------------------------------------
 
@@ -190,6 +191,16 @@ class ControlPlane:
         """
         self._procs.pop("kube-apiserver").stop()
         self._start_apiserver()
+
+    def restart_etcd(self, down_s: float = 0.0) -> None:
+        """Stop etcd and start it again (after *down_s* seconds) on the same ports with the same data:
+        the API server loses its storage meanwhile, as when etcd restarts under a real cluster."""
+        self._procs.pop("etcd").stop()
+        if down_s:
+            time.sleep(down_s)
+        proc = self._spawn("etcd", self._etcd_args(self._etcd_peer_port))
+        if not self._wait_http(proc, f"{self.etcd_url}/health", ok=lambda body: '"health":"true"' in body):
+            raise ControlPlaneError(f"etcd did not come back:\n{proc.tail()}")
 
     def stop_apiserver(self) -> None:
         """Stop only kube-apiserver (for tests of an unreachable API server); start_apiserver() brings it back."""
@@ -361,20 +372,8 @@ class ControlPlane:
         _remove_orphaned_etcd_dirs(base)
         self._etcd_dir = Path(tempfile.mkdtemp(prefix=f"kai-etcd-{os.getpid()}-", dir=base))
         for attempt in range(3):
-            self.etcd_port, peer_port = free_port(), free_port()
-            args = [
-                str(self.binaries.etcd),
-                f"--data-dir={self._etcd_dir}",
-                f"--listen-client-urls={self.etcd_url}",
-                f"--advertise-client-urls={self.etcd_url}",
-                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-                f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
-                "--logger=zap",
-                "--log-level=warn",
-                "--quota-backend-bytes=8589934592",
-            ]
-            proc = self._spawn("etcd", args)
+            self.etcd_port, self._etcd_peer_port = free_port(), free_port()
+            proc = self._spawn("etcd", self._etcd_args(self._etcd_peer_port))
             if self._wait_http(proc, f"{self.etcd_url}/health", ok=lambda body: '"health":"true"' in body):
                 return
             proc.stop()
@@ -382,6 +381,20 @@ class ControlPlane:
             if attempt == 2 or "address already in use" not in proc.tail():
                 raise ControlPlaneError(f"etcd did not become healthy:\n{proc.tail()}")
             shutil.rmtree(self._etcd_dir, ignore_errors=True)
+
+    def _etcd_args(self, peer_port: int) -> list[str]:
+        return [
+            str(self.binaries.etcd),
+            f"--data-dir={self._etcd_dir}",
+            f"--listen-client-urls={self.etcd_url}",
+            f"--advertise-client-urls={self.etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
+            "--logger=zap",
+            "--log-level=warn",
+            "--quota-backend-bytes=8589934592",
+        ]
 
     def _start_apiserver(self) -> None:
         d = self._dir

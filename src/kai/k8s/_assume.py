@@ -1,0 +1,151 @@
+"""What this process did that the watch has not shown yet, laid over the Store for the next snapshots.
+
+Rules, as kube-scheduler's assume cache (which since Kubernetes 1.23 never expires an assumed pod on
+time alone, kubernetes#106361):
+
+* A bind the API server answered 201 (or one read back bound after an unclear answer) counts as bound
+  until the Store shows it bound, or shows the pod gone or replaced (another uid). A pod's nodeName
+  never changes once set, so nothing else can refute it.
+* An eviction answered 2xx counts as releasing until the Store shows the pod terminating or gone.
+* A bind whose answer was lost and could not be read back is *in doubt*: it counts as bound on the
+  node it was sent for (its room is not given away), until the Store shows it bound or gone, or the pod
+  watch has been heard from ``doubt_s`` after the attempt with the pod still unbound (then it did not
+  happen and the pod is planned again).
+* As a backstop against a bug leaking entries, an assumption older than ``ttl_s`` (counted from when
+  its request finished) is dropped, but only if the pod watch has been heard from since then: a watch
+  that is stalled or down never makes kai forget its own binds. ``ttl_s`` is longer than the informers'
+  progress deadline.
+* A gang whose binds partly failed is *broken*. The next cycle decides on its bound part alone: the
+  pods whose bind failed are held back (left out of the snapshots) for a backoff, 1 s doubling to 10 s
+  per consecutive failure as kube-scheduler backs a pod off, and the PodGroup is shown to the engine as
+  stale since the epoch, so if the bound part no longer meets minMember the stale gang eviction
+  evicts it at once instead of after the staleness grace. The mark goes when a cycle reports the gang
+  not stale (its bound part suffices, or nothing of it is bound any more), or the PodGroup is gone;
+  the held-back pods come back when their backoff ends, and the gang is placed whole again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
+from kai.api.objects import Pod, PodGroup
+from kai.k8s._api import Backoff
+from kai.scheduler.decisions import PodGroupStatus
+from kai.store import Key, Store
+
+ASSUME_TTL_S = 120.0
+DOUBT_S = 5.0
+HOLD_BACK = Backoff(initial=1.0, cap=10.0)
+
+HeardSince = Callable[[float], bool]  # the pod watch was heard from after monotonic time t
+
+
+class AssumedBind(NamedTuple):
+    uid: str
+    node: str
+    when: float  # monotonic, when the request finished
+    gpu_groups: tuple[str, ...]
+    doubt: bool = False  # the answer was lost: it may not have happened
+
+
+class AssumedEviction(NamedTuple):
+    uid: str
+    when: float
+
+
+class HeldBack(NamedTuple):
+    uid: str
+    until: float  # monotonic
+    failures: int  # consecutive failed binds (the backoff doubles with each)
+
+
+@dataclass
+class Assumed:
+    """Binds, evictions and broken gangs the Store does not show yet."""
+
+    binds: dict[Key, AssumedBind] = field(default_factory=dict)
+    evictions: dict[Key, AssumedEviction] = field(default_factory=dict)
+    broken: dict[Key, float] = field(default_factory=dict)  # PodGroup → monotonic time its binds partly failed
+    held_back: dict[Key, HeldBack] = field(default_factory=dict)  # pods of broken gangs whose bind failed
+    ttl_s: float = ASSUME_TTL_S
+    doubt_s: float = DOUBT_S
+
+    def hold_back(self, key: Key, uid: str, now: float) -> None:
+        """Leave pod *key* (whose bind failed in a broken gang) out of the snapshots for a backoff."""
+        old = self.held_back.get(key)
+        failures = old.failures + 1 if old is not None and old.uid == uid else 1
+        self.held_back[key] = HeldBack(uid, now + HOLD_BACK.delay(failures - 1), failures)
+
+    def bound_ok(self, key: Key) -> None:
+        """Pod *key* was bound: its backoff starts over."""
+        self.held_back.pop(key, None)
+
+    def expire(self, store: Store, now: float, heard_since: HeardSince) -> None:
+        """Forget what the Store now confirms or refutes (module docstring)."""
+        for key, b in list(self.binds.items()):
+            pod = store.get("Pod", key)
+            if pod is None or pod.meta.uid != b.uid or pod.node_name:
+                del self.binds[key]
+            elif b.doubt and heard_since(b.when + self.doubt_s):
+                del self.binds[key]  # the watch is past the attempt and the pod is unbound: it did not happen
+            elif now - b.when > self.ttl_s and heard_since(b.when + self.ttl_s):
+                del self.binds[key]
+        for key, e in list(self.evictions.items()):
+            pod = store.get("Pod", key)
+            shown = pod is None or pod.meta.uid != e.uid or pod.meta.deletion_timestamp is not None
+            if shown or (now - e.when > self.ttl_s and heard_since(e.when + self.ttl_s)):
+                del self.evictions[key]
+        for key in [k for k in self.broken if store.get("PodGroup", k) is None]:
+            del self.broken[key]
+        for key, h in list(self.held_back.items()):  # a pod bound or gone meanwhile needs no backoff
+            pod = store.get("Pod", key)
+            if pod is None or pod.meta.uid != h.uid or pod.node_name or now - h.until > HOLD_BACK.cap:
+                del self.held_back[key]
+
+    def pods(self, store: Store, now: float, mono: float) -> list[Pod]:
+        """The Store's pods with the assumptions laid over them (copies; the Store is not changed), less
+        the pods held back. *now* is wall time, *mono* monotonic time."""
+        pods = store.list("Pod")
+        if not self.binds and not self.evictions and not self.held_back:
+            return pods
+        out = []
+        for pod in pods:
+            key = (pod.meta.namespace or "", pod.meta.name)
+            h = self.held_back.get(key)
+            if h is not None and h.uid == pod.meta.uid and mono < h.until:
+                continue
+            b = self.binds.get(key)
+            if b is not None and b.uid == pod.meta.uid and not pod.node_name:
+                pod = dataclasses.replace(pod, node_name=b.node)
+                if b.gpu_groups and set(group_labels(pod)) != set(b.gpu_groups):
+                    labels = {k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)}
+                    labels.update(gpu_group_labels(b.gpu_groups))
+                    pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, labels=labels))
+            ev = self.evictions.get(key)
+            if ev is not None and ev.uid == pod.meta.uid and pod.meta.deletion_timestamp is None:
+                pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, deletion_timestamp=now))
+            out.append(pod)
+        return out
+
+    def podgroups(self, pgs: list[PodGroup]) -> list[PodGroup]:
+        """*pgs* (the Store's PodGroups with the pod-grouper's decisions laid over), broken gangs shown stale
+        since the epoch (evicted at once if still short)."""
+        if not self.broken:
+            return pgs
+        return [
+            dataclasses.replace(pg, stale_since=0.0) if (pg.meta.namespace or "", pg.meta.name) in self.broken else pg
+            for pg in pgs
+        ]
+
+    def settle(self, statuses: list[PodGroupStatus]) -> None:
+        """After a cycle: a broken gang the cycle found not stale (completed, or wholly pending) is whole."""
+        if not self.broken:
+            return
+        for st in statuses:
+            key = (st.namespace, st.name)
+            if key in self.broken and st.stale_since is None:
+                del self.broken[key]
