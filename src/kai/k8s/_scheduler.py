@@ -69,6 +69,7 @@ from kai.store import Key, Store
 if TYPE_CHECKING:
     from kai.k8s._webhookproc import WebhookProcess
     from kai.scheduler.conf import SchedulerConf
+    from kai.scheduler.snapshot import SnapshotBuilder
 
 log = logging.getLogger("kai.k8s.scheduler")
 
@@ -155,6 +156,7 @@ class KaiScheduler:
         self._stop = asyncio.Event()
         self._started_sync = False
         self._conf_error = ""
+        self.snapshot_builder: SnapshotBuilder | None = None
         self._relists_counted: dict[str, int] = {}
         self._cycle_wanted_since: float | None = None  # monotonic: a cycle was due and none has completed since
         self.last_cycle_end: float | None = None
@@ -572,7 +574,7 @@ class KaiScheduler:
         from kai.scheduler.cycle import run_cycle
         from kai.scheduler.dra import dra_of
         from kai.scheduler.plugins import task_order_of
-        from kai.scheduler.snapshot import build_snapshot
+        from kai.scheduler.snapshot import SnapshotBuilder
         from kai.scheduler.storage import storage_of
 
         assert self.applier is not None and self.grouper is not None
@@ -597,7 +599,9 @@ class KaiScheduler:
             podgroups=podgroups,
             queues=self.store.list("Queue"),
         )
-        snap = build_snapshot(
+        if self.snapshot_builder is None:  # made here: the engine is imported off the start-up path
+            self.snapshot_builder = SnapshotBuilder()  # each cycle patches the last one where the Store changed
+        snap = self.snapshot_builder.build(
             nodes=mine.nodes,
             pods=mine.pods,
             podgroups=mine.podgroups,

@@ -13,7 +13,9 @@ same base units.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -171,6 +173,39 @@ class TaskInfo:
         return self.pod.meta.name
 
 
+ALIVE_UNGATED = ALIVE - {TaskStatus.GATED}
+
+
+class JobSums(NamedTuple):
+    """What a job's tasks add up to at snapshot time, as the Session's queue accounting needs it."""
+
+    alive: int  # live, ungated pods with a valid spec (KAI's FilterUnready counts these against minMember)
+    allocated: int  # pods holding their place (allocated, pipelined, binding, bound, running)
+    alloc: tuple[int, int, int]  # their requests, QRES base units
+    pending: tuple[int, int, int]  # the requests of its pending pods with a valid spec
+
+
+def job_sums(task_indices: Iterable[int], tasks: Sequence[TaskInfo]) -> JobSums:
+    ag = ac = am = pg = pc = pm = count = alive = 0
+    for ti in task_indices:
+        t = tasks[ti]
+        status = t.status
+        if status in ALIVE_UNGATED and not t.spec_error:
+            alive += 1
+        if status in ACTIVE_ALLOCATED:
+            g, c, m = t.qreq
+            ag += g
+            ac += c
+            am += m
+            count += 1
+        elif status == TaskStatus.PENDING and not t.spec_error:
+            g, c, m = t.qreq
+            pg += g
+            pc += c
+            pm += m
+    return JobSums(alive, count, (ag, ac, am), (pg, pc, pm))
+
+
 @dataclass(slots=True)
 class JobInfo:
     """One PodGroup and its tasks."""
@@ -187,6 +222,8 @@ class JobInfo:
     unschedulable_reason: str = ""  # set when the job can never be scheduled as is (missing queue, ...)
     last_start: float | None = None  # latest start of its active pods (KAI's LastStartTimestamp); min runtime
     gang: Gang | None = None  # its subgroup tree (kai.scheduler.subgroups), set by the snapshot
+    # job_sums of its tasks, set by the snapshot (the Session reads it instead of walking every task per cycle)
+    sums: JobSums | None = None
 
     @property
     def namespace(self) -> str:

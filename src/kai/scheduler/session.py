@@ -23,13 +23,13 @@ from kai.scheduler.framework import Choice, Hooks, NodeVerdict
 from kai.scheduler.gpusharing import LATER, NOW, Pick, check_gpus, choose, default_group_name, shared_free_milli
 from kai.scheduler.model import (
     ACTIVE_ALLOCATED,
-    ALIVE,
     GPU,
     MILLI,
     JobFailure,
     JobInfo,
     TaskInfo,
     TaskStatus,
+    job_sums,
 )
 from kai.scheduler.predicates import NodeLabels
 from kai.scheduler.snapshot import Snapshot
@@ -50,7 +50,6 @@ class _NoPlacer:
 
 _NO_PLACER = _NoPlacer()
 QGPU = 0  # column of GPUs in queue vectors
-_ALIVE_UNGATED = ALIVE - {TaskStatus.GATED}
 # Module constants for the statuses the hot path compares against: reading an enum member as a class attribute
 # (``TaskStatus.PENDING``) costs a descriptor call on Python 3.11, ten times a global's load.
 _PENDING, _ALLOCATED, _PIPELINED = TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED
@@ -417,7 +416,7 @@ class Session:
 
     def _open_queues(self) -> QueueState:
         """Per-queue allocated and requested sums, and each job's allocated count and readiness (``_ready``):
-        one pass over every job's tasks, as a cycle with 20,000 pending jobs pays for each pass."""
+        one pass over the jobs, from the sums the snapshot made of their tasks (``JobInfo.sums``)."""
         snap = self.snap
         nq = len(snap.queues)
         ancestors = []
@@ -432,23 +431,10 @@ class Session:
         req = [[0, 0, 0] for _ in range(nq)]
         tasks, ready_of = snap.tasks, self._ready
         for job in snap.jobs:
-            ag = ac = am = pg = pc = pm = count = alive = 0  # this job's allocated and pending sums, live pods
-            for ti in job.tasks:
-                t = tasks[ti]
-                status = t.status
-                if status in _ALIVE_UNGATED and not t.spec_error:
-                    alive += 1
-                if status in ACTIVE_ALLOCATED:
-                    g, c, m = t.qreq
-                    ag += g
-                    ac += c
-                    am += m
-                    count += 1
-                elif status == _PENDING and not t.spec_error:
-                    g, c, m = t.qreq
-                    pg += g
-                    pc += c
-                    pm += m
+            sums = job.sums if job.sums is not None else job_sums(job.tasks, tasks)
+            alive, count = sums.alive, sums.allocated
+            ag, ac, am = sums.alloc
+            pg, pc, pm = sums.pending  # this job's allocated and pending sums, live pods
             # enough live, ungated pods at snapshot time to satisfy minMember (KAI's FilterUnready)
             ready = ready_of[job.index] = alive >= job.min_available
             if job.queue < 0:

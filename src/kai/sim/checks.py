@@ -23,7 +23,7 @@ from kai.api.objects import ApiObject, Node, Pod
 from kai.api.quantity import format_bytes
 from kai.api.workloads import Workload
 from kai.scheduler.model import MILLI
-from kai.scheduler.snapshot import build_snapshot, max_gpu_memory_mib, share_of
+from kai.scheduler.snapshot import SnapshotBuilder, max_gpu_memory_mib, share_of
 
 SimObject = ApiObject | Workload
 
@@ -94,14 +94,18 @@ def _has_share_annotation(pod: Pod) -> bool:
     )
 
 
-def overcommitted(nodes: list[Node], pods: list[Pod], now: float) -> ManifestError | None:
+def overcommitted(
+    nodes: list[Node], pods: list[Pod], now: float, builder: SnapshotBuilder | None = None
+) -> ManifestError | None:
     """A node whose bound pods ask for more than it has: the first such pod (in node, then pod, order).
 
     Built from the engine's own snapshot, so whole GPUs and GPU groups (fractions summed per GPU) count as
-    the scheduler will count them."""
+    the scheduler will count them. *builder*: one kept between calls (a check per arrival then costs what
+    arrived, not the whole cluster)."""
     if not any(p.node_name for p in pods):
         return None
-    snap = build_snapshot(nodes=nodes, pods=pods, podgroups=[], queues=[], priority_classes=[], now=now)
+    builder = builder or SnapshotBuilder()
+    snap = builder.build(nodes=nodes, pods=pods, podgroups=[], queues=[], priority_classes=[], now=now)
     table = snap.nodes
     over = table.used > table.allocatable
     gpus = snap.gpus

@@ -48,7 +48,7 @@ from kai.scheduler.gpusharing import default_group_name, parse_share
 from kai.scheduler.model import TaskStatus
 from kai.scheduler.partition import Partition, partition_input
 from kai.scheduler.plugins import check_conf, task_order_of
-from kai.scheduler.snapshot import Snapshot, build_snapshot
+from kai.scheduler.snapshot import Snapshot, SnapshotBuilder
 from kai.scheduler.storage import storage_of
 from kai.scheduler.taskorder import default_task_order
 from kai.scheduler.usage import UsageLedger, UsageParams
@@ -118,6 +118,10 @@ class EmbeddedCluster:
         self.last_snapshot: Snapshot | None = None  # what the last cycle scheduled from
         self.last_conf: SchedulerConf | None = None  # the configuration it scheduled with
         self._held: dict[str, tuple[float, float, float]] = {}  # per queue, what the last cycle left allocated
+        # each cycle's Snapshot patches the last one where the Store changed (kai.scheduler.snapshot)
+        self._snapshots = SnapshotBuilder()
+        self._checked = SnapshotBuilder()  # the over-commit check's (kai.sim.checks.overcommitted)
+        self._task_order: tuple[SchedulerConf | None, Any] = (None, default_task_order)
         self._capacity: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._started_up = False
         self._finished_at: dict[tuple[str, str, str], float] = {}  # succeeded pod → when it finished
@@ -153,7 +157,8 @@ class EmbeddedCluster:
         bind_immediate(self.store, self.now)  # the PV controller: claims that do not wait for a pod
         make_template_claims(self.store, self.now)  # the resourceclaim controller: claims from templates
         if self.strict_input and any(isinstance(obj, (Pod, Node)) for _, obj in objects):
-            err = checks.overcommitted(self.store.list("Node"), self.store.list("Pod"), self.now)
+            # a snapshot of the whole cluster per arrival: kept and patched, as the cycles' one is
+            err = checks.overcommitted(self.store.list("Node"), self.store.list("Pod"), self.now, self._checked)
             if err is not None:
                 raise self.origins.relocate(err)
         for pod in self.store.list("Pod"):  # running pods given in the manifests: their duration counts from start
@@ -326,7 +331,9 @@ class EmbeddedCluster:
             podgroups=self.store.list("PodGroup"),
             queues=self.store.list("Queue"),
         )
-        return build_snapshot(
+        if conf is not None and conf != self._task_order[0]:  # one order function per configuration: the
+            self._task_order = (conf, task_order_of(conf))  # builder derives every pod again when it changes
+        return self._snapshots.build(
             nodes=mine.nodes,
             pods=mine.pods,
             podgroups=mine.podgroups,
@@ -336,7 +343,7 @@ class EmbeddedCluster:
             pdbs=self.store.list("PodDisruptionBudget"),
             queue_usage=None if self._usage is None else self._usage.queue_usage(self.now),
             topologies=self.topologies(),
-            task_order=task_order_of(conf) if conf is not None else default_task_order,
+            task_order=self._task_order[1] if conf is not None else default_task_order,
             stuck_in_releasing_s=(conf or SchedulerConf()).stuck_in_releasing_threshold,
             namespaces=self.store.list("Namespace"),
             storage=storage_of(self.store),
@@ -378,6 +385,8 @@ class EmbeddedCluster:
         """Label every running shared pod with the GPU groups it holds, as KAI's binder does: a pod given
         without (or with too few) group labels gets the ones the snapshot assigned it, so the next cycle
         rebuilds exactly the same per-GPU state."""
+        if not snap.gpus.pods.any():  # no pod holds a GPU group: no task has slots (skips a walk of every task)
+            return
         for t in snap.tasks:
             if not t.gpu_slots or t.node < 0:
                 continue
