@@ -59,6 +59,12 @@ class TopologyTree:
     domain: np.ndarray  # (n_levels, n_nodes) int64: domain number at each level, -1 outside the topology
     domain_names: tuple[tuple[str, ...], ...]  # per level: "zone-a/block-1/rack-3" per domain number
     member: np.ndarray  # (n_nodes,) bool: the node carries every level's label
+    # per level: each domain's position among the level's domain names sorted (the tie-break of the tree order)
+    name_rank: tuple[np.ndarray, ...] = ()
+    # per level l >= 1: each domain's parent (its domain at level l - 1), and where each parent's children start
+    # (domains are numbered in (parent, label) order, so a parent's children are consecutive); () at level 0
+    parent: tuple[np.ndarray, ...] = ()
+    child_start: tuple[np.ndarray, ...] = ()
 
     def level(self, name: str) -> int | None:
         """Index of the level named *name* (nodeLabel or alias), None if there is none."""
@@ -83,6 +89,7 @@ def build_tree(topology: Topology, node_labels: tuple[dict[str, str], ...]) -> T
     member = np.ones(n, dtype=bool)
     domain = np.full((len(levels), n), -1, dtype=np.int64)
     names: list[tuple[str, ...]] = []
+    parents: list[np.ndarray] = []
     values = [np.array([lb.get(lv.node_label) or "" for lb in node_labels], dtype=object) for lv in levels]
     for v in values:
         member &= v != ""
@@ -102,6 +109,10 @@ def build_tree(topology: Topology, node_labels: tuple[dict[str, str], ...]) -> T
             level_names = tuple("/".join(str(values[k][r]) for k in range(li + 1)) for r in rows)
         domain[li] = ids
         names.append(level_names)
+        parent = np.zeros(len(level_names), dtype=np.int64)
+        if li:
+            parent[ids[member]] = domain[li - 1][member]
+        parents.append(parent)
         key = np.where(ids >= 0, ids, 0)
     return TopologyTree(
         name=topology.meta.name,
@@ -110,7 +121,19 @@ def build_tree(topology: Topology, node_labels: tuple[dict[str, str], ...]) -> T
         domain=domain,
         domain_names=tuple(names),
         member=member,
+        name_rank=tuple(_name_rank(level_names) for level_names in names),
+        parent=tuple(parents),
+        child_start=tuple(
+            np.searchsorted(p, np.arange(len(names[li - 1]))) if li else p for li, p in enumerate(parents)
+        ),
     )
+
+
+def _name_rank(names: tuple[str, ...]) -> np.ndarray:
+    """Each name's position in *names* sorted (Python's string order), as an int64 array."""
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    return rank
 
 
 class TopologyError(ValueError):
@@ -244,17 +267,14 @@ def _gpus(milli: float) -> str:
     return f"{v:g}"
 
 
-def _packing(inv: np.ndarray, n_dom: int, free: np.ndarray, total: np.ndarray) -> np.ndarray:
-    """Per domain, the dominant share of its free resources that *total* would take (larger = more packed)."""
-    cols = np.flatnonzero(total)
-    ratio = np.zeros(n_dom)
-    for col in cols:
-        f = np.bincount(inv, weights=free[:, col].astype(np.float64), minlength=n_dom)
-        r = np.full(n_dom, 1000.0)  # KAI: 1000 when the domain has none of a needed resource
-        has = f > 0
-        r[has] = total[col] / f[has]
-        ratio = np.maximum(ratio, r)
-    return ratio
+def _packing(free: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Per domain, the dominant share of its free resources that *total* would take (larger = more packed).
+
+    *free*: (n_dom, n_cols) the domains' free amounts of the columns *total* (n_cols,) asks for."""
+    if not len(total):
+        return np.zeros(len(free))
+    r = np.divide(total, free, out=np.full(free.shape, 1000.0), where=free > 0)  # KAI: 1000 when it has none
+    return np.maximum(r.max(axis=1), 0.0)
 
 
 def candidates(
@@ -304,8 +324,8 @@ def candidates(
             inv, weights=np.maximum(free[inside, GPU], 0).astype(np.float64), minlength=n_dom
         )
         fit = np.flatnonzero(room >= count)
-        rank = ranks[level]
-        out.items += [(level, d) for d in sorted(fit.tolist(), key=lambda d: rank[d])]
+        fit = fit[np.argsort(ranks[level][fit], kind="stable")]
+        out.items += [(level, d) for d in fit.tolist()]
     if con.preferred is not None:
         ids = tree.domain[con.preferred]
         rank = ranks[con.preferred]
@@ -323,23 +343,35 @@ def _tree_order(tree: TopologyTree, allowed: np.ndarray, free: np.ndarray, total
     ``sortDomainInfos`` does): siblings most packed first, then by name; a level follows its parents' order.
     -1 for domains without allowed nodes."""
     inside = np.flatnonzero(allowed)
+    cols = np.flatnonzero(total)
+    nc = len(cols)
+    # the allowed nodes and their free amounts per domain at *depth*, summed row by row (bincount), then up the
+    # tree child by child: the same sums (whole numbers, exact in float64 below 2**53)
+    inv = tree.domain[depth][inside]
+    n_dom = len(tree.domain_names[depth])
+    nodes = np.bincount(inv, minlength=n_dom)
+    bins = (inv[:, None] * nc + np.arange(nc)).ravel()
+    weights = free[inside][:, cols].astype(np.float64).ravel()
+    sums = np.bincount(bins, weights=weights, minlength=n_dom * nc).reshape(n_dom, nc)
+    per_level = {depth: (nodes, sums)}
+    for level in range(depth, 0, -1):
+        starts = tree.child_start[level]
+        nodes = np.add.reduceat(nodes, starts) if len(starts) else nodes[:0]
+        sums = np.add.reduceat(sums, starts, axis=0) if len(starts) else sums[:0]
+        per_level[level - 1] = (nodes, sums)
+    totals = total[cols]
     ranks: dict[int, np.ndarray] = {}
     parent_rank: np.ndarray | None = None
     for level in range(depth + 1):
-        ids = tree.domain[level]
-        n_dom = len(tree.domain_names[level])
-        inv = ids[inside]
-        ratio = _packing(inv, n_dom, free[inside], total)
-        present = np.zeros(n_dom, dtype=bool)
-        present[inv] = True
-        if parent_rank is None:
-            parent_of = np.zeros(n_dom, dtype=np.int64)
-        else:
-            parent_of = np.zeros(n_dom, dtype=np.int64)
-            parent_of[inv] = parent_rank[tree.domain[level - 1][inside]]
-        names = tree.domain_names[level]
-        order = sorted(np.flatnonzero(present).tolist(), key=lambda d: (parent_of[d], -ratio[d], names[d]))
-        rank = np.full(n_dom, -1, dtype=np.int64)
+        nodes, sums = per_level[level]
+        ratio = _packing(sums, totals)
+        doms = np.flatnonzero(nodes)
+        parent_of = (
+            np.zeros(len(doms), dtype=np.int64) if parent_rank is None else parent_rank[tree.parent[level][doms]]
+        )
+        # sorted by (parent's position, most packed first, name): lexsort's last key is the primary one
+        order = doms[np.lexsort((tree.name_rank[level][doms], -ratio[doms], parent_of))]
+        rank = np.full(len(nodes), -1, dtype=np.int64)
         rank[order] = np.arange(len(order))
         ranks[level] = rank
         parent_rank = rank
