@@ -34,10 +34,7 @@ import yaml
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ACTIONS_DIR = "/pkg/scheduler/actions/"
-DRA_PENDING = (
-    "pending: DRA ResourceClaims (kai allocates them since main's DRA work; kai_cases.py does not yet write the "
-    "test's claims, slices and device classes)"
-)
+DRA_PENDING = "pending: DRA ResourceClaimTemplate objects (the harness has none; kai_cases.py writes none)"
 ST = {
     1: "Pending",
     2: "Gated",
@@ -473,8 +470,6 @@ def pod_doc(
             "pending: volumes (PersistentVolumeClaims, which kai has since issue 16; this case asserts KAI's solver "
             "calls and fit errors in code, not yet written as a scenario)"
         )
-    if t.get("ResourceClaimNames") or t.get("ResourceClaimTemplates"):
-        raise Unsupported(DRA_PENDING)
     if t.get("IsLegacyMigTask"):  # a legacy MIG pod names its instances in annotations (the harness sets a flag)
         for k, v in (t.get("RequiredMigInstances") or {mig_default: 1}).items():
             ann[k] = str(v)
@@ -516,6 +511,9 @@ def pod_doc(
     affinity = pod_affinity(t)
     if affinity:
         spec.setdefault("affinity", {}).update(affinity)
+    claims, claim_statuses = pod_claims(t)
+    if claims:
+        spec["resourceClaims"] = claims
     if state == "Gated":
         spec["schedulingGates"] = [{"name": "gate"}]
     spec["containers"] = [{"name": "c", "resources": {"requests": req}}]
@@ -535,10 +533,92 @@ def pod_doc(
         pmeta["deletionTimestamp"] = ts(NOW - timedelta(seconds=1))
     elif state == "StuckInReleasing":
         pmeta["deletionTimestamp"] = ts(NOW - timedelta(minutes=10))  # past the 2m stuckInReleasingThreshold
+    if claim_statuses:
+        status["resourceClaimStatuses"] = claim_statuses
     d: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": pmeta, "spec": spec}
     if status:
         d["status"] = status
     return doc(d)
+
+
+def pod_claims(t: dict) -> tuple[list[dict], list[dict]]:
+    """The harness's pod claims (tasks_fake): each of ResourceClaimNames by name; each of ResourceClaimTemplates
+    (template -> claim) from its template, with the claim already made (status.resourceClaimStatuses)."""
+    claims = [{"name": c, "resourceClaimName": c} for c in t.get("ResourceClaimNames") or []]
+    statuses = []
+    for template, claim in sorted((t.get("ResourceClaimTemplates") or {}).items()):
+        claims.append({"name": claim, "resourceClaimTemplateName": template})
+        statuses.append({"name": claim, "resourceClaimName": claim})
+    return claims, statuses
+
+
+# --- DRA objects (test_utils_builder.go getDRAObjects) ---------------------------------------------------------
+
+DRA_DRIVER = "nvidia.com/gpu"  # the harness's driver for every ResourceSlice
+
+
+def _field(d: dict, *names: str) -> Any:
+    """A field of a dumped dra_fake struct: some have json tags (``name``), some not (``Name``)."""
+    for n in names:
+        if n in d:
+            return d[n]
+    return None
+
+
+def dra_docs(topo: dict, jobs: list[dict]) -> list[str]:
+    """DeviceClasses (empty spec: every device), ResourceSlices (driver nvidia.com/gpu, the node's pool, Count
+    devices named 0, 1, ... with capacity gpu: 1) and ResourceClaims (one request named ``request``: ExactCount of
+    the class, with the test's status), as KAI's harness builds them. A consumer in ``reservedFor`` that names a
+    pod of the test is renamed as the generator renames pods."""
+    out = []
+    for name in topo.get("DeviceClasses") or []:
+        out.append(doc({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}}))
+    slices = topo.get("ResourceSlices") or []
+    per_node: dict[str, int] = defaultdict(int)
+    for sl in slices:
+        per_node[_field(sl, "nodeName", "NodeName") or ""] += 1
+    for sl in slices:
+        node = _field(sl, "nodeName", "NodeName") or ""
+        if _field(sl, "nodeSelector", "NodeSelector") or _field(sl, "allNodes", "AllNodes") or not node:
+            raise Unsupported("not expressible: a ResourceSlice not local to one node (kai: docs/dra.md)")
+        count = _field(sl, "Count", "count") or 0
+        devices = [{"name": str(i), "capacity": {"gpu": {"value": "1"}}} for i in range(count)]
+        spec = {
+            "driver": DRA_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 0, "resourceSliceCount": per_node[node]},
+            "devices": devices,
+        }
+        meta = {"name": kname(_field(sl, "Name", "name"))}
+        out.append(doc({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": meta, "spec": spec}))
+    pods = {f"{j['Name']}-{i}": f"{kname(j['Name'])}-{i}" for j in jobs for i, _ in enumerate(j.get("Tasks") or [])}
+    for c in topo.get("ResourceClaims") or []:
+        meta: dict[str, Any] = {"name": _field(c, "name", "Name")}
+        if _field(c, "Namespace", "namespace"):
+            meta["namespace"] = _field(c, "Namespace", "namespace")
+        if _field(c, "labels", "Labels"):
+            meta["labels"] = dict(_field(c, "labels", "Labels"))
+        exactly: dict[str, Any] = {
+            "deviceClassName": _field(c, "deviceClassName", "DeviceClassName"),
+            "allocationMode": "ExactCount",
+        }
+        if _field(c, "count", "Count"):
+            exactly["count"] = _field(c, "count", "Count")
+        d: dict[str, Any] = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": meta,
+            "spec": {"devices": {"requests": [{"name": "request", "exactly": exactly}]}},
+        }
+        status = dict(_field(c, "claimStatus", "ClaimStatus") or {})
+        if status.get("reservedFor"):
+            status["reservedFor"] = [
+                {**r, "name": pods.get(r.get("name", ""), r.get("name", ""))} for r in status["reservedFor"]
+            ]
+        if status:
+            d["status"] = status
+        out.append(doc(d))
+    return out
 
 
 # --- expectations ------------------------------------------------------------------------------------------
@@ -616,7 +696,7 @@ def build(rec: dict, results: list[dict], rel: str, line: int, name: str) -> tup
     override = OVERRIDES.get((rel, name), {})
     if "skip" in override:
         raise Unsupported(override["skip"])
-    if any(topo.get(k) for k in ("ResourceClaims", "ResourceSlices", "DeviceClasses", "ResourceClaimTemplates")):
+    if topo.get("ResourceClaimTemplates"):
         raise Unsupported(DRA_PENDING)
     integration = rel.startswith("integration_tests") and rec["Kind"] == "integration"
     notes: list[str] = []
@@ -647,6 +727,7 @@ def build(rec: dict, results: list[dict], rel: str, line: int, name: str) -> tup
             )
         )
     docs += node_docs(topo, jobs)
+    docs += dra_docs(topo, jobs)
     docs += queue_docs(topo, notes)
     for p in sorted({j.get("Priority") or 0 for j in jobs} - set(CLASSES)):
         docs.append(

@@ -280,3 +280,26 @@ def test_the_timeline_shows_the_devices_a_bind_allocates() -> None:
         (r["cycle"], d["pod"], d.get("claims")) for r in doc["timeline"] for d in r["decisions"] if d["type"] == "bind"
     ]
     assert binds == [(2, "default/b0", ["default/b0-gpu -> node-a/gpu-1"])]
+
+
+def _shared_claim_with_consumers(consumers: int) -> dict[str, Any]:
+    """One NIC claim shared by the pods that name it, allocated on n1, reserved for *consumers* other pods."""
+    doc = nic_claim("shared", 1, node="n1", devices=("nic-0",))
+    doc["metadata"]["namespace"] = "default"
+    doc["status"]["reservedFor"] = [{"resource": "pods", "name": f"other-{i}"} for i in range(consumers)]
+    return doc
+
+
+@pytest.mark.parametrize(("consumers", "placed"), [(253, 3), (254, 0), (256, 0)])
+def test_a_claims_consumers_count_the_pods_placed_this_cycle(consumers: int, placed: int) -> None:
+    # KAI's dynamicresources preFilter: reservedFor holds at most 256 consumers. A gang of three pods sharing the
+    # claim fits beside 253 consumers; beside 254 its third pod would be the 257th, so the gang does not start
+    # (KAI's allocate_dra_test.go 'Partially over claim max consumers limit'); beside 256 no pod may join
+    gang = [claiming(pod(f"g{i}", "gang", gpu=0), "shared") for i in range(3)]
+    docs = dra_docs(_shared_claim_with_consumers(consumers), podgroup("gang", "q", min_member=3), *gang)
+    result = run_cycle(snapshot_of(docs), SchedulerConf(actions=("allocate",)))
+    assert len(result.binds) == placed
+    assert all(b.node == "n1" for b in result.binds)
+    if not placed:
+        (pg,) = result.podgroups
+        assert "256 consumers already" in pg.conditions[0].message
