@@ -107,7 +107,7 @@ class Placer:
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
         self._cap = ssn.snap.gpus.cap.tolist()
         # per changed row, facts every cache's rescoring reads (see _score_row_list); dropped when the row changes again
-        self._facts: dict[int, list] = {}  # row -> [idle row, (releasing CPU, GPU), whole GPUs (now, later) | None]
+        self._facts: dict[int, list] = {}  # row -> [idle row, (releasing CPU, GPU), whole GPUs now, later (-1: unread)]
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
         self._extras: dict[int, np.ndarray | None] = {}  # signature -> node_order plugins' scores
         self._choices: dict[int, Choice] = {}  # 2 * row + fits now -> its Choice (no GPUs chosen)
@@ -192,9 +192,10 @@ class Placer:
                 f = facts[row] = [
                     ssn.idle[row].tolist(),
                     (releasing_rows.item(row, CPU), releasing_rows.item(row, GPU)),
-                    None,  # whole GPUs (now, later): filled by the first shared-GPU cache that asks
+                    -1,  # whole GPUs now, then later: filled by the first shared-GPU cache that asks
+                    -1,
                 ]
-            idle, rel_cg, whole = f
+            idle, rel_cg, whole_now, whole_later = f
             now = later = True
             for k, need in req_cols:
                 if idle[k] < need:
@@ -205,10 +206,10 @@ class Placer:
             shared = False
             if later and share is not None:
                 if needs is not None:  # one device: the node's largest free group decides (fit_rows_single's counts)
-                    if whole is None:
-                        whole = f[2] = whole_gpus(idle[GPU], rel_cg[1])
+                    if whole_now < 0:
+                        whole_now, whole_later = f[2], f[3] = whole_gpus(idle[GPU], rel_cg[1])
                     g_now, later, shared = one_device_fit(
-                        needs[row], cap[row], ssn.group_max_now[row], ssn.group_max_later[row], *whole
+                        needs[row], cap[row], ssn.group_max_now[row], ssn.group_max_later[row], whole_now, whole_later
                     )
                     now = now and g_now
                 else:
