@@ -14,6 +14,7 @@ from kai.api.cel import compile_selector, device_value
 from kai.api.dra import claim_gpus, parse_device_class, parse_resource_claim, parse_resource_slice
 from kai.api.errors import ManifestError
 from kai.api.manifests import load_manifests
+from kai.api.objects import parse_pod
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.dra import build_dra
@@ -166,6 +167,30 @@ def test_kai_sim_refuses_a_bad_selector_naming_file_object_and_field(tmp_path: P
     code, _, err = run_sim([str(f)])
     assert code != 0
     assert "ResourceClaim/default/broken" in err and "selectors[0].cel.expression" in err
+
+
+def test_an_allocated_gpu_claim_shared_by_pods_counts_for_its_first_consumer_only() -> None:
+    # KAI's DRASharedDeviceRefCount: the pods of one allocated claim share its devices, so a pod joining it (the
+    # second consumer, or a pending pod naming it) asks for no GPU of its own; an unallocated claim counts for each
+    shared = claim([{"name": "request", "exactly": {"deviceClassName": "gpu.example.com", "count": 1}}])
+    shared["metadata"].update(name="shared", namespace="default")
+    shared["status"] = {
+        "allocation": {"devices": {"results": [{"request": "request", "driver": "gpu.example.com", "pool": "n1",
+                                                 "device": "gpu-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": "first"}, {"resource": "pods", "name": "second"}],
+    }  # fmt: skip
+    fresh = claim([{"name": "request", "exactly": {"deviceClassName": "gpu.example.com", "count": 1}}])
+    fresh["metadata"].update(name="fresh", namespace="default")
+    dra = build_dra(claims=[parse_resource_claim(shared), parse_resource_claim(fresh)])
+
+    def gpus(name: str, claim_name: str) -> int:
+        doc = pod(name, "pg", gpu=0)
+        doc["metadata"]["namespace"] = "default"
+        doc["spec"]["resourceClaims"] = [{"name": "g", "resourceClaimName": claim_name}]
+        return dra.pod_gpus(parse_pod(doc))
+
+    assert [gpus("first", "shared"), gpus("second", "shared"), gpus("joiner", "shared")] == [1, 0, 0]
+    assert [gpus("a", "fresh"), gpus("b", "fresh")] == [1, 1]
 
 
 # --- the dynamicresources rule in the engine --------------------------------------------------------------
