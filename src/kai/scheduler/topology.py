@@ -308,9 +308,9 @@ def candidates(
     if pinned is not None and con.required is not None and pinned.any():
         ids = tree.domain[con.required]
         allowed = allowed & np.isin(ids, np.unique(ids[pinned & tree.member]))
-    inside = np.flatnonzero(allowed)
+    inside = allowed.nonzero()[0]  # (1-D: the method, without flatnonzero's ravel)
     free_inside = free[inside]
-    cols = np.flatnonzero(max_request)
+    cols = max_request.nonzero()[0]
     if len(cols):  # per allowed node, how many of the largest pod fit (at most *count*)
         k = np.minimum(np.min(np.maximum(free_inside[:, cols], 0) // max_request[cols], axis=1), count)
     else:
@@ -334,7 +334,7 @@ def candidates(
         out.free_gpu[level] = np.bincount(
             inv, weights=np.maximum(free_inside[:, GPU], 0).astype(np.float64), minlength=n_dom
         )
-        fit = np.flatnonzero(room >= count)
+        fit = (room >= count).nonzero()[0]
         if len(fit) > 1:  # one domain needs no order
             fit = fit[np.argsort(order.rank(level)[fit], kind="stable")]
         out.items += [(level, d) for d in fit.tolist()]
@@ -368,7 +368,7 @@ class _TreeOrder:
 
     def _neg_packing(self) -> np.ndarray:
         tree, inside, free_inside, total, depth = self._args
-        cols = np.flatnonzero(total)
+        cols = total.nonzero()[0]
         nc = len(cols)
         inv = tree.domain[depth][inside]
         n_dom = len(tree.domain_names[depth])
@@ -392,7 +392,7 @@ class _TreeOrder:
             self._neg_ratio = self._neg_packing()
         tree = self._args[0]
         nodes = self._nodes[level]
-        doms = np.flatnonzero(nodes)
+        doms = nodes.nonzero()[0]
         anc = tree.ancestors[level][::-1, doms]  # (level + 1, k): the domain itself first, its top-level one last
         # lexsort's keys, least significant first: name, packing at this level, then its parent's, ..., the top's
         keys = np.empty((2 * (level + 1), len(doms)))
