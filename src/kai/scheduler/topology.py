@@ -372,19 +372,19 @@ class _TreeOrder:
         nc = len(cols)
         inv = tree.domain[depth][inside]
         n_dom = len(tree.domain_names[depth])
-        nodes = np.bincount(inv, minlength=n_dom)
-        bins = (inv[:, None] * nc + np.arange(nc)).ravel()
-        weights = free_inside[:, cols].astype(np.float64).ravel()
-        sums = np.bincount(bins, weights=weights, minlength=n_dom * nc).reshape(n_dom, nc)
-        per_level_nodes, per_level_sums = [nodes], [sums]
+        # one bincount for the needed columns and a column of ones (the allowed nodes per domain)
+        weights = np.ones((len(inside), nc + 1))
+        weights[:, :nc] = free_inside[:, cols]
+        bins = (inv[:, None] * (nc + 1) + np.arange(nc + 1)).ravel()
+        sums = np.bincount(bins, weights=weights.ravel(), minlength=n_dom * (nc + 1)).reshape(n_dom, nc + 1)
+        per_level = [sums]
         for level in range(depth, 0, -1):
             starts = tree.child_start[level]
-            nodes = np.add.reduceat(nodes, starts) if len(starts) else nodes[:0]
             sums = np.add.reduceat(sums, starts, axis=0) if len(starts) else sums[:0]
-            per_level_nodes.append(nodes)
-            per_level_sums.append(sums)
-        self._nodes = per_level_nodes[::-1]
-        return -_packing(np.concatenate(per_level_sums[::-1]), total[cols])
+            per_level.append(sums)
+        per_level.reverse()
+        self._nodes = [s[:, nc] for s in per_level]
+        return -_packing(np.concatenate(per_level)[:, :nc], total[cols])
 
     def rank(self, level: int) -> np.ndarray:
         """(n_dom,) each domain's position in the order of *level* (0..depth); -1 without allowed nodes."""
