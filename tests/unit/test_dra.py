@@ -14,6 +14,7 @@ from kai.api.cel import compile_selector, device_value
 from kai.api.dra import claim_gpus, parse_device_class, parse_resource_claim, parse_resource_slice
 from kai.api.errors import ManifestError
 from kai.api.manifests import load_manifests
+from kai.api.objects import parse_pod
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.dra import build_dra
@@ -168,6 +169,30 @@ def test_kai_sim_refuses_a_bad_selector_naming_file_object_and_field(tmp_path: P
     assert "ResourceClaim/default/broken" in err and "selectors[0].cel.expression" in err
 
 
+def test_an_allocated_gpu_claim_shared_by_pods_counts_for_its_first_consumer_only() -> None:
+    # KAI's DRASharedDeviceRefCount: the pods of one allocated claim share its devices, so a pod joining it (the
+    # second consumer, or a pending pod naming it) asks for no GPU of its own; an unallocated claim counts for each
+    shared = claim([{"name": "request", "exactly": {"deviceClassName": "gpu.example.com", "count": 1}}])
+    shared["metadata"].update(name="shared", namespace="default")
+    shared["status"] = {
+        "allocation": {"devices": {"results": [{"request": "request", "driver": "gpu.example.com", "pool": "n1",
+                                                 "device": "gpu-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": "first"}, {"resource": "pods", "name": "second"}],
+    }  # fmt: skip
+    fresh = claim([{"name": "request", "exactly": {"deviceClassName": "gpu.example.com", "count": 1}}])
+    fresh["metadata"].update(name="fresh", namespace="default")
+    dra = build_dra(claims=[parse_resource_claim(shared), parse_resource_claim(fresh)])
+
+    def gpus(name: str, claim_name: str) -> int:
+        doc = pod(name, "pg", gpu=0)
+        doc["metadata"]["namespace"] = "default"
+        doc["spec"]["resourceClaims"] = [{"name": "g", "resourceClaimName": claim_name}]
+        return dra.pod_gpus(parse_pod(doc))
+
+    assert [gpus("first", "shared"), gpus("second", "shared"), gpus("joiner", "shared")] == [1, 0, 0]
+    assert [gpus("a", "fresh"), gpus("b", "fresh")] == [1, 1]
+
+
 # --- the dynamicresources rule in the engine --------------------------------------------------------------
 
 
@@ -280,3 +305,26 @@ def test_the_timeline_shows_the_devices_a_bind_allocates() -> None:
         (r["cycle"], d["pod"], d.get("claims")) for r in doc["timeline"] for d in r["decisions"] if d["type"] == "bind"
     ]
     assert binds == [(2, "default/b0", ["default/b0-gpu -> node-a/gpu-1"])]
+
+
+def _shared_claim_with_consumers(consumers: int) -> dict[str, Any]:
+    """One NIC claim shared by the pods that name it, allocated on n1, reserved for *consumers* other pods."""
+    doc = nic_claim("shared", 1, node="n1", devices=("nic-0",))
+    doc["metadata"]["namespace"] = "default"
+    doc["status"]["reservedFor"] = [{"resource": "pods", "name": f"other-{i}"} for i in range(consumers)]
+    return doc
+
+
+@pytest.mark.parametrize(("consumers", "placed"), [(253, 3), (254, 0), (256, 0)])
+def test_a_claims_consumers_count_the_pods_placed_this_cycle(consumers: int, placed: int) -> None:
+    # KAI's dynamicresources preFilter: reservedFor holds at most 256 consumers. A gang of three pods sharing the
+    # claim fits beside 253 consumers; beside 254 its third pod would be the 257th, so the gang does not start
+    # (KAI's allocate_dra_test.go 'Partially over claim max consumers limit'); beside 256 no pod may join
+    gang = [claiming(pod(f"g{i}", "gang", gpu=0), "shared") for i in range(3)]
+    docs = dra_docs(_shared_claim_with_consumers(consumers), podgroup("gang", "q", min_member=3), *gang)
+    result = run_cycle(snapshot_of(docs), SchedulerConf(actions=("allocate",)))
+    assert len(result.binds) == placed
+    assert all(b.node == "n1" for b in result.binds)
+    if not placed:
+        (pg,) = result.podgroups
+        assert "256 consumers already" in pg.conditions[0].message

@@ -76,13 +76,17 @@ class Dra:
 
     def pod_gpus(self, pod: Pod) -> int:
         """GPUs the pod's claims count for (KAI's ExtractDRAGPUResourcesFromClaims); a template's claim not made
-        yet counts by its template."""
+        yet counts by its template. An allocated claim shared by several pods counts for the first pod of its
+        ``reservedFor`` only: the others use the same devices (KAI's DRASharedDeviceRefCount counts a device once
+        per node, so a pod joining a shared GPU claim needs no free GPU; allocate_shared_dra_test.go)."""
         ns = pod.meta.namespace or ""
         total = 0
         for c in pod.resource_claims:
             name = c.claim or pod.claim_statuses.get(c.name, "")
             claim = self.claims.get((ns, name)) if name else None
             if claim is not None:
+                if claim.allocation is not None and claim.reserved_for and claim.reserved_for[0].name != pod.meta.name:
+                    continue
                 total += claim_gpus(claim)
             elif c.template and (tpl := self.templates.get((ns, c.template))) is not None:
                 total += claim_gpus(tpl)

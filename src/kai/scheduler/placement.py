@@ -75,6 +75,7 @@ class _Candidates:
     share: GpuShare | None = None  # a fractional request: per-GPU fit on top of the node columns
     need: list[int] | None = None  # one-device share: the units it takes on each node's GPUs
     best: int = -1  # the row best_node picks (highest score, lowest row on ties); -1 until asked, or unknown
+    consts: tuple = ()  # what ``Placer._score_row_list`` reads, in its order (set by ``Placer._candidates``)
 
 
 @dataclass(slots=True)
@@ -105,8 +106,8 @@ class Placer:
         self._alloc_cols = {c: alloc[:, c].tolist() for c in (CPU, GPU)}
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
         self._cap = ssn.snap.gpus.cap.tolist()
-        # per changed row, facts every cache's rescoring reads (see _row_facts); dropped when the row changes again
-        self._facts: dict[int, tuple[list[int], int, int, tuple[int, int]]] = {}
+        # per changed row, facts every cache's rescoring reads (see _score_row_list); dropped when the row changes again
+        self._facts: dict[int, list] = {}  # row -> [idle row, (releasing CPU, GPU), whole GPUs now, later (-1: unread)]
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
         self._extras: dict[int, np.ndarray | None] = {}  # signature -> node_order plugins' scores
         self._choices: dict[int, Choice] = {}  # 2 * row + fits now -> its Choice (no GPUs chosen)
@@ -159,23 +160,28 @@ class Placer:
     def _score_row_list(self, c: _Candidates, rows: Iterable[int], gained: AbstractSet[int]) -> None:
         """``_score_rows`` row by row in Python floats: the same operations in the same order, so equal results.
 
-        One call for all the changed rows, with the lookups hoisted out of the loop: allocate with GPU sharing
-        rescores about four rows per placement in each of several caches, and the per-row attribute reads
-        were a good part of it. *gained*: the rows that may have gained resources (``Session.node_freed``); any
-        other changed row has only lost some, so where the task could not go it still cannot."""
+        One call for all the changed rows, with the lookups hoisted out of the loop (``_Candidates.consts``,
+        one tuple read per call): allocate rescores one to four rows per placement in each of several caches,
+        40,000 placements a big cycle, and the per-row attribute reads were a good part of it. *gained*: the
+        rows that may have gained resources (``Session.node_freed``); any other changed row has only lost some,
+        so where the task could not go it still cannot.
+
+        Per changed row, what every cache's rescoring reads (the idle row as Python ints, releasing CPU and
+        GPU) is read from NumPy once, by the first cache to rescore the row since it changed, and kept in
+        ``_facts``; the whole-GPU counts only a shared-GPU cache needs (``gpusharing.whole_gpus``) are added
+        by the first such cache."""
         ssn = self.ssn
-        idle_rows, releasing_rows = ssn.idle, ssn.releasing
-        facts = self._row_facts()
-        static, fits_now, scores = c.static_list, c.fits_now, c.score
-        req_cols, share, needs, cap = c.req_cols, c.share, c.need, self._cap
-        max_now, max_later = ssn.group_max_now, ssn.group_max_later
-        col, gpu_task = c.col, c.gpu_task
-        w_now, w_cpu, w_binpack, w_spread, w_shared = c.w_now, c.w_cpu, c.w_binpack, c.w_spread, c.w_shared
-        extra = c.extra
-        plain_binpack = w_binpack == 1.0 and not w_spread  # 0.0 + 1.0 * x == x: same floats as the general case
-        alloc_col, scale = self._alloc_cols[col], self._scale[col]
-        rel_i = 1 if col == GPU else 0  # the binpack column's place in a row's facts (CPU, GPU releasing)
-        cpu_only = self._cpu_only_list
+        log = ssn.node_log
+        facts = self._facts
+        if self._facts_synced < len(log):  # drop the facts of rows changed since they were read
+            for row in log[self._facts_synced :]:
+                facts.pop(row, None)
+            self._facts_synced = len(log)
+        releasing_rows = ssn.releasing
+        (
+            static, fits_now, scores, req_cols, share, needs, col, gpu_task, w_now, w_cpu, w_binpack, w_spread,
+            w_shared, extra, plain_binpack, alloc_col, scale, rel_i, cpu_only, cap,
+        ) = c.consts  # fmt: skip
         best = c.best  # kept current through the rescoring when it can be (best_node then needs no argmax)
         best_score = scores.item(best) if best >= 0 else 0.0
         for row in rows:
@@ -183,12 +189,13 @@ class Placer:
                 continue  # statically excluded, or it could not take the task and has only lost resources since
             f = facts.get(row)
             if f is None:  # the first cache to rescore this row since it changed reads it for all the others
-                idle = idle_rows[row].tolist()  # of releasing, only the CPU and GPU values (item)
-                g = idle[GPU]
-                rel_cg = (releasing_rows.item(row, CPU), releasing_rows.item(row, GPU))
-                whole_now, whole_later = whole_gpus(g, rel_cg[1])
-                f = facts[row] = (idle, whole_now, whole_later, rel_cg)
-            idle, whole_now, whole_later, rel_cg = f
+                f = facts[row] = [
+                    ssn.idle[row].tolist(),
+                    (releasing_rows.item(row, CPU), releasing_rows.item(row, GPU)),
+                    -1,  # whole GPUs now, then later: filled by the first shared-GPU cache that asks
+                    -1,
+                ]
+            idle, rel_cg, whole_now, whole_later = f
             now = later = True
             for k, need in req_cols:
                 if idle[k] < need:
@@ -199,22 +206,24 @@ class Placer:
             shared = False
             if later and share is not None:
                 if needs is not None:  # one device: the node's largest free group decides (fit_rows_single's counts)
+                    if whole_now < 0:
+                        whole_now, whole_later = f[2], f[3] = whole_gpus(idle[GPU], rel_cg[1])
                     g_now, later, shared = one_device_fit(
-                        needs[row], cap[row], max_now[row], max_later[row], whole_now, whole_later
+                        needs[row], cap[row], ssn.group_max_now[row], ssn.group_max_later[row], whole_now, whole_later
                     )
                     now = now and g_now
                 else:
                     free_now, free_later = ssn.group_free(row)
-                    g_now, g_later, shared = fit_one(
-                        share, cap[row], free_now, free_later, idle[GPU], releasing_rows.item(row, GPU)
-                    )
+                    g_now, g_later, shared = fit_one(share, cap[row], free_now, free_later, idle[GPU], rel_cg[1])
                     now = now and g_now
                     later = g_later
             fits_now[row] = now  # (fits_later is the vector path's scratch: nothing reads it for one row)
             if later:
                 alloc = alloc_col[row]
                 if alloc > 0:
-                    free = max(idle[col] + rel_cg[rel_i], 0)  # idle plus releasing, as KAI
+                    free = idle[col] + rel_cg[rel_i]  # idle plus releasing, as KAI
+                    if free < 0:
+                        free = 0
                     if plain_binpack:  # the default weights: the arithmetic of the general case, fewer steps
                         placement = 9.0 * (1.0 - free / scale)
                     else:
@@ -244,21 +253,6 @@ class Placer:
                 elif score > best_score or (score == best_score and row < best):
                     best, best_score = row, score
         c.best = best
-
-    def _row_facts(self) -> dict[int, tuple[list[int], int, int, tuple[int, int]]]:
-        """Per changed row, what every cache's rescoring reads: (idle row as Python ints, whole GPUs idle now,
-        whole GPUs idle or being released (``gpusharing.whole_gpus``), releasing CPU and GPU). Current up to the
-        end of ``Session.node_log``.
-
-        Nine fraction sizes keep nine caches and each rescores the rows changed since it last answered, so a
-        row placed on is rescored several times before it changes again: it is read from NumPy once."""
-        log = self.ssn.node_log
-        if self._facts_synced < len(log):
-            facts = self._facts
-            for row in log[self._facts_synced :]:
-                facts.pop(row, None)
-            self._facts_synced = len(log)
-        return self._facts
 
     def _candidates(self, task: TaskInfo) -> _Candidates:
         ssn = self.ssn
@@ -295,6 +289,7 @@ class Placer:
                 share=share,
                 need=share.units_array(ssn.snap.gpus.cap).tolist() if share and share.devices == 1 else None,
             )
+            c.consts = self._row_consts(c)
             self._score_rows(c, slice(None))
             self._cache[key] = c
         elif c.synced < len(log):
@@ -311,6 +306,18 @@ class Placer:
                 c.synced = len(log)
                 self._score_rows(c, np.array(sorted(changed), dtype=np.intp))
         return c
+
+    def _row_consts(self, c: _Candidates) -> tuple:
+        """What ``_score_row_list`` reads of *c* and of the Placer, gathered once per cache (see there)."""
+        col = c.col
+        return (
+            c.static_list, c.fits_now, c.score, c.req_cols, c.share, c.need, col, c.gpu_task, c.w_now, c.w_cpu,
+            c.w_binpack, c.w_spread, c.w_shared, c.extra,
+            c.w_binpack == 1.0 and not c.w_spread,  # plain binpack: 0.0 + 1.0 * x == x, the same floats
+            self._alloc_cols[col], self._scale[col],
+            1 if col == GPU else 0,  # the ranked column's place in a row's (releasing CPU, GPU) facts
+            self._cpu_only_list, self._cap,
+        )  # fmt: skip
 
     def _extra(self, task: TaskInfo) -> np.ndarray | None:
         """The node_order plugins' scores for *task*'s scheduling signature (cached: a signature shares them)."""
@@ -352,7 +359,7 @@ class Placer:
             row = int(score.argmax())
         if score.item(row) == -np.inf:
             return None
-        key = 2 * row + bool(kept.fits_now[row])
+        key = 2 * row + kept.fits_now.item(row)
         choice = self._choices.get(key)
         if choice is None:  # one per (row, now) for the Session: allocate asks 50,000 times in a big cycle
             choice = self._choices[key] = Choice(row, key & 1 == 1)

@@ -59,6 +59,16 @@ class TopologyTree:
     domain: np.ndarray  # (n_levels, n_nodes) int64: domain number at each level, -1 outside the topology
     domain_names: tuple[tuple[str, ...], ...]  # per level: "zone-a/block-1/rack-3" per domain number
     member: np.ndarray  # (n_nodes,) bool: the node carries every level's label
+    # per level: each domain's position among the level's domain names sorted (the tie-break of the tree order)
+    name_rank: tuple[np.ndarray, ...] = ()
+    # per level l >= 1: where each level l - 1 domain's children start among level l's domains (domains are
+    # numbered in (parent, labels) order, so a parent's children are consecutive); level 0's entry is unused
+    child_start: tuple[np.ndarray, ...] = ()
+    # the domains of all levels in one numbering, level 0's first (``offset[l] + d``): per level l, the
+    # (l + 1, n_dom) numbers of each domain's ancestors at levels 0..l (itself last), and per number its name rank
+    offset: tuple[int, ...] = ()
+    ancestors: tuple[np.ndarray, ...] = ()
+    all_name_rank: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def level(self, name: str) -> int | None:
         """Index of the level named *name* (nodeLabel or alias), None if there is none."""
@@ -83,6 +93,7 @@ def build_tree(topology: Topology, node_labels: tuple[dict[str, str], ...]) -> T
     member = np.ones(n, dtype=bool)
     domain = np.full((len(levels), n), -1, dtype=np.int64)
     names: list[tuple[str, ...]] = []
+    parents: list[np.ndarray] = []
     values = [np.array([lb.get(lv.node_label) or "" for lb in node_labels], dtype=object) for lv in levels]
     for v in values:
         member &= v != ""
@@ -102,7 +113,17 @@ def build_tree(topology: Topology, node_labels: tuple[dict[str, str], ...]) -> T
             level_names = tuple("/".join(str(values[k][r]) for k in range(li + 1)) for r in rows)
         domain[li] = ids
         names.append(level_names)
+        parent = np.zeros(len(level_names), dtype=np.int64)
+        if li:
+            parent[ids[member]] = domain[li - 1][member]
+        parents.append(parent)
         key = np.where(ids >= 0, ids, 0)
+    name_rank = tuple(_name_rank(level_names) for level_names in names)
+    offset = np.cumsum([0, *(len(level_names) for level_names in names)]).tolist()[:-1]
+    ancestors: list[np.ndarray] = []
+    for li, parent in enumerate(parents):
+        own = offset[li] + np.arange(len(parent), dtype=np.int64)
+        ancestors.append(own[None, :] if li == 0 else np.vstack([ancestors[-1][:, parent], own]))
     return TopologyTree(
         name=topology.meta.name,
         labels=tuple(lv.node_label for lv in levels),
@@ -110,7 +131,21 @@ def build_tree(topology: Topology, node_labels: tuple[dict[str, str], ...]) -> T
         domain=domain,
         domain_names=tuple(names),
         member=member,
+        name_rank=name_rank,
+        child_start=tuple(
+            np.searchsorted(p, np.arange(len(names[li - 1]))) if li else p for li, p in enumerate(parents)
+        ),
+        offset=tuple(offset),
+        ancestors=tuple(ancestors),
+        all_name_rank=np.concatenate(name_rank) if name_rank else np.zeros(0, dtype=np.int64),
     )
+
+
+def _name_rank(names: tuple[str, ...]) -> np.ndarray:
+    """Each name's position in *names* sorted (Python's string order), as an int64 array."""
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    return rank
 
 
 class TopologyError(ValueError):
@@ -244,17 +279,14 @@ def _gpus(milli: float) -> str:
     return f"{v:g}"
 
 
-def _packing(inv: np.ndarray, n_dom: int, free: np.ndarray, total: np.ndarray) -> np.ndarray:
-    """Per domain, the dominant share of its free resources that *total* would take (larger = more packed)."""
-    cols = np.flatnonzero(total)
-    ratio = np.zeros(n_dom)
-    for col in cols:
-        f = np.bincount(inv, weights=free[:, col].astype(np.float64), minlength=n_dom)
-        r = np.full(n_dom, 1000.0)  # KAI: 1000 when the domain has none of a needed resource
-        has = f > 0
-        r[has] = total[col] / f[has]
-        ratio = np.maximum(ratio, r)
-    return ratio
+def _packing(free: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Per domain, the dominant share of its free resources that *total* would take (larger = more packed).
+
+    *free*: (n_dom, n_cols) the domains' free amounts of the columns *total* (n_cols,) asks for."""
+    if not len(total):
+        return np.zeros(len(free))
+    r = np.divide(total, free, out=np.full(free.shape, 1000.0), where=free > 0)  # KAI: 1000 when it has none
+    return np.maximum(r.max(axis=1), 0.0)
 
 
 def candidates(
@@ -276,74 +308,99 @@ def candidates(
     if pinned is not None and con.required is not None and pinned.any():
         ids = tree.domain[con.required]
         allowed = allowed & np.isin(ids, np.unique(ids[pinned & tree.member]))
-    cols = np.flatnonzero(max_request)
-    if len(cols):
-        k = np.min(np.maximum(free[:, cols], 0) // max_request[cols], axis=1)
-        k = np.minimum(k, count)
+    inside = allowed.nonzero()[0]  # (1-D: the method, without flatnonzero's ravel)
+    free_inside = free[inside]
+    cols = max_request.nonzero()[0]
+    if len(cols):  # per allowed node, how many of the largest pod fit (at most *count*)
+        k = np.minimum(np.min(np.maximum(free_inside[:, cols], 0) // max_request[cols], axis=1), count)
     else:
-        k = np.full(len(allowed), count, dtype=np.int64)
-    k = np.where(allowed, k, 0)
+        k = np.full(len(inside), count, dtype=np.int64)
     out = Candidates(con, count, float(total[GPU]) / MILLI, allowed=allowed)
     depth = con.preferred if con.preferred is not None else con.required
     assert depth is not None
-    ranks = _tree_order(tree, allowed, free, total, depth)
+    order = _TreeOrder(tree, inside, free_inside, total, depth)
     for level in con.levels():
         if level == ROOT:
-            out.room[ROOT] = np.array([k.sum()])
-            out.free_gpu[ROOT] = np.array([free[allowed, GPU].clip(0).sum()])
-            if k.sum() >= count:
+            room_all = int(k.sum())
+            out.room[ROOT] = np.array([room_all])
+            out.free_gpu[ROOT] = np.array([free_inside[:, GPU].clip(0).sum()])
+            if room_all >= count:
                 out.items.append((ROOT, 0))
             continue
-        ids = tree.domain[level]
         n_dom = len(tree.domain_names[level])
-        inside = np.flatnonzero(allowed)
-        inv = ids[inside]
-        room = np.bincount(inv, weights=k[inside], minlength=n_dom).astype(np.int64)
+        inv = tree.domain[level][inside]
+        room = np.bincount(inv, weights=k, minlength=n_dom).astype(np.int64)
         out.room[level] = room
         out.free_gpu[level] = np.bincount(
-            inv, weights=np.maximum(free[inside, GPU], 0).astype(np.float64), minlength=n_dom
+            inv, weights=np.maximum(free_inside[:, GPU], 0).astype(np.float64), minlength=n_dom
         )
-        fit = np.flatnonzero(room >= count)
-        rank = ranks[level]
-        out.items += [(level, d) for d in sorted(fit.tolist(), key=lambda d: rank[d])]
+        fit = (room >= count).nonzero()[0]
+        if len(fit) > 1:  # one domain needs no order
+            fit = fit[np.argsort(order.rank(level)[fit], kind="stable")]
+        out.items += [(level, d) for d in fit.tolist()]
     if con.preferred is not None:
         ids = tree.domain[con.preferred]
-        rank = ranks[con.preferred]
+        rank = order.rank(con.preferred)
         n_pref = int((rank >= 0).sum())
         if n_pref > 1:
             score = np.zeros(len(allowed))
-            inside = np.flatnonzero(allowed)
             score[inside] = TOPOLOGY_SCORE * np.floor(10 * (rank[ids[inside]] + 1) / n_pref)
             out.preferred_score = score
     return out
 
 
-def _tree_order(tree: TopologyTree, allowed: np.ndarray, free: np.ndarray, total: np.ndarray, depth: int) -> dict:
-    """Per level 0..*depth*, each domain's position in KAI's sorted tree (``sortTree``, read level by level as
-    ``sortDomainInfos`` does): siblings most packed first, then by name; a level follows its parents' order.
-    -1 for domains without allowed nodes."""
-    inside = np.flatnonzero(allowed)
-    ranks: dict[int, np.ndarray] = {}
-    parent_rank: np.ndarray | None = None
-    for level in range(depth + 1):
-        ids = tree.domain[level]
-        n_dom = len(tree.domain_names[level])
-        inv = ids[inside]
-        ratio = _packing(inv, n_dom, free[inside], total)
-        present = np.zeros(n_dom, dtype=bool)
-        present[inv] = True
-        if parent_rank is None:
-            parent_of = np.zeros(n_dom, dtype=np.int64)
-        else:
-            parent_of = np.zeros(n_dom, dtype=np.int64)
-            parent_of[inv] = parent_rank[tree.domain[level - 1][inside]]
-        names = tree.domain_names[level]
-        order = sorted(np.flatnonzero(present).tolist(), key=lambda d: (parent_of[d], -ratio[d], names[d]))
-        rank = np.full(n_dom, -1, dtype=np.int64)
-        rank[order] = np.arange(len(order))
-        ranks[level] = rank
-        parent_rank = rank
-    return ranks
+class _TreeOrder:
+    """Each domain's position in KAI's sorted tree (``sortTree``, read level by level as ``sortDomainInfos``
+    does): siblings most packed first, then by name; a level follows its parents' order. So a level's order
+    is that of the domains' paths compared level by level from the top (most packed, then name): one lexsort
+    per level asked for, no level waiting on another's result.
+
+    The allowed nodes' free amounts are summed per domain at *depth* (bincount, row by row), then up the tree
+    child by child: the same sums as summing each level's nodes (whole numbers, exact in float64 below 2**53).
+    Computed on the first ``rank`` call: a constraint whose levels hold one fitting domain each needs none."""
+
+    def __init__(
+        self, tree: TopologyTree, inside: np.ndarray, free_inside: np.ndarray, total: np.ndarray, depth: int
+    ) -> None:
+        self._args = (tree, inside, free_inside, total, depth)
+        self._neg_ratio: np.ndarray | None = None  # per domain of every level (the tree's one numbering)
+        self._nodes: list[np.ndarray] = []  # per level 0..depth: allowed nodes per domain
+
+    def _neg_packing(self) -> np.ndarray:
+        tree, inside, free_inside, total, depth = self._args
+        cols = total.nonzero()[0]
+        nc = len(cols)
+        inv = tree.domain[depth][inside]
+        n_dom = len(tree.domain_names[depth])
+        # one bincount for the needed columns and a column of ones (the allowed nodes per domain)
+        weights = np.ones((len(inside), nc + 1))
+        weights[:, :nc] = free_inside[:, cols]
+        bins = (inv[:, None] * (nc + 1) + np.arange(nc + 1)).ravel()
+        sums = np.bincount(bins, weights=weights.ravel(), minlength=n_dom * (nc + 1)).reshape(n_dom, nc + 1)
+        per_level = [sums]
+        for level in range(depth, 0, -1):
+            starts = tree.child_start[level]
+            sums = np.add.reduceat(sums, starts, axis=0) if len(starts) else sums[:0]
+            per_level.append(sums)
+        per_level.reverse()
+        self._nodes = [s[:, nc] for s in per_level]
+        return -_packing(np.concatenate(per_level)[:, :nc], total[cols])
+
+    def rank(self, level: int) -> np.ndarray:
+        """(n_dom,) each domain's position in the order of *level* (0..depth); -1 without allowed nodes."""
+        if self._neg_ratio is None:
+            self._neg_ratio = self._neg_packing()
+        tree = self._args[0]
+        nodes = self._nodes[level]
+        doms = nodes.nonzero()[0]
+        anc = tree.ancestors[level][::-1, doms]  # (level + 1, k): the domain itself first, its top-level one last
+        # lexsort's keys, least significant first: name, packing at this level, then its parent's, ..., the top's
+        keys = np.empty((2 * (level + 1), len(doms)))
+        keys[0::2] = tree.all_name_rank[anc]
+        keys[1::2] = self._neg_ratio[anc]
+        rank = np.full(len(nodes), -1, dtype=np.int64)
+        rank[doms[np.lexsort(keys)]] = np.arange(len(doms))
+        return rank
 
 
 class TopologyIndex:

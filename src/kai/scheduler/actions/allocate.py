@@ -75,7 +75,7 @@ def _allocate_job(ssn: Session, job: JobInfo, impossible: dict[tuple[int, bytes]
         ssn.failures[job.index] = failure
         return False
     shape = uniform_shape(tasks, ssn)
-    if shape is not None and not _fails_for_good(ssn, tasks):
+    if shape is not None and ssn.hooks.has_node_filter and not _fails_for_good(ssn, tasks):
         shape = None
     known = impossible.get(shape) if shape is not None else None
     if known is not None and len(tasks) >= known[0]:
@@ -179,7 +179,7 @@ def uniform_shape(tasks: list[TaskInfo], ssn: Session | None = None) -> tuple | 
     key: tuple = (first.signature, first.request.tobytes())
     if len(tasks) > 1 and not all(t.signature == key[0] and t.request.tobytes() == key[1] for t in tasks[1:]):
         return None
-    if ssn is not None and ssn.hooks.has_node_filter:
+    if ssn is not None and ssn.hooks.has_node_filter:  # (most cycles: no stateful rule, the plain key)
         rules = [tuple(map(id, ssn.hooks.node_rules(ssn, t).rules)) for t in tasks]
         if any(r != rules[0] for r in rules[1:]):
             return None

@@ -38,8 +38,12 @@ class StaleGangEviction:
     name = "stalegangeviction"
 
     def execute(self, ssn: Session) -> None:
+        # a job with no pod holding resources and no stamp has nothing to stamp, clear or evict (_check's first
+        # test): one pass over the tasks rules out the pending jobs, thousands in a busy cycle
+        tasks = ssn.snap.tasks
+        holding = {tasks[t].job for t, s in enumerate(ssn.status) if s in ACTIVE_USED}
         for job in ssn.snap.jobs:
-            if job.index in ssn.job_errors:
+            if job.index in ssn.job_errors or (job.index not in holding and job.podgroup.stale_since is None):
                 continue
             mark = ssn.begin_job()
             try:

@@ -62,12 +62,15 @@ class Hooks:
             ("job_over_capacity", self._capacity, None),
             ("reclaim_scenario_validator", self._reclaim_validator, None),
             ("preempt_scenario_validator", self._preempt_validator, None),
+            ("subset_nodes", self._subset_nodes, None),
         ):
             if len(impls) == 1:
                 setattr(self, point, impls[0])
             elif not impls:
                 setattr(self, point, lambda *_, _a=none_answer: _a)
         self.job_order = _tiers(self._job_order)  # type: ignore[method-assign]
+        if len(self._subgroup_order) == 1:  # the usual subgrouporder alone: its key as it is, asked per subgroup
+            self.subgroup_order = self._subgroup_order[0]  # type: ignore[method-assign]
         self._rules: dict[int, NodeRules] = {}  # task index -> its rules (asked once per task per Session)
 
     def _compose_changes(self, changes: list[Callable[..., Any]]) -> None:

@@ -91,6 +91,8 @@ class DeviceBook:
         self._held: dict[ClaimKey, np.ndarray] = {}
         self._users: dict[ClaimKey, list[int]] = {}
         self.claims_of: dict[int, tuple[ClaimKey, ...]] = {}  # pid -> its claims (resolved names)
+        # per claim, the pods placed this cycle that are not in its reservedFor yet: each becomes a consumer
+        self.reserving: dict[ClaimKey, int] = {}
         by_name: dict[tuple[str, str], int] = {}
         for pid, pod in enumerate(pods.pods):
             ns = pod.meta.namespace or ""
@@ -231,6 +233,8 @@ class DeviceBook:
             claim = self.dra.claims.get(key)
             if claim is None:
                 continue
+            if not _reserved(claim, task.pod):
+                self.reserving[key] = self.reserving.get(key, 0) + 1
             if claim.allocation is not None:
                 allocations.append(ClaimAllocation(key[0], key[1], name))
                 self._claim_state(key)
@@ -254,6 +258,9 @@ class DeviceBook:
         """*task* left the node it was placed on this cycle (a rollback): give back what it chose."""
         self.ssn.claim_allocations.pop(task.index, None)
         for key in self.claims_of.get(task.index, ()):
+            claim = self.dra.claims.get(key)
+            if claim is not None and self.reserving.get(key, 0) > 0 and not _reserved(claim, task.pod):
+                self.reserving[key] -= 1
             pick = self.picks.get(key)
             if pick is not None:
                 pick.pods -= 1
@@ -316,6 +323,13 @@ class DraRule(CountedRule):
             if claim.meta.deletion_timestamp is not None:
                 unusable(f"ResourceClaim {ref} is being deleted")
                 continue
+            # KAI's dynamicresources preFilter (kube-scheduler's CanBeReserved, less its exemption of a pod already
+            # reserved, kept here): reservedFor holds at most MAX_RESERVED_FOR consumers, the pods placed this
+            # cycle included; asked of every claim, allocated or not
+            consumers = len(claim.reserved_for) + book.reserving.get((ns, name), 0)
+            if consumers >= MAX_RESERVED_FOR and not _reserved(claim, pod):
+                unusable(f"ResourceClaim {ref} has {MAX_RESERVED_FOR} consumers already")
+                continue
             if pc.claim and any(is_gpu_class(r.device_class) for r in claim.spec.requests):
                 label = claim.meta.labels.get(C.LABEL_QUEUE, "")
                 if label != self.queue:
@@ -329,11 +343,6 @@ class DraRule(CountedRule):
                 parts.append((f"are not where ResourceClaim {ref} was allocated this cycle", ok, ok))
                 continue
             if claim.allocation is not None:
-                if len(claim.reserved_for) >= MAX_RESERVED_FOR and all(
-                    c.name != pod.meta.name for c in claim.reserved_for
-                ):
-                    unusable(f"ResourceClaim {ref} has {MAX_RESERVED_FOR} consumers already")
-                    continue
                 ok = book.allocated_nodes((ns, name), claim)
                 parts.append((f"do not match the nodeSelector of ResourceClaim {ref}'s allocation", ok, ok))
                 later_own, now_own = book.still_own((ns, name))
@@ -405,3 +414,8 @@ class DraRule(CountedRule):
 def rule_key(pod: Pod, queue: str) -> Hashable:
     """What a pod's device rule depends on: its namespace, claims (resolved) and, for shared GPU claims, queue."""
     return ("dra", pod.meta.namespace, pod.resource_claims, tuple(sorted(pod.claim_statuses.items())), queue)
+
+
+def _reserved(claim: ResourceClaim, pod: Pod) -> bool:
+    """*pod* is one of *claim*'s consumers already (``status.reservedFor`` names it)."""
+    return any(c.name == pod.meta.name for c in claim.reserved_for)
