@@ -162,7 +162,12 @@ class _ErrStatus(msgspec.Struct):
     code: int = 0
 
 
+class _Bookmark(msgspec.Struct):
+    metadata: _ListMeta
+
+
 _ev = msgspec.json.Decoder(_Ev)
+_bookmark = msgspec.json.Decoder(_Bookmark)
 _pod = msgspec.json.Decoder(_Pod)
 _list = msgspec.json.Decoder(_PodList)
 
@@ -529,10 +534,11 @@ class Soak:
                     if ev.type == "ERROR":
                         rv = ""  # 410 Gone (or another error): list again
                         break
+                    if ev.type == "BOOKMARK":  # its object is a bare Pod (containers: null) with a resourceVersion
+                        rv = _bookmark.decode(ev.object).metadata.resourceVersion or rv
+                        continue
                     p = _pod.decode(ev.object)
                     rv = p.metadata.resourceVersion or rv
-                    if ev.type == "BOOKMARK":
-                        continue
                     if ev.type == "DELETED":
                         seen.pop(p.metadata.name, None)
                     else:
@@ -602,17 +608,22 @@ def kai_metrics(port: int) -> dict[str, float]:
 
 async def overcommit(api: Api, gpus: int) -> list[str]:
     """Nodes over their GPUs in one list of the pods (the workload's and the reservation pods): whole GPUs
-    plus one per GPU group in use (a reservation pod's or a fraction pod's); and GPUs reserved twice."""
+    plus one per GPU group in use (a reservation pod's or a fraction pod's); and GPUs reserved twice.
+    A node over says what holds it (name, GPUs or group, phase, "deleting")."""
     pods = _list.decode(await api.get_raw(f"/api/v1/namespaces/{NS}/pods")).items
     res = _list.decode(await api.get_raw(f"/api/v1/namespaces/{RES_NS}/pods")).items
     whole: collections.Counter[str] = collections.Counter()
     groups: dict[str, set[str]] = collections.defaultdict(set)
     shares: dict[tuple[str, str], float] = collections.defaultdict(float)
+    held: dict[str, list[str]] = collections.defaultdict(list)  # node -> what holds its GPUs
     out = []
     uuids: dict[str, list[str]] = collections.defaultdict(list)
     for p in res:
-        if p.spec.nodeName and p.metadata.deletionTimestamp is None:
-            groups[p.spec.nodeName].add(p.metadata.labels.get(C.LABEL_GPU_GROUP, p.metadata.name))
+        node = p.spec.nodeName
+        if node and p.metadata.deletionTimestamp is None:
+            group = p.metadata.labels.get(C.LABEL_GPU_GROUP, p.metadata.name)
+            groups[node].add(group)
+            held[node].append(f"{p.metadata.name} reserves {group} ({p.status.phase})")
             uuid = p.metadata.annotations.get(C.ANNOTATION_RESERVE_FOR_GPU_INDEX)
             if uuid:
                 uuids[uuid].append(p.metadata.name)
@@ -622,17 +633,20 @@ async def overcommit(api: Api, gpus: int) -> list[str]:
         if not node or p.status.phase in ("Succeeded", "Failed"):
             continue
         fraction = p.metadata.annotations.get("gpu-fraction")
+        deleting = " deleting" if p.metadata.deletionTimestamp is not None else ""
         if fraction is not None:
             group = p.metadata.labels.get(C.LABEL_GPU_GROUP, f"<no group: {p.metadata.name}>")
             groups[node].add(group)
             shares[(node, group)] += float(fraction)
+            held[node].append(f"{p.metadata.name} {fraction} of {group} ({p.status.phase}{deleting})")
         else:
             whole[node] += _gpus(p)
+            held[node].append(f"{p.metadata.name} {_gpus(p)} GPUs ({p.status.phase}{deleting})")
     out += [f"GPU group {g} on {n} holds {f:g} GPUs" for (n, g), f in shares.items() if f > 1 + 1e-9]
-    for node in set(whole) | set(groups):
+    for node in sorted(set(whole) | set(groups)):
         used = whole[node] + len(groups[node])
         if used > gpus:
-            out.append(f"node {node}: {used} GPUs in use, {gpus} allocatable")
+            out.append(f"node {node}: {used} GPUs in use, {gpus} allocatable: {'; '.join(held[node])}")
     return out
 
 
@@ -697,13 +711,14 @@ class Sampler:
             "kai_rss_mib": rss_mib(self.kai_pid),
             "kai_cpu_s": round(cpu, 1),
             "kai_cpu_pct": round(100 * (cpu - self._last_cpu) / (now - self._last_t), 1) if self._last_t else None,
+            "load1": round(os.getloadavg()[0], 1),  # the machine is shared: its load, for reading the rest
             "apiserver_rss_mib": rss_mib(self.pids["kube-apiserver"]),
             "etcd_rss_mib": rss_mib(self.pids["etcd"]),
             "bind_p50_s": p50,
             "bind_p99_s": p99,
             "overcommit": over,
             "harness_tasks": len(s._tasks),
-            "watch_silent_s": round(now - s.heard[NS], 1) if NS in s.heard else None,  # the pods' watch
+            "watch_silent_s": round(time.monotonic() - s.heard[NS], 1) if NS in s.heard else None,  # pods' watch
             **metrics,
         }
         s.window.clear()
@@ -732,6 +747,7 @@ COLUMNS = (
     ("kai_rss_mib", "kai MiB", 7),
     ("kai_cpu_pct", "kai %", 5),
     ("apiserver_rss_mib", "api MiB", 7),
+    ("load1", "load", 4),
     ("cycles", "cycles", 6),
     ("task_failures", "tfail", 5),
     ("series", "series", 6),
