@@ -47,9 +47,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -100,6 +102,51 @@ METRICS = {  # kai's /metrics series tracked over time (summed over labels), by 
     "events_dropped": "kai_events_dropped_total",
     "fenced": "kai_writes_fenced_total",
 }
+
+
+# With --probe, kai runs under this (``python -c PROBE scheduler ...``): on SIGUSR2 it writes to
+# $KAI_SOAK_PROBE the number of live instances of each of kai's classes and, per class and attribute,
+# the summed length of the containers they hold (a dict that only grows shows here), plus, with
+# $KAI_SOAK_TRACEMALLOC, tracemalloc's top lines. A diagnostic: it costs kai a pass over every object
+# per sample, so the figures of a probed run are not the benchmark's.
+PROBE = r"""
+import gc, json, os, signal, sys, tracemalloc
+
+def _probe(signum, frame):
+    instances, held = {}, {}
+    for o in gc.get_objects():
+        t = type(o)
+        if not (t.__module__ or "").startswith("kai."):
+            continue
+        name = f"{t.__module__}.{t.__qualname__}"
+        instances[name] = instances.get(name, 0) + 1
+        attrs = getattr(o, "__dict__", None) or {}
+        for k, v in attrs.items():
+            if isinstance(v, (dict, set, list, frozenset, tuple)) or type(v).__name__ == "OrderedDict":
+                key = f"{name}.{k}"
+                held[key] = held.get(key, 0) + len(v)
+    out = {
+        "instances": dict(sorted(instances.items(), key=lambda kv: -kv[1])[:40]),
+        "held": dict(sorted(held.items(), key=lambda kv: -kv[1])[:60]),
+        "gc_objects": len(gc.get_objects()),
+    }
+    if tracemalloc.is_tracing():
+        snap = tracemalloc.take_snapshot()
+        out["tracemalloc_top"] = [
+            [str(s.traceback[0]), s.size, s.count] for s in snap.statistics("lineno")[:40]
+        ]
+    path = os.environ["KAI_SOAK_PROBE"]
+    with open(path + ".tmp", "w") as f:
+        json.dump(out, f)
+    os.replace(path + ".tmp", path)
+
+signal.signal(signal.SIGUSR2, _probe)
+if os.environ.get("KAI_SOAK_TRACEMALLOC"):
+    tracemalloc.start(1)
+sys.argv = ["kai", *sys.argv[1:]]
+from kai.cli import main
+main()
+"""
 
 
 # ---- what the harness decodes of a pod -------------------------------------------------------------
@@ -583,6 +630,12 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def _rss_or_zero(pid: int) -> float:
+    with contextlib.suppress(OSError):  # it just ended
+        return rss_mib(pid)
+    return 0.0
+
+
 def kai_metrics(port: int) -> dict[str, float]:
     """kai's /metrics: the METRICS series summed over their labels, binds by result, and the number of
     series (a series per object that is never dropped would show here)."""
@@ -675,11 +728,58 @@ def _quantiles(xs: list[float]) -> tuple[float | None, float | None]:
 
 
 @dataclass
+class Kai:
+    """``kai scheduler`` as its Deployment keeps it: a replica that exits (a Lease it could not renew in
+    time on an overloaded API server: it stops writing and exits 1, by design) is replaced by a new one.
+    Each replacement starts from an empty heap, so the RSS series says which process it is (``restarts``)."""
+
+    cmd: list[str]
+    env: dict[str, str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+    exits: list[dict[str, Any]] = field(default_factory=list)  # (when, exit code) of each replica that ended
+    t0: float = 0.0
+    dead_cpu_s: float = 0.0  # CPU seconds of the replicas that ended (as last read)
+    last_cpu_s: float = 0.0
+
+    def start(self) -> None:
+        with open(self.log, "ab") as fh:
+            self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT, env=self.env)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def cpu_s(self) -> float:
+        """CPU seconds of every replica so far (an ended one's as last read)."""
+        with contextlib.suppress(OSError):  # it just ended
+            self.last_cpu_s = cpu_seconds(self.pid)
+        return self.dead_cpu_s + self.last_cpu_s
+
+    async def keep(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            code = self.proc.poll() if self.proc is not None else None
+            if code is not None:
+                self.exits.append({"t_s": round(time.monotonic() - self.t0, 1), "code": code})
+                print(f"kai exited ({code}); a new replica starts, as its Deployment would", flush=True)
+                self.dead_cpu_s += self.last_cpu_s
+                self.last_cpu_s = 0.0
+                self.start()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_scheduler(self.proc)
+
+
+@dataclass
 class Sampler:
     soak: Soak
-    kai_pid: int
+    kai: Kai
     port: int
     pids: dict[str, int]
+    probe: Path | None = None  # where kai under PROBE writes its counts
     t0: float = 0.0
     samples: list[dict[str, Any]] = field(default_factory=list)
     _last_cpu: float = 0.0
@@ -688,7 +788,7 @@ class Sampler:
     async def sample(self, phase: str) -> dict[str, Any]:
         s = self.soak
         now = time.monotonic()
-        cpu = cpu_seconds(self.kai_pid)
+        cpu = self.kai.cpu_s()
         try:
             metrics = await asyncio.to_thread(kai_metrics, self.port)
         except OSError as e:
@@ -708,9 +808,10 @@ class Sampler:
             "cancelled": s.counts.cancelled,
             "pending": sum(1 for lv in s.live.values() if lv.bound_at is None),
             "bound_now": sum(1 for lv in s.live.values() if lv.bound_at is not None),
-            "kai_rss_mib": rss_mib(self.kai_pid),
+            "kai_rss_mib": _rss_or_zero(self.kai.pid),
             "kai_cpu_s": round(cpu, 1),
             "kai_cpu_pct": round(100 * (cpu - self._last_cpu) / (now - self._last_t), 1) if self._last_t else None,
+            "restarts": len(self.kai.exits),
             "load1": round(os.getloadavg()[0], 1),  # the machine is shared: its load, for reading the rest
             "apiserver_rss_mib": rss_mib(self.pids["kube-apiserver"]),
             "etcd_rss_mib": rss_mib(self.pids["etcd"]),
@@ -721,11 +822,27 @@ class Sampler:
             "watch_silent_s": round(time.monotonic() - s.heard[NS], 1) if NS in s.heard else None,  # pods' watch
             **metrics,
         }
+        if self.probe is not None:
+            row["probe"] = await self._probe()
+            after = self.kai.cpu_s()
+            row["probe_cpu_s"] = round(after - cpu, 2)  # kai's CPU spent on the probe: left out of kai_cpu_pct
+            cpu = after
         s.window.clear()
-        self._last_cpu, self._last_t = cpu, now
+        self._last_cpu, self._last_t = cpu, time.monotonic()
         self.samples.append(row)
         print(format_row(row), flush=True)
         return row
+
+    async def _probe(self) -> Any:
+        """Ask kai (run under PROBE) for its counts: SIGUSR2, then the file it writes."""
+        assert self.probe is not None
+        self.probe.unlink(missing_ok=True)
+        os.kill(self.kai.pid, signal.SIGUSR2)
+        for _ in range(300):
+            await asyncio.sleep(0.1)
+            if self.probe.exists():
+                return json.loads(self.probe.read_text())
+        return None
 
     async def every(self, seconds: float) -> None:
         while not self.soak.stop_creating.is_set():
@@ -748,6 +865,7 @@ COLUMNS = (
     ("kai_cpu_pct", "kai %", 5),
     ("apiserver_rss_mib", "api MiB", 7),
     ("load1", "load", 4),
+    ("restarts", "rst", 3),
     ("cycles", "cycles", 6),
     ("task_failures", "tfail", 5),
     ("series", "series", 6),
@@ -786,24 +904,34 @@ async def wait_leader(port: int, deadline_s: float = 120.0) -> None:
 
 async def measure(cp: ControlPlane, binaries: Binaries, args: argparse.Namespace, log: Path) -> dict[str, Any]:
     api = Api(load_config(str(cp.kubeconfig)))
-    proc: subprocess.Popen[bytes] | None = None
+    kai: Kai | None = None
     try:
         await make_nodes(api, args.nodes, args.gpus)
         await api.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
         port = free_port()
-        cmd = [*scheduler_cmd("kai", binaries, cp), f"--metrics-bind-address=127.0.0.1:{port}"]
-        with open(log, "wb") as fh:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        cmd = [*scheduler_cmd("kai", binaries, cp), f"--metrics-bind-address=127.0.0.1:{port}", *args.kai_args.split()]
+        env = dict(os.environ)
+        probe = None
+        if args.probe:
+            probe = log.with_suffix(".probe.json")
+            cmd = [sys.executable, "-c", PROBE, *cmd[1:]]
+            env["KAI_SOAK_PROBE"] = str(probe)
+            if args.probe == "tracemalloc":
+                env["KAI_SOAK_TRACEMALLOC"] = "1"
+        log.write_bytes(b"")
+        kai = Kai(cmd, env, log)
+        kai.start()
         await wait_leader(port)
+        keeper = asyncio.ensure_future(kai.keep())
         soak = Soak(api, args)
-        sampler = Sampler(soak, proc.pid, port, cp.pids())
+        sampler = Sampler(soak, kai, port, cp.pids(), probe)
         watches = [
             asyncio.ensure_future(soak.watch(NS, soak.on_pod)),
             asyncio.ensure_future(soak.watch(RES_NS, soak.on_reservation)),
         ]
         await asyncio.sleep(1.0)  # the watches are open before the first pod
         print(header(), flush=True)
-        sampler.t0 = time.monotonic()
+        sampler.t0 = kai.t0 = time.monotonic()
         await sampler.sample("start")
         patience = asyncio.ensure_future(soak.patience())
         every = asyncio.ensure_future(sampler.every(args.sample_s))
@@ -820,9 +948,9 @@ async def measure(cp: ControlPlane, binaries: Binaries, args: argparse.Namespace
         await asyncio.sleep(args.idle_s)
         await sampler.sample("idle after")
         soak.stop.set()
-        for t in (*watches, patience):
+        for t in (*watches, patience, keeper):
             t.cancel()
-        await asyncio.gather(*watches, patience, return_exceptions=True)
+        await asyncio.gather(*watches, patience, keeper, return_exceptions=True)
         await soak.close()
         p50, p99 = _quantiles(soak.latencies)
         samples = sampler.samples
@@ -849,12 +977,12 @@ async def measure(cp: ControlPlane, binaries: Binaries, args: argparse.Namespace
             "kai_cpu_s": samples[-1]["kai_cpu_s"],
             "overcommit_samples": [s["t_s"] for s in samples if s["overcommit"]],
             "harness_api_failures": dict(soak.failures),
-            "kai_exit": proc.poll(),
+            "kai_exits": kai.exits,
             "samples": samples,
         }
     finally:
-        if proc is not None:
-            stop_scheduler(proc)
+        if kai is not None:
+            kai.stop()
         await api.close()
 
 
@@ -879,6 +1007,19 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument("--log", type=Path, default=None, help="kai's log file (default: in a temp dir, kept)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures and every sample here")
+    ap.add_argument(
+        "--kai-args",
+        default="",
+        help="flags added to kai scheduler's (as deployed without): e.g. longer Lease timings on a machine "
+        "so loaded that the API server answers renewals late",
+    )
+    ap.add_argument(
+        "--probe",
+        choices=["counts", "tracemalloc"],
+        default=None,
+        help="diagnose a growing RSS: kai's live objects and container sizes (and tracemalloc's top lines) "
+        "in each sample; slows kai, so not for the benchmark's figures",
+    )
     args = ap.parse_args()
     os.environ.pop("KAI_E2E_PYSPY", None)  # py-spy's pid is not kai's: the RSS read would be py-spy's
     binaries = Binaries.find()
