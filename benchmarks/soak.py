@@ -105,30 +105,71 @@ METRICS = {  # kai's /metrics series tracked over time (summed over labels), by 
 
 
 # With --probe, kai runs under this (``python -c PROBE scheduler ...``): on SIGUSR2 it writes to
-# $KAI_SOAK_PROBE the number of live instances of each of kai's classes and, per class and attribute,
-# the summed length of the containers they hold (a dict that only grows shows here), plus, with
+# $KAI_SOAK_PROBE, for kai's objects reachable from its running tasks, per class and attribute the
+# summed length of the containers they hold (a dict that only grows shows here), plus, with
 # $KAI_SOAK_TRACEMALLOC, tracemalloc's top lines. A diagnostic: it costs kai a pass over every object
 # per sample, so the figures of a probed run are not the benchmark's.
 PROBE = r"""
-import gc, json, os, signal, sys, tracemalloc
+import asyncio, gc, json, os, signal, sys, tracemalloc
 
-def _probe(signum, frame):
-    instances, held = {}, {}
-    for o in gc.get_objects():
-        t = type(o)
-        if not (t.__module__ or "").startswith("kai."):
+def _kai(o):
+    return (type(o).__module__ or "").startswith("kai.")
+
+def _attrs(o):
+    d = getattr(o, "__dict__", None)
+    if d is not None:
+        return d.items()
+    return [(k, getattr(o, k)) for k in getattr(type(o), "__slots__", ()) if hasattr(o, k)]
+
+def _walk(roots):
+    # kai's objects reachable from the running tasks through kai objects' attributes (and small dicts,
+    # lists and sets of them): the size of every container they hold, summed over distinct containers.
+    # kai gc.freeze()s its start-up objects, so gc.get_objects() does not see them; this walk does.
+    held, instances, seen, stack = {}, {}, set(), list(roots)
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
             continue
-        name = f"{t.__module__}.{t.__qualname__}"
+        seen.add(id(o))
+        name = f"{type(o).__module__}.{type(o).__qualname__}"
         instances[name] = instances.get(name, 0) + 1
-        attrs = getattr(o, "__dict__", None) or {}
-        for k, v in attrs.items():
-            if isinstance(v, (dict, set, list, frozenset, tuple)) or type(v).__name__ == "OrderedDict":
+        for k, v in _attrs(o):
+            if isinstance(v, (dict, set, list, frozenset, tuple)) or type(v).__name__ in ("OrderedDict", "deque"):
+                if id(v) in seen:
+                    continue
+                seen.add(id(v))
                 key = f"{name}.{k}"
                 held[key] = held.get(key, 0) + len(v)
+                if len(v) <= 64:
+                    items = v.values() if isinstance(v, dict) else v
+                    for x in items:
+                        if _kai(x):
+                            stack.append(x)
+                        elif isinstance(x, (dict, set, list)) and isinstance(v, dict):
+                            held[key + "[*]"] = held.get(key + "[*]", 0) + len(x)
+            elif _kai(v):
+                stack.append(v)
+    return held, instances
+
+def _probe(signum, frame):
+    roots = []
+    try:
+        for t in asyncio.all_tasks(asyncio.get_running_loop()):
+            c = t.get_coro()
+            while c is not None:
+                f = getattr(c, "cr_frame", None)
+                if f is not None:
+                    roots += [v for v in f.f_locals.values() if _kai(v)]
+                c = getattr(c, "cr_await", None)
+    except RuntimeError:
+        pass
+    held, instances = _walk(roots)
     out = {
-        "instances": dict(sorted(instances.items(), key=lambda kv: -kv[1])[:40]),
-        "held": dict(sorted(held.items(), key=lambda kv: -kv[1])[:60]),
-        "gc_objects": len(gc.get_objects()),
+        "held": dict(sorted(held.items(), key=lambda kv: -kv[1])[:80]),
+        "instances": dict(sorted(instances.items(), key=lambda kv: -kv[1])[:30]),
+        "gc_counts": gc.get_count(),
+        "gc_tracked": len(gc.get_objects()),
+        "gc_frozen": gc.get_freeze_count(),
     }
     if tracemalloc.is_tracing():
         snap = tracemalloc.take_snapshot()
