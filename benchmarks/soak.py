@@ -81,13 +81,14 @@ from kai.api import constants as C  # noqa: E402
 from kai.k8s._admission import Admission, AdmissionConfig  # noqa: E402
 from kai.k8s._api import Api, ApiError, load_config  # noqa: E402
 from kai.k8s.envtest import Binaries, ControlPlane, free_port, running_pod_status  # noqa: E402
+from kai.k8s.envtest._controlplane import _die_with_parent as die_with_parent  # noqa: E402
 from kai.store import Store  # noqa: E402
 
 NS = "soak"
 RES_NS = C.RESERVATION_NAMESPACE
 GPU = "nvidia.com/gpu"
 TICK_S = 0.1
-CONCURRENCY = 48  # the harness's requests in flight at most
+CONCURRENCY = 96  # the harness's requests in flight at most
 PG_PATH = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NS}/podgroups"
 MERGE = "application/merge-patch+json"
 ADMISSION = Admission(Store(), AdmissionConfig(gpu_fraction_runtime_class=""))  # no RuntimeClass here
@@ -487,7 +488,7 @@ class Soak:
             now = time.monotonic()
             for name, live in list(self.live.items()):
                 if live.bound_at is None and not live.owner_deleted and now - live.sent > self.args.patience:
-                    await self._owner_delete(name, "cancelled")
+                    self.spawn(self._owner_delete(name, "cancelled"))  # in parallel: the deletes keep up
             await asyncio.sleep(2.0)
 
     # ---- the watch of the workload's pods: kubelets and owners react ---------------------------------
@@ -785,7 +786,9 @@ class Kai:
 
     def start(self) -> None:
         with open(self.log, "ab") as fh:
-            self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT, env=self.env)
+            self.proc = subprocess.Popen(
+                self.cmd, stdout=fh, stderr=subprocess.STDOUT, env=self.env, preexec_fn=die_with_parent
+            )
 
     @property
     def pid(self) -> int:
