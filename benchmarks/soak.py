@@ -274,7 +274,8 @@ class Live:
 
     kind: str
     gang: str | None
-    sent: float  # monotonic, when its create went out
+    sent: float  # monotonic, when its create went out (restamped once it leaves the harness's queue)
+    created: bool = False  # the API server answered its create: the owner may cancel it
     uid: str = ""
     bound_at: float | None = None
     node: str = ""
@@ -339,10 +340,15 @@ class Soak:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def call(self, what: str, method: str, path: str, body: Any = None, ctype: str = "application/json") -> bool:
+    async def call(
+        self, what: str, method: str, path: str, body: Any = None, ctype: str = "application/json", stamp: Any = None
+    ) -> bool:
         """One request, bounded in concurrency; False (counted by *what* and code) when it failed.
-        404 and 409 are not failures here: the object is gone or changed, which the watch will show."""
+        404 and 409 are not failures here: the object is gone or changed, which the watch will show.
+        *stamp* (a Live) gets the moment the request leaves the harness's queue."""
         async with self._sem:
+            if stamp is not None:
+                stamp.sent = time.monotonic()
             try:
                 await self.api.request(method, path, body=body, content_type=ctype)
                 return True
@@ -375,9 +381,12 @@ class Soak:
         return admitted(doc)
 
     async def _create_pod(self, name: str, kind: str, doc: Any, gang: str | None = None) -> None:
-        self.live[name] = Live(kind, gang, time.monotonic())
-        if await self.call("create pod", "POST", f"/api/v1/namespaces/{NS}/pods", doc):
+        live = self.live[name] = Live(kind, gang, time.monotonic())
+        if await self.call("create pod", "POST", f"/api/v1/namespaces/{NS}/pods", doc, stamp=live):
+            live.created = True
             self.counts.created += 1
+            if live.owner_deleted:  # its gang was deleted while this create waited: it goes too
+                await self.call("delete pod", "DELETE", f"/api/v1/namespaces/{NS}/pods/{name}")
         else:
             self.counts.create_errors += 1
             self.live.pop(name, None)
@@ -487,7 +496,12 @@ class Soak:
         while not self.stop.is_set():
             now = time.monotonic()
             for name, live in list(self.live.items()):
-                if live.bound_at is None and not live.owner_deleted and now - live.sent > self.args.patience:
+                if (
+                    live.created
+                    and live.bound_at is None
+                    and not live.owner_deleted
+                    and now - live.sent > self.args.patience
+                ):  # a pod whose create is still queued here is not cancelled: the create would outlive it
                     self.spawn(self._owner_delete(name, "cancelled"))  # in parallel: the deletes keep up
             await asyncio.sleep(2.0)
 
@@ -850,7 +864,8 @@ class Sampler:
             "deleted": s.counts.deleted,
             "evicted": s.counts.evicted,
             "cancelled": s.counts.cancelled,
-            "pending": sum(1 for lv in s.live.values() if lv.bound_at is None),
+            "pending": sum(1 for lv in s.live.values() if lv.created and lv.bound_at is None),
+            "queued": sum(1 for lv in s.live.values() if not lv.created),  # creates the harness has not sent
             "bound_now": sum(1 for lv in s.live.values() if lv.bound_at is not None),
             "kai_rss_mib": _rss_or_zero(self.kai.pid),
             "kai_cpu_s": round(cpu, 1),
@@ -904,6 +919,7 @@ COLUMNS = (
     ("evicted", "evict", 5),
     ("cancelled", "cancel", 6),
     ("pending", "pend", 5),
+    ("queued", "queue", 5),
     ("bound_now", "bnd", 4),
     ("kai_rss_mib", "kai MiB", 7),
     ("kai_cpu_pct", "kai %", 5),
