@@ -1,15 +1,19 @@
 """Soak benchmark: ``kai scheduler`` under pods churned for 30 minutes on a real API server; memory and CPU over time.
 
 Run with ``.venv/bin/python benchmarks/soak.py`` (flags: ``--minutes 30 --pods 50000 --nodes 100 --gpus 8
---sample-s 30 --json out.json``). Needs the control-plane binaries (``make control-plane``). Issue 14's
-figure: flat RSS while 50,000 pods come and go; benchmarks/RESULTS.md has the runs.
+--sample-s 30 --json out.json``; ``--kai-args`` adds flags to kai's; ``--probe counts|tracemalloc`` reports
+the containers kai's objects hold at each sample, to find what grows). Needs the control-plane binaries
+(``make control-plane``). Issue 14's figure: flat RSS while 50,000 pods come and go; benchmarks/RESULTS.md
+has the runs.
 
 Theory of operation:
 
 * **Real parts.** A fresh etcd + kube-apiserver + kube-controller-manager (its garbage collector removes
   the PodGroups kai's pod-grouper made for bare pods, and the ConfigMaps of shared-GPU pods, once their
   pods are gone), ``kai install``, ``--nodes`` Ready nodes of ``--gpus`` GPUs, and ``kai scheduler`` as
-  a real process, as deployed (leader election on, default flags), its /metrics on a free port.
+  a real process, as deployed (leader election on, default flags), its /metrics on a free port. A
+  replica that exits (a Lease it could not renew on an overloaded API server) is replaced, as its
+  Deployment would, and counted (``restarts``): each replacement starts from an empty heap.
 * **Played by the benchmark**, because nothing real stands in for them here: the kubelets (a bound pod
   is marked Running, as ``kai.k8s.envtest.mark_pod_running`` does; a pod being deleted is removed once
   "its containers stopped"), the device plugin of GPU reservation pods (each gets a free GPU of its node
