@@ -6,7 +6,9 @@
 * a Job of 1,000 pods made by the real kube-controller-manager gets exactly one PodGroup, its owner
   read once, and every pod bound;
 * ``kai scheduler`` killed (-9) after binding some pods and before creating their PodGroups, then
-  started again: every pod bound exactly once, every PodGroup made, every pod counted to its queue.
+  started again: every pod bound exactly once, every PodGroup made, every pod counted to its queue;
+* a decided PodGroup that came and went between two cycles leaves the pod-grouper's memory on its
+  DELETED event (the soak, benchmarks/soak.py, churns pods fast enough for that).
 
 No kubelet runs: pods stay Pending once bound, which is all the scheduler reads of them here.
 """
@@ -21,6 +23,7 @@ from lightkube import Client
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod
 
+from kai.api.objects import parse_podgroup
 from kai.k8s.envtest import ControlPlane
 from tests.k8s.sched import InProcess, PodGroup, Queue, options, wait_for
 from tests.k8s.test_scheduler import bound, events_for, gpu_job, gpu_pod, gpus_per_node
@@ -209,3 +212,36 @@ def test_a_podgroup_the_api_server_refuses_keeps_its_pod_unbound_and_says_why(
         assert "refused" in warnings[0].message and "422" in warnings[0].message, warnings[0].message
         assert long_name not in bound(admin, ns)
     assert len(podgroups(admin, ns)) == 1
+
+
+def test_a_decided_podgroup_deleted_between_cycles_is_forgotten(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str
+) -> None:
+    """The pod-grouper decided a PodGroup, whose create landed and whose pod went, and the garbage
+    collector deleted the PodGroup, all before the next cycle's ``expire`` looked: the Store never showed
+    it there, so the decision (laid over every snapshot) and its create task were kept for ever. Played
+    here: the decision put in place on the scheduler's loop, ``expire`` held off (no cycle looks), then
+    the PodGroup made and deleted through the API server."""
+    with InProcess(options(scheduler_cluster)) as s:
+        grouper = s.scheduler.grouper
+        assert grouper is not None
+        name = f"pg-gone-{uuid.uuid4().hex[:6]}"
+        key = (ns, name)
+        pg = parse_podgroup(
+            {"metadata": {"name": name, "namespace": ns}, "spec": {"queue": "default-queue", "minMember": 1}}
+        )
+        expire = grouper.expire
+
+        def decide() -> None:
+            grouper.expire = lambda: None  # type: ignore[method-assign]  # no cycle looks meanwhile
+            grouper.decided.add_podgroup(pg)
+
+        s.call(decide)
+        try:
+            admin.create(PodGroup.from_dict({"metadata": {"name": name, "namespace": ns}, "spec": {"minMember": 1}}))
+            wait_for(lambda: s.call(lambda: s.scheduler.store.get("PodGroup", key)) is not None, "its ADDED")
+            admin.delete(PodGroup, name, namespace=ns)
+            wait_for(lambda: s.call(lambda: s.scheduler.store.get("PodGroup", key)) is None, "its DELETED")
+            assert s.call(lambda: key not in grouper.decided.podgroups)  # let go on the DELETED event
+        finally:
+            s.call(lambda: setattr(grouper, "expire", expire))

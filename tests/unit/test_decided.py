@@ -94,3 +94,38 @@ def test_a_pod_that_names_a_podgroup_or_was_recreated_is_not_laid_over() -> None
     for other in (named, recreated):
         pods, _, laid = d.lay_over([other], [])
         assert not laid and pods[0].meta.annotations == other.meta.annotations
+
+
+def test_a_podgroup_that_came_and_went_between_two_cycles_leaves_on_its_deleted_event() -> None:
+    """A pod deleted seconds after its PodGroup was made, and the PodGroup collected, all between two
+    cycles: the Store never showed the PodGroup, so ``expire`` alone kept its entry, laid over every
+    snapshot for ever (found by benchmarks/soak.py). Its DELETED event lets it go."""
+    store = Store()
+    pod = parse_pod(bare("a"))
+    grouping = group_pod(pod)
+    assert grouping is not None
+    pg = grouping.podgroup
+    key = ("ns", pg.meta.name)
+    d = Decided()
+    d.add(pod, pg)
+    d.expire(store)  # the pod is gone (never in this Store), the PodGroup never shown
+    assert not d.pods and key in d.podgroups  # what expire alone leaves behind
+    assert d.podgroup_deleted(key)
+    assert not d.podgroups
+    _, pgs, _ = d.lay_over([], [])
+    assert pgs == []
+    assert not d.podgroup_deleted(key)  # once only
+
+
+def test_a_deleted_podgroup_a_decided_pod_still_names_is_kept() -> None:
+    store = Store()
+    pod = parse_pod(bare("a"))
+    grouping = group_pod(pod)
+    assert grouping is not None
+    store.put(pod)
+    d = Decided()
+    d.add(pod, grouping.podgroup)
+    d.expire(store)
+    key = ("ns", grouping.podgroup.meta.name)
+    assert not d.podgroup_deleted(key)  # the pod waits on it: the next cycle still needs it laid over
+    assert key in d.podgroups

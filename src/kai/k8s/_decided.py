@@ -16,7 +16,8 @@ written (PodGroup, then pod patch) before the pod is scheduled, as KAI does.
 
 An entry leaves as soon as the Store shows what it stands for: a pod entry once the Store's pod
 carries an annotation (the patch or the bind landed; or the pod is gone or was recreated), a PodGroup
-entry once the Store has the PodGroup.
+entry once the Store has the PodGroup, or once a watch event says it was deleted and no decided pod
+names it (it may come and go between two cycles).
 """
 
 from __future__ import annotations
@@ -44,6 +45,18 @@ class Decided:
     def add_podgroup(self, pg: PodGroup) -> None:
         """A PodGroup an already annotated pod names (a bind that outran its PodGroup's create)."""
         self.podgroups.setdefault((pg.meta.namespace or "", pg.meta.name), pg)
+
+    def podgroup_deleted(self, key: Key) -> bool:
+        """PodGroup *key* was deleted (seen in a watch event): its entry leaves unless a decided pod still
+        names it, since ``expire`` alone misses a PodGroup that came and went between two cycles (a pod
+        deleted seconds after its group was made, then collected), and such an entry would otherwise be
+        kept, and laid over every snapshot, for ever. Whether it left."""
+        if key not in self.podgroups or any(
+            pod_key[0] == key[0] and name == key[1] for pod_key, (_, name) in self.pods.items()
+        ):
+            return False
+        del self.podgroups[key]
+        return True
 
     def annotation(self, key: Key, uid: str) -> str | None:
         """The PodGroup name decided for the pod *key* (of *uid*), for its Binding to carry; None if none."""

@@ -6,7 +6,10 @@ API server refuses, or that cannot even be encoded, is dropped and counted; the 
 are written through the fenced writer like every other write (``kai.k8s._fence``): a replica that lost
 the Lease drops what it still had queued instead of writing it. An event
 identical to one written less than ``dedup_s`` ago (same object, type, reason and message) is not
-written again, so a job that stays pending does not add an event every cycle. ``kubectl describe``
+written again, so a job that stays pending does not add an event every cycle; the keys older than
+``dedup_s`` are dropped each time the memory has doubled since it was last pruned (at least
+``PRUNE_FLOOR`` keys), so it holds about twice the keys of the last ``dedup_s``, at an amortized constant
+cost per event, and RSS levels off under churn (benchmarks/soak.py). ``kubectl describe``
 shows them: the API server stores ``regarding`` as the core event's ``involvedObject``.
 """
 
@@ -30,6 +33,7 @@ log = logging.getLogger("kai.k8s.events")
 
 REPORTING_CONTROLLER = "kai.scheduler/scheduler"
 NOTE_LIMIT = 1024  # events.k8s.io/v1 rejects a longer note
+PRUNE_FLOOR = 1_000  # the dedup memory is never pruned below this many keys
 ACTIONS = {  # reason → the event's action (what kai was doing)
     "Scheduled": "Binding",
     "FailedBinding": "Binding",
@@ -115,6 +119,7 @@ class EventRecorder:
         self.dedup_s = dedup_s
         self._queue: asyncio.Queue[tuple[Event, dict[str, str]]] = asyncio.Queue(queue_size)
         self._recent: dict[tuple[str, str, str, str], float] = {}
+        self._prune_at = PRUNE_FLOOR  # the size of _recent at which its keys older than dedup_s go
         self._n_workers = workers
         self._workers: list[asyncio.Task[None]] = []
         self.written = 0
@@ -129,10 +134,17 @@ class EventRecorder:
             entries = [supervisor.start("events", self._work) for _ in range(self._n_workers)]
             self._workers = [e.task for e in entries if e.task is not None]
 
+    def _prune(self, now: float) -> None:
+        """Drop the keys older than dedup_s once the memory has doubled since the last pruning (module
+        docstring): before, it was pruned only past 50,000 keys, which under churn took half an hour to
+        reach (about one key per pod) while RSS grew with it."""
+        if len(self._recent) >= self._prune_at:
+            self._recent = {k: t for k, t in self._recent.items() if now - t < self.dedup_s}
+            self._prune_at = max(PRUNE_FLOOR, 2 * len(self._recent))
+
     def record(self, events: list[Event]) -> None:
         now = time.monotonic()
-        if len(self._recent) > 50_000:
-            self._recent = {k: t for k, t in self._recent.items() if now - t < self.dedup_s}
+        self._prune(now)
         for e in events:
             key = (e.object, e.type, e.reason, e.message)
             last = self._recent.get(key)
@@ -151,6 +163,7 @@ class EventRecorder:
         """Record *e* about an object the resolver cannot find (one kept out of the Store)."""
         key = (e.object, e.type, e.reason, e.message)
         now = time.monotonic()
+        self._prune(now)
         last = self._recent.get(key)
         if last is not None and now - last < self.dedup_s:
             return

@@ -289,6 +289,13 @@ class PodGrouper:
         for key in [k for k, t in self._creates.items() if t.done() and self.store.get("PodGroup", k) is not None]:
             del self._creates[key]
 
+    def podgroup_deleted(self, key: Key) -> None:
+        """PodGroup *key* was deleted: its decision and its sent create are let go (``Decided.podgroup_deleted``)."""
+        if self.decided.podgroup_deleted(key) or key not in self.decided.podgroups:
+            task = self._creates.get(key)
+            if task is not None and task.done():
+                del self._creates[key]
+
     def settle(self, laid: set[Key], bound: set[Key]) -> None:
         """After a cycle: pods it took from a decision but did not bind get their annotation by a patch
         (the bound ones got it from their Binding)."""

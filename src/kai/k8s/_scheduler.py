@@ -474,6 +474,8 @@ class KaiScheduler:
                 self._wake_soon()  # (a decided PodGroup was taken by a cycle already: its create is news to no one)
             elif kind == "PodGroup" and op == "DELETED" and old is not None:
                 self.metrics.forget_podgroup(old.meta.uid)
+                if self.grouper is not None:
+                    self.grouper.podgroup_deleted(key)
 
         return changed
 
