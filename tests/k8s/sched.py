@@ -271,7 +271,7 @@ class KaiProcess:
         log_dir: Path,
         *,
         kubeconfig: Path | None = None,
-        timings: tuple[float, float, float] = (4, 3, 0.5),
+        timings: tuple[float, float, float] = (10, 7, 0.5),  # a loaded machine must not take the Lease mid-test
         extra: tuple[str, ...] = (),
     ) -> None:
         self.port = free_port()

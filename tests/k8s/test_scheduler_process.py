@@ -92,7 +92,7 @@ def test_kill_9_mid_run_and_restart_loses_nothing(
 
     second = KaiProcess(scheduler_cluster, "second", lease, tmp_path)
     replicas.append(second)
-    # As long as it takes: the second replica waits out the first's Lease (4 s), starts, lists, groups
+    # As long as it takes: the second replica waits out the first's Lease (10 s), starts, lists, groups
     # and binds; on a loaded machine that is slow, and only a stall is a failure.
     wait_for_progress(
         lambda: (len(bound(admin, ns)), second.proc.poll()),
