@@ -137,6 +137,17 @@ def test_a_reservation_pod_of_another_group_or_without_one_is_an_orphan() -> Non
     assert unlabelled.nodes.used[0, GPU] == unlabelled.nodes.releasing[0, GPU] == 1 * MILLI
 
 
+def test_an_orphan_reservation_pod_stuck_in_releasing_holds_its_gpu_as_used() -> None:
+    """As any StuckInReleasing pod's resources: used, not releasing (nothing may be pipelined onto it)."""
+    args = _args([_terminating(_reservation_pod("n0-gpu0"))], [_queue("team-a")], gpus=1)
+    deleted = args["pods"][0].meta.deletion_timestamp
+    going = build_snapshot(**{**args, "now": deleted + 1})
+    assert going.nodes.used[0, GPU] == going.nodes.releasing[0, GPU] == 1 * MILLI
+    stuck = build_snapshot(**{**args, "now": deleted + 3600})
+    assert stuck.nodes.used[0, GPU] == 1 * MILLI
+    assert stuck.nodes.releasing[0, GPU] == 0
+
+
 def test_a_reservation_pod_with_its_fraction_pod_keeps_the_groups_accounting() -> None:
     """With its group's fraction pod there, the reservation pod adds nothing: the GPU columns are those of the
     fraction pod alone, and the decisions too (the group's GPU is taken, not releasing)."""

@@ -182,12 +182,16 @@ def _clamp_whole_releasing(
         releasing[over, GPU] -= np.minimum(excess[over], whole_rel[over]) * MILLI
 
 
-def _orphan_reservations(resv: list[tuple[int, _PodFacts]], gpus: GpuTable, n_nodes: int) -> np.ndarray | None:
-    """Per node, how many bound GPU reservation pods are orphans: their GPU group (label runai-gpu-group) has no
-    pod on their node in the GPU table (its fraction pods finished or went, or the label is missing). Such a pod
-    still holds its GPU towards the device plugin until the reservation sync deletes it, so it takes one whole
-    GPU, as releasing; a reservation pod whose group has pods is held through the group (KAI's
-    addTaskResources). None when there is none. Walks the reservation pods only (a few per GPU node)."""
+def _orphan_reservations(
+    resv: list[tuple[int, _PodFacts]], gpus: GpuTable, n_nodes: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per node, how many bound GPU reservation pods are orphans, and how many of those are releasing: an
+    orphan's GPU group (label runai-gpu-group) has no pod on its node in the GPU table (its fraction pods
+    finished or went, or the label is missing). Such a pod still holds its GPU towards the device plugin until
+    the reservation sync deletes it, so it takes one whole GPU, as releasing (unless it is StuckInReleasing:
+    then, as any stuck pod's, its GPU stays used and is not releasing); a reservation pod whose group has pods
+    is held through the group (KAI's addTaskResources). None when there is none. Walks the reservation pods
+    only (a few per GPU node)."""
     out = None
     live: dict[int, set[str]] = {}
     for _, f in resv:
@@ -198,8 +202,10 @@ def _orphan_reservations(resv: list[tuple[int, _PodFacts]], gpus: GpuTable, n_no
             names = live[node] = {name for name, n in zip(gpus.names[node], row) if n > 0}
         if f.pod.meta.labels.get(C.LABEL_GPU_GROUP, "") not in names:
             if out is None:
-                out = np.zeros(n_nodes, dtype=np.int64)
-            out[node] += 1
+                out = (np.zeros(n_nodes, dtype=np.int64), np.zeros(n_nodes, dtype=np.int64))
+            out[0][node] += 1
+            if f.status != TaskStatus.STUCK_IN_RELEASING:
+                out[1][node] += 1
     return out
 
 
@@ -570,7 +576,7 @@ class SnapshotBuilder:
 
     def __init__(self) -> None:
         self._built = False
-        self._orphans: np.ndarray | None = None  # per node, orphan GPU reservation pods (_orphan_reservations)
+        self._orphans: tuple[np.ndarray, np.ndarray] | None = None  # per node: orphan reservation pods, releasing
         self.full_builds = 0  # builds that derived every pod again (for the benchmarks and tests)
         self.updates = 0  # builds that patched the last one
 
@@ -1231,12 +1237,12 @@ class SnapshotBuilder:
             self._resv_changed = False
         orphans = self._orphans
         if orphans is not None:  # an orphan reservation pod holds one whole GPU, about to be released
-            groups = groups + orphans
+            groups = groups + orphans[0]
         _clamp_whole_releasing(allocatable, used, releasing, groups)
         used[:, GPU] += groups * MILLI
         releasing[:, GPU] += ((gpus.pods > 0) & (gpus.pods == gpus.gone)).sum(axis=1) * MILLI
         if orphans is not None:
-            releasing[:, GPU] += orphans * MILLI
+            releasing[:, GPU] += orphans[1] * MILLI
         ready = nodes.ready
         other_used = self._other_used if self._other_used is not None else self._other[ready].sum(axis=0)
         # in float64: 5,000 nodes of saturated allocatable would overflow an int64 sum (fair share is float anyway)
