@@ -109,7 +109,7 @@ def _new_pod(draw: st.DrawFn, w: World) -> Pod:
     scheduler = "default-scheduler" if kind == "other" else C.SCHEDULER_NAME
     labels = {C.LABEL_TASK_PRIORITY: str(draw(st.integers(0, 2)))} if draw(st.booleans()) else {}
     node_name, phase, start = "", "Pending", None
-    if draw(st.booleans()):
+    if draw(st.booleans()) or kind == "reservation":
         nodes = w.store.list("Node")
         if nodes:
             node_name, phase, start = draw(st.sampled_from(nodes)).meta.name, "Running", w.now - 60
@@ -151,6 +151,7 @@ def step(draw: st.DrawFn, w: World) -> str:
             [
                 "add-pods",
                 "add-pods",
+                "add-shared-gpu",
                 "delete-pod",
                 "bind",
                 "bind",
@@ -178,6 +179,21 @@ def step(draw: st.DrawFn, w: World) -> str:
     if op == "add-pods":
         for _ in range(draw(st.integers(1, 4))):
             s.put(_new_pod(draw, w))
+    elif op == "add-shared-gpu" and nodes:  # a fraction pod and its group's reservation pod, as the binder leaves
+        where = draw(st.sampled_from(nodes)).meta.name
+        group = {C.LABEL_GPU_GROUP: f"{where}-gpu{draw(st.integers(0, 1))}"}
+        gpu = {C.RESOURCE_GPU: 1}
+        for kind, ns, labels, ann, requests, scheduler in (
+            ("frac-", "ns", group, {C.ANNOTATION_GPU_FRACTION: "0.5", C.ANNOTATION_POD_GROUP_NAME: "nogroup"}, {},
+             C.SCHEDULER_NAME),
+            ("resv-", "kai-resource-reservation", {C.LABEL_APP: C.RESERVATION_APP, **group}, {}, gpu,
+             "default-scheduler"),
+        ):  # fmt: skip
+            if pgs and kind == "frac-":
+                ann[C.ANNOTATION_POD_GROUP_NAME] = draw(st.sampled_from(pgs)).meta.name
+            name = w.fresh(kind)
+            meta = ObjectMeta(name, ns, f"uid-{name}", labels=labels, annotations=ann, creation_timestamp=w.now)
+            s.put(Pod(meta, requests, node_name=where, scheduler_name=scheduler, phase="Running", start_time=w.now))
     elif op == "delete-pod" and (pod := _pick(draw, pods)) is not None:
         s.delete("Pod", key_of(pod))
     elif op == "bind" and nodes and (pod := _pick(draw, [p for p in pods if not p.node_name])) is not None:
