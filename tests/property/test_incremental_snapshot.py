@@ -3,9 +3,10 @@
 
 The cluster lives in a real ``Store`` (the Store replaces objects, never edits them, as both backends do), and
 each step changes it the way a cluster changes between two cycles: pods created (whole GPUs, GPU fractions,
-an extended resource, a legacy MIG annotation, another scheduler's, ungrouped ones, host ports), deleted,
-bound, evicted (a deletionTimestamp that turns into StuckInReleasing as the clock moves), regrouped; nodes
-added, removed, cordoned, relabelled (GPU memory, MIG strategy), made not Ready; PodGroups added, removed and
+an extended resource, a legacy MIG annotation, another scheduler's, ungrouped ones, host ports, GPU
+reservation pods of GPU groups with or without fraction pods), deleted, bound, evicted (a deletionTimestamp
+that turns into StuckInReleasing as the clock moves), regrouped, their GPU group labels changed; nodes added,
+removed, cordoned, relabelled (GPU memory, MIG strategy), made not Ready; PodGroups added, removed and
 changed; Queues and PriorityClasses changed. After every step both snapshots are built and compared, and the
 snapshot handed out one step earlier must still equal the fresh build of its own step's objects (the update
 never edits what it handed out).
@@ -88,7 +89,9 @@ def _pick(draw: st.DrawFn, objs: list[Any]) -> Any | None:
 def _new_pod(draw: st.DrawFn, w: World) -> Pod:
     groups = [g.meta.name for g in w.store.list("PodGroup")] + ["nogroup"]
     group = draw(st.sampled_from(groups))
-    kind = draw(st.sampled_from(["whole", "whole", "fraction", "cpu", "extra", "legacy-mig", "other", "ports"]))
+    kind = draw(
+        st.sampled_from(["whole", "whole", "fraction", "cpu", "extra", "legacy-mig", "other", "ports", "reservation"])
+    )
     name = w.fresh("pod-")
     requests: dict[str, int] = {C.RESOURCE_CPU: 1000, C.RESOURCE_MEMORY: GI, C.RESOURCE_PODS: 1}
     annotations = {C.ANNOTATION_POD_GROUP_NAME: group}
@@ -106,11 +109,18 @@ def _new_pod(draw: st.DrawFn, w: World) -> Pod:
     scheduler = "default-scheduler" if kind == "other" else C.SCHEDULER_NAME
     labels = {C.LABEL_TASK_PRIORITY: str(draw(st.integers(0, 2)))} if draw(st.booleans()) else {}
     node_name, phase, start = "", "Pending", None
-    if draw(st.booleans()):
+    if draw(st.booleans()) or kind == "reservation":
         nodes = w.store.list("Node")
         if nodes:
             node_name, phase, start = draw(st.sampled_from(nodes)).meta.name, "Running", w.now - 60
-    meta = ObjectMeta(name, "ns", f"uid-{name}", labels=labels, annotations=annotations, creation_timestamp=w.now)
+    namespace = "ns"
+    if kind == "reservation":  # as the binder makes them: bound straight to a node, one GPU, its group's label
+        namespace, scheduler, annotations = "kai-resource-reservation", "default-scheduler", {}
+        requests = {C.RESOURCE_CPU: 10, C.RESOURCE_GPU: 1}
+        labels = {C.LABEL_APP: C.RESERVATION_APP}
+    if node_name and kind in ("fraction", "reservation"):
+        labels.update(_gpu_group(draw, node_name))
+    meta = ObjectMeta(name, namespace, f"uid-{name}", labels=labels, annotations=annotations, creation_timestamp=w.now)
     return Pod(
         meta,
         requests,
@@ -121,6 +131,12 @@ def _new_pod(draw: st.DrawFn, w: World) -> Pod:
         container_names=("c",),
         **fields,
     )
+
+
+def _gpu_group(draw: st.DrawFn, node: str) -> dict[str, str]:
+    """A GPU group label for a bound fraction or reservation pod: one of two groups of its node, or none."""
+    group = draw(st.sampled_from([f"{node}-gpu0", f"{node}-gpu1", ""]))
+    return {C.LABEL_GPU_GROUP: group} if group else {}
 
 
 def _meta(obj: Any, **changes: Any) -> Any:
@@ -135,11 +151,13 @@ def step(draw: st.DrawFn, w: World) -> str:
             [
                 "add-pods",
                 "add-pods",
+                "add-shared-gpu",
                 "delete-pod",
                 "bind",
                 "bind",
                 "evict",
                 "regroup",
+                "gpu-group",
                 "succeed",
                 "add-node",
                 "remove-node",
@@ -161,16 +179,37 @@ def step(draw: st.DrawFn, w: World) -> str:
     if op == "add-pods":
         for _ in range(draw(st.integers(1, 4))):
             s.put(_new_pod(draw, w))
+    elif op == "add-shared-gpu" and nodes:  # a fraction pod and its group's reservation pod, as the binder leaves
+        where = draw(st.sampled_from(nodes)).meta.name
+        group = {C.LABEL_GPU_GROUP: f"{where}-gpu{draw(st.integers(0, 1))}"}
+        gpu = {C.RESOURCE_GPU: 1}
+        for kind, ns, labels, ann, requests, scheduler in (
+            ("frac-", "ns", group, {C.ANNOTATION_GPU_FRACTION: "0.5", C.ANNOTATION_POD_GROUP_NAME: "nogroup"}, {},
+             C.SCHEDULER_NAME),
+            ("resv-", "kai-resource-reservation", {C.LABEL_APP: C.RESERVATION_APP, **group}, {}, gpu,
+             "default-scheduler"),
+        ):  # fmt: skip
+            if pgs and kind == "frac-":
+                ann[C.ANNOTATION_POD_GROUP_NAME] = draw(st.sampled_from(pgs)).meta.name
+            name = w.fresh(kind)
+            meta = ObjectMeta(name, ns, f"uid-{name}", labels=labels, annotations=ann, creation_timestamp=w.now)
+            s.put(Pod(meta, requests, node_name=where, scheduler_name=scheduler, phase="Running", start_time=w.now))
     elif op == "delete-pod" and (pod := _pick(draw, pods)) is not None:
         s.delete("Pod", key_of(pod))
     elif op == "bind" and nodes and (pod := _pick(draw, [p for p in pods if not p.node_name])) is not None:
         where = draw(st.sampled_from(nodes)).meta.name
-        s.put(dataclasses.replace(pod, node_name=where, phase="Running", start_time=w.now))
+        bound = dataclasses.replace(pod, node_name=where, phase="Running", start_time=w.now)
+        if C.ANNOTATION_GPU_FRACTION in pod.meta.annotations or C.LABEL_APP in pod.meta.labels:
+            bound = _meta(bound, labels={**pod.meta.labels, **_gpu_group(draw, where)})
+        s.put(bound)
     elif op == "evict" and (pod := _pick(draw, [p for p in pods if p.node_name])) is not None:
         s.put(_meta(pod, deletion_timestamp=w.now))
     elif op == "regroup" and (pod := _pick(draw, pods)) is not None:
         group = draw(st.sampled_from([g.meta.name for g in pgs] + ["nogroup"]))
         s.put(_meta(pod, annotations={**pod.meta.annotations, C.ANNOTATION_POD_GROUP_NAME: group}))
+    elif op == "gpu-group" and (pod := _pick(draw, [p for p in pods if p.node_name])) is not None:
+        labels = {k: v for k, v in pod.meta.labels.items() if k != C.LABEL_GPU_GROUP}
+        s.put(_meta(pod, labels={**labels, **_gpu_group(draw, pod.node_name)}))
     elif op == "succeed" and (pod := _pick(draw, [p for p in pods if p.node_name])) is not None:
         s.put(dataclasses.replace(pod, phase="Succeeded"))
     elif op == "add-node":

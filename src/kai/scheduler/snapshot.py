@@ -182,6 +182,33 @@ def _clamp_whole_releasing(
         releasing[over, GPU] -= np.minimum(excess[over], whole_rel[over]) * MILLI
 
 
+def _orphan_reservations(
+    resv: list[tuple[int, _PodFacts]], gpus: GpuTable, n_nodes: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per node, how many bound GPU reservation pods are orphans, and how many of those are releasing: an
+    orphan's GPU group (label runai-gpu-group) has no pod on its node in the GPU table (its fraction pods
+    finished or went, or the label is missing). Such a pod still holds its GPU towards the device plugin until
+    the reservation sync deletes it, so it takes one whole GPU, as releasing (unless it is StuckInReleasing:
+    then, as any stuck pod's, its GPU stays used and is not releasing); a reservation pod whose group has pods
+    is held through the group (KAI's addTaskResources). None when there is none. Walks the reservation pods
+    only (a few per GPU node)."""
+    out = None
+    live: dict[int, set[str]] = {}
+    for _, f in resv:
+        node = f.node
+        names = live.get(node)
+        if names is None:
+            row = gpus.pods[node].tolist() if gpus.pods.size else []
+            names = live[node] = {name for name, n in zip(gpus.names[node], row) if n > 0}
+        if f.pod.meta.labels.get(C.LABEL_GPU_GROUP, "") not in names:
+            if out is None:
+                out = (np.zeros(n_nodes, dtype=np.int64), np.zeros(n_nodes, dtype=np.int64))
+            out[0][node] += 1
+            if f.status != TaskStatus.STUCK_IN_RELEASING:
+                out[1][node] += 1
+    return out
+
+
 def _node_taints(node: Node) -> tuple[tuple[str, str, str], ...]:
     """The node's taints; a cordoned node carries node.kubernetes.io/unschedulable:NoSchedule, as the API
     server adds it, so pods that tolerate it (DaemonSet-style) may still land there (kube's and KAI's rule)."""
@@ -549,6 +576,7 @@ class SnapshotBuilder:
 
     def __init__(self) -> None:
         self._built = False
+        self._orphans: tuple[np.ndarray, np.ndarray] | None = None  # per node: orphan reservation pods, releasing
         self.full_builds = 0  # builds that derived every pod again (for the benchmarks and tests)
         self.updates = 0  # builds that patched the last one
 
@@ -785,11 +813,16 @@ class SnapshotBuilder:
         self._other_pos: list[int] = []
         self._placed: list[tuple[int, int, _PodFacts]] = []  # (pod position, task index or -1, facts)
         self._now_dep: list[int] = []  # positions of pods whose status the clock may change
+        self._resv: list[tuple[int, _PodFacts]] = []  # (pod position, facts) of bound GPU reservation pods
+        self._resv_changed = True
 
     def _lay(self, pos: int, f: _PodFacts) -> None:
         """Put the pod at *pos* (after every pod laid so far) in its place: a task, another pod, or nothing."""
         if f.now_dep:
             self._now_dep.append(pos)
+        if f.reservation and f.used is not None:
+            self._resv.append((pos, f))
+            self._resv_changed = True
         ji = self._pg_index.get(f.group) if f.mine else None
         if ji is None:
             if f.used is not None:
@@ -887,6 +920,10 @@ class SnapshotBuilder:
             self._placed_changed = True
         del self._placed[q:]
         del self._now_dep[bisect_left(self._now_dep, pos) :]
+        r = bisect_left(self._resv, pos, key=lambda e: e[0])
+        if r < len(self._resv):
+            self._resv_changed = True
+            del self._resv[r:]
 
     # ---- update ------------------------------------------------------------------------------------------
 
@@ -898,6 +935,7 @@ class SnapshotBuilder:
         self._dirty_jobs = set()
         self._fresh_jobs = set()
         self._placed_changed = False
+        self._resv_changed = False
         self._other_used = None  # summed per build from the per-node columns
         self._columns_may_shrink = False
         if not _same(nodes, self._nodes_in):
@@ -1113,6 +1151,16 @@ class SnapshotBuilder:
                     self._placed.insert(q, (pos, ti, fn))
             elif had:
                 del self._placed[q]
+        was, now = fo.reservation and fo.used is not None, fn.reservation and fn.used is not None
+        if was or now:
+            self._resv_changed = True
+            r = bisect_left(self._resv, pos, key=lambda e: e[0])
+            if now and was:
+                self._resv[r] = (pos, fn)
+            elif now:
+                self._resv.insert(r, (pos, fn))
+            else:
+                del self._resv[r]
 
     # ---- the Snapshot ------------------------------------------------------------------------------------
 
@@ -1166,6 +1214,7 @@ class SnapshotBuilder:
         self._fresh_jobs = set()
         nodes = self._nodes
         allocatable = nodes.allocatable
+        orphans_stale = self._placed_changed or self._resv_changed  # the GPU table or the reservation pods
         if self._placed_changed:
             placed = [
                 Placed(f.node, list(f.placed), f.share, f.status == TaskStatus.RELEASING, [])
@@ -1183,9 +1232,17 @@ class SnapshotBuilder:
         releasing = self._releasing.copy()
         # every GPU group takes one whole GPU from its node; one whose pods are all releasing is a releasing GPU
         groups = (gpus.pods > 0).sum(axis=1) if gpus.pods.size else np.zeros(len(nodes.names), dtype=np.int64)
+        if orphans_stale:
+            self._orphans = _orphan_reservations(self._resv, gpus, len(nodes.names))
+            self._resv_changed = False
+        orphans = self._orphans
+        if orphans is not None:  # an orphan reservation pod holds one whole GPU, about to be released
+            groups = groups + orphans[0]
         _clamp_whole_releasing(allocatable, used, releasing, groups)
         used[:, GPU] += groups * MILLI
         releasing[:, GPU] += ((gpus.pods > 0) & (gpus.pods == gpus.gone)).sum(axis=1) * MILLI
+        if orphans is not None:
+            releasing[:, GPU] += orphans[1] * MILLI
         ready = nodes.ready
         other_used = self._other_used if self._other_used is not None else self._other[ready].sum(axis=0)
         # in float64: 5,000 nodes of saturated allocatable would overflow an int64 sum (fair share is float anyway)
