@@ -341,7 +341,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                     started = time.perf_counter()
                     cpu["started_wall"] = time.time()
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
-                seconds = await wait_all_bound(api, "fill", args.pods, started, deadline_s=600)
+                seconds = await wait_all_bound(api, "fill", args.pods, started, deadline_s=args.deadline)
                 cpu["scheduler_cpu_s"] = round(cpu_seconds(proc.pid), 2)
                 cpu["apiserver_cpu_s"] = round(cpu_seconds(apiserver) - before[0], 2)
                 cpu["etcd_cpu_s"] = round(cpu_seconds(etcd) - before[1], 2)
@@ -428,7 +428,7 @@ def run_job(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                 writes0 = await apiserver_writes(api, by_verb=True)
                 # the watch lists, then watches from the list's resourceVersion: no pod escapes it, whether
                 # the list runs before or after the Job's create
-                watcher = asyncio.ensure_future(watch_pods(api, "fill", args.pods, deadline_s=600))
+                watcher = asyncio.ensure_future(watch_pods(api, "fill", args.pods, deadline_s=args.deadline))
                 started = time.perf_counter()
                 out["started_wall"] = time.time()
                 body = job_body("big", "fill", args.pods, kai=which == "kai")
@@ -510,6 +510,7 @@ def alternate(args: argparse.Namespace, run: Callable[[Binaries, str, argparse.N
         for w in ("kai", "kube"):
             if args.only in (None, w):
                 results.append({"run": i + 1, **run(binaries, w, args)})
+                print(json.dumps(results[-1]), file=sys.stderr, flush=True)  # each run as it ends
     return results
 
 
@@ -574,6 +575,7 @@ def main() -> int:
     ap.add_argument("--log", action="store_true", help="print kai's log")
     ap.add_argument("--linger", type=float, default=3.0, help="seconds the scheduler runs on after the fill")
     ap.add_argument("--runs", type=int, default=1, help="alternate kai and kube-scheduler this many times")
+    ap.add_argument("--deadline", type=float, default=1200.0, help="seconds a run may take to bind every pod")
     args = ap.parse_args()
     results = alternate(args, run_job if args.mode == "job" else run_one)
     summary: dict[str, Any] = {
