@@ -175,18 +175,20 @@ def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
 
 
-async def wait_podgroups(api: Api, ns: str, n: int, started: float, deadline_s: float) -> float | None:
-    """Seconds from *started* until *ns* holds *n* PodGroups (kai's pod-grouper made them all); None if not."""
+async def wait_podgroups(api: Api, ns: str, n: int, started: float, deadline_s: float) -> tuple[float | None, int]:
+    """Seconds from *started* until *ns* holds *n* PodGroups (kai's pod-grouper made them all), None if not
+    within *deadline_s*; and how many it holds then."""
     end = time.perf_counter() + deadline_s
     path = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
+    count = 0
     while time.perf_counter() < end:
         lst = msgspec.json.decode(await api.get_raw(path, {"limit": "1"}))
         meta = lst.get("metadata") or {}
         count = len(lst.get("items") or []) + int(meta.get("remainingItemCount") or 0)
         if count >= n:
-            return time.perf_counter() - started
+            return time.perf_counter() - started, count
         await asyncio.sleep(0.1)
-    return None
+    return None, count
 
 
 class _PodSpec(msgspec.Struct):
@@ -347,7 +349,8 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                 cpu["etcd_cpu_s"] = round(cpu_seconds(etcd) - before[1], 2)
                 writes["until_bound"] = _delta(await apiserver_writes(api), writes0)
                 if which == "kai" and args.mode == "bare":
-                    cpu["podgroups_done_s"] = await wait_podgroups(api, "fill", args.pods, started, 120)
+                    done, made = await wait_podgroups(api, "fill", args.pods, started, args.podgroups_wait)
+                    cpu["podgroups_done_s"], cpu["podgroups_made"] = done, made
                 await asyncio.sleep(args.linger)
                 writes["after_linger"] = _delta(await apiserver_writes(api), writes0)
                 return seconds
@@ -531,6 +534,8 @@ def print_fill(r: dict[str, Any], run: str, args: argparse.Namespace) -> None:
     )
     if r.get("podgroups_done_s") is not None:
         print(f"        every PodGroup made {r['podgroups_done_s']:.2f} s after start")
+    elif "podgroups_made" in r:
+        print(f"        {r['podgroups_made']} PodGroups made {args.podgroups_wait:g} s after all were bound")
     for c in r.get("cycles", []):
         print(f"        cycle: {c}")
     if r.get("timeline"):
@@ -575,6 +580,12 @@ def main() -> int:
     ap.add_argument("--log", action="store_true", help="print kai's log")
     ap.add_argument("--linger", type=float, default=3.0, help="seconds the scheduler runs on after the fill")
     ap.add_argument("--runs", type=int, default=1, help="alternate kai and kube-scheduler this many times")
+    ap.add_argument(
+        "--podgroups-wait",
+        type=float,
+        default=120.0,
+        help="bare mode: seconds to wait for every PodGroup after all bound",
+    )
     ap.add_argument("--deadline", type=float, default=1200.0, help="seconds a run may take to bind every pod")
     args = ap.parse_args()
     results = alternate(args, run_job if args.mode == "job" else run_one)
