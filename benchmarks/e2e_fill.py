@@ -250,6 +250,18 @@ async def wait_all_bound(api: Api, ns: str, n: int, started: float, deadline_s: 
     return (await watch_pods(api, ns, n, deadline_s))[1] - started
 
 
+async def while_alive(watch: Any, proc: subprocess.Popen[bytes], log: Path) -> Any:
+    """Await *watch* unless the scheduler exits first (kai exits 1 when it loses its Lease, as deployed a
+    Deployment would restart it): then fail the run at once, naming the exit, instead of at the deadline."""
+    task = asyncio.ensure_future(watch)
+    while not task.done():
+        await asyncio.wait({task}, timeout=0.5)
+        if not task.done() and proc.poll() is not None:
+            task.cancel()
+            raise RuntimeError(f"the scheduler exited ({proc.returncode}) before every pod was bound: see {log}")
+    return task.result()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process has used so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -343,7 +355,8 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                     started = time.perf_counter()
                     cpu["started_wall"] = time.time()
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
-                seconds = await wait_all_bound(api, "fill", args.pods, started, deadline_s=args.deadline)
+                bound = wait_all_bound(api, "fill", args.pods, started, deadline_s=args.deadline)
+                seconds = await while_alive(bound, proc, log)
                 cpu["scheduler_cpu_s"] = round(cpu_seconds(proc.pid), 2)
                 cpu["apiserver_cpu_s"] = round(cpu_seconds(apiserver) - before[0], 2)
                 cpu["etcd_cpu_s"] = round(cpu_seconds(etcd) - before[1], 2)
@@ -436,7 +449,7 @@ def run_job(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                 out["started_wall"] = time.time()
                 body = job_body("big", "fill", args.pods, kai=which == "kai")
                 await api.request("POST", "/apis/batch/v1/namespaces/fill/jobs", body=body)
-                made_at, bound_at = await watcher
+                made_at, bound_at = await while_alive(watcher, proc, log)
                 out["seconds"] = round(bound_at - started, 2)
                 out["pods_made_s"] = round(made_at - started, 2)
                 out["cpu_s"] = {k: round(cpu_seconds(pid) - before[k], 2) for k, pid in procs.items()}
