@@ -43,6 +43,7 @@ from e2e_fill import (  # noqa: E402
     _Pod,
     alternate,
     cpu_seconds,
+    job_body,
     kai_install,
     machine,
     make_nodes,
@@ -55,21 +56,6 @@ from kai.k8s.envtest import Binaries, ControlPlane  # noqa: E402
 
 TICK_S = 0.05
 NS = "arrive"
-
-
-def job_body(name: str, size: int, *, kai: bool) -> dict[str, Any]:
-    template = pod_body("x", NS, kai=kai)
-    template["metadata"] = {k: v for k, v in template["metadata"].items() if k in ("labels",)}
-    template["spec"]["restartPolicy"] = "Never"
-    meta: dict[str, Any] = {"name": name, "namespace": NS}
-    if kai:
-        meta["labels"] = {"kai.scheduler/queue": "default-queue"}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": meta,
-        "spec": {"parallelism": size, "completions": size, "template": template},
-    }
 
 
 async def arrive(api: Api, args: argparse.Namespace, *, kai: bool) -> int:
@@ -90,7 +76,7 @@ async def arrive(api: Api, args: argparse.Namespace, *, kai: bool) -> int:
             calls.append(api.request("POST", f"/api/v1/namespaces/{NS}/pods", body=body))
             pods += 1
         if job_every and tick % job_every == 0:
-            body = job_body(f"j-{jobs:05d}", args.job_size, kai=kai)
+            body = job_body(f"j-{jobs:05d}", NS, args.job_size, kai=kai)
             calls.append(api.request("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", body=body))
             jobs += 1
             made += args.job_size

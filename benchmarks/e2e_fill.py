@@ -1,7 +1,7 @@
 """End-to-end fill benchmark: ``kai scheduler`` vs kube-scheduler on a real API server.
 
 Run with ``.venv/bin/python benchmarks/e2e_fill.py`` (flags: ``--nodes 500 --gpus 8 --pods 4000``,
-``--mode bare|pregrouped``, ``--only kai|kube``, ``--runs N``, ``--json``). Needs the control-plane
+``--mode bare|pregrouped|job``, ``--only kai|kube``, ``--runs N``, ``--json``). Needs the control-plane
 binaries (``make control-plane``). The control plane and kube-scheduler are the current Kubernetes
 release; ``KAI_K8S_VERSION=oldest`` runs 1.20.2, the release of the figures in benchmarks/RESULTS.md.
 
@@ -16,6 +16,16 @@ For each scheduler, on a fresh control plane (etcd on tmpfs + kube-apiserver, lo
 3. The scheduler starts as a real process: ``kai scheduler`` (leader election on, as deployed) or
    ``kube-scheduler --kube-api-qps=5000 --kube-api-burst=5000``. The clock runs from the process's
    start until a watch on the pods has seen every one bound.
+
+``--mode job`` is the other path users take: one Job of ``--pods`` one-GPU pods (parallelism = completions),
+made by the real kube-controller-manager (the control plane runs it in this mode). For kai the Job carries
+the queue label and its pod template the label and ``schedulerName: kai-scheduler``; for kube-scheduler it
+is a plain Job. The scheduler starts first and is given ``--settle`` seconds (kai: and until its log says
+its informers synced); the clock then runs from the Job's create until every pod is seen bound, the path
+of a user who submits a Job to a running scheduler. That clock includes kube-controller-manager making
+the pods (reported as ``pods_made_s``), and excludes the scheduler's start-up. Also reported: the PodGroups
+kai made (one for the Job), kai's binding cycles, writes by verb and resource, and the CPU of
+kube-controller-manager too.
 
 kai's figure therefore includes Python's start-up, the Lease, and listing 500 nodes and 4,000 pods.
 The ratio compares pods/s (pods / seconds to all bound). Also reported: the API server's write requests
@@ -119,11 +129,31 @@ async def make_pods(api: Api, n: int, ns: str, *, kai: bool, grouped: bool = Fal
     await _bounded([api.request("POST", path, body=pod_body(x, ns, kai=kai, grouped=grouped)) for x in names])
 
 
+def job_body(name: str, ns: str, size: int, *, kai: bool) -> dict[str, Any]:
+    """A Job of *size* one-GPU pods, all at once (parallelism = completions = size). For kai the Job carries
+    the queue label and its pod template the label and ``schedulerName: kai-scheduler``, as users write
+    them; for kube-scheduler it is a plain Job."""
+    template = pod_body("x", ns, kai=kai)
+    template["metadata"] = {k: v for k, v in template["metadata"].items() if k in ("labels",)}
+    template["spec"]["restartPolicy"] = "Never"
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if kai:
+        meta["labels"] = {"kai.scheduler/queue": "default-queue"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {"parallelism": size, "completions": size, "template": template},
+    }
+
+
 WRITE_VERBS = ("POST", "PATCH", "PUT", "DELETE")
 
 
-async def apiserver_writes(api: Api) -> dict[str, int]:
-    """The API server's count of write requests so far, by resource (``apiserver_request_total``)."""
+async def apiserver_writes(api: Api, *, by_verb: bool = False) -> dict[str, int]:
+    """The API server's count of write requests so far, by resource (``apiserver_request_total``); keyed
+    ``VERB resource`` with *by_verb* (job mode: the pods' POSTs are kube-controller-manager's, not the
+    scheduler's)."""
     text = (await api.get_raw("/metrics")).decode()
     out: dict[str, int] = {}
     for line in text.splitlines():
@@ -135,6 +165,8 @@ async def apiserver_writes(api: Api) -> dict[str, int]:
         if labels.get("verb") not in WRITE_VERBS:
             continue
         what = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
+        if by_verb:
+            what = f"{labels['verb']} {what}"
         out[what] = out.get(what, 0) + int(float(value))
     return out
 
@@ -143,18 +175,20 @@ def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
 
 
-async def wait_podgroups(api: Api, ns: str, n: int, started: float, deadline_s: float) -> float | None:
-    """Seconds from *started* until *ns* holds *n* PodGroups (kai's pod-grouper made them all); None if not."""
+async def wait_podgroups(api: Api, ns: str, n: int, started: float, deadline_s: float) -> tuple[float | None, int]:
+    """Seconds from *started* until *ns* holds *n* PodGroups (kai's pod-grouper made them all), None if not
+    within *deadline_s*; and how many it holds then."""
     end = time.perf_counter() + deadline_s
     path = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"
+    count = 0
     while time.perf_counter() < end:
         lst = msgspec.json.decode(await api.get_raw(path, {"limit": "1"}))
         meta = lst.get("metadata") or {}
         count = len(lst.get("items") or []) + int(meta.get("remainingItemCount") or 0)
         if count >= n:
-            return time.perf_counter() - started
+            return time.perf_counter() - started, count
         await asyncio.sleep(0.1)
-    return None
+    return None, count
 
 
 class _PodSpec(msgspec.Struct):
@@ -178,14 +212,19 @@ class _Ev(msgspec.Struct):
     object: msgspec.Raw
 
 
-async def wait_all_bound(api: Api, ns: str, n: int, started: float, deadline_s: float) -> float:
-    """Seconds from *started* until a watch has seen *n* pods of *ns* with a nodeName."""
+async def watch_pods(api: Api, ns: str, n: int, deadline_s: float) -> tuple[float, float]:
+    """Watch the pods of *ns* until *n* of them have a nodeName: the harness's clock (``perf_counter``) when
+    the *n*-th pod was first seen (made; job mode: by kube-controller-manager) and when the *n*-th was
+    first seen bound."""
     data = await api.get_raw(f"/api/v1/namespaces/{ns}/pods")
     lst = msgspec.json.decode(data)
+    seen = {p["metadata"]["name"] for p in lst["items"]}
     bound = {p["metadata"]["name"] for p in lst["items"] if (p.get("spec") or {}).get("nodeName")}
     rv = lst["metadata"]["resourceVersion"]
+    now = time.perf_counter()
+    all_seen = now if len(seen) >= n else None
     if len(bound) >= n:
-        return time.perf_counter() - started
+        return now, now
     dec = msgspec.json.Decoder(_Ev)
     pod = msgspec.json.Decoder(_Pod)
     params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": str(int(deadline_s))}
@@ -194,11 +233,33 @@ async def wait_all_bound(api: Api, ns: str, n: int, started: float, deadline_s: 
         if ev.type not in ("ADDED", "MODIFIED"):
             continue
         p = pod.decode(ev.object)
+        if all_seen is None:
+            seen.add(p.metadata.name)
+            if len(seen) >= n:
+                all_seen = time.perf_counter()
         if p.spec is not None and p.spec.nodeName:
             bound.add(p.metadata.name)
             if len(bound) >= n:
-                return time.perf_counter() - started
+                now = time.perf_counter()
+                return all_seen or now, now
     raise TimeoutError(f"only {len(bound)} of {n} pods bound after {deadline_s:.0f} s")
+
+
+async def wait_all_bound(api: Api, ns: str, n: int, started: float, deadline_s: float) -> float:
+    """Seconds from *started* until a watch has seen *n* pods of *ns* with a nodeName."""
+    return (await watch_pods(api, ns, n, deadline_s))[1] - started
+
+
+async def while_alive(watch: Any, proc: subprocess.Popen[bytes], log: Path) -> Any:
+    """Await *watch* unless the scheduler exits first (kai exits 1 when it loses its Lease, as deployed a
+    Deployment would restart it): then fail the run at once, naming the exit, instead of at the deadline."""
+    task = asyncio.ensure_future(watch)
+    while not task.done():
+        await asyncio.wait({task}, timeout=0.5)
+        if not task.done() and proc.poll() is not None:
+            task.cancel()
+            raise RuntimeError(f"the scheduler exited ({proc.returncode}) before every pod was bound: see {log}")
+    return task.result()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -257,6 +318,7 @@ def stop_scheduler(proc: subprocess.Popen[bytes]) -> None:
 
 
 def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
     cp = ControlPlane(binaries)
     cp.start()
     proc: subprocess.Popen[bytes] | None = None
@@ -293,13 +355,15 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                     started = time.perf_counter()
                     cpu["started_wall"] = time.time()
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
-                seconds = await wait_all_bound(api, "fill", args.pods, started, deadline_s=600)
+                bound = wait_all_bound(api, "fill", args.pods, started, deadline_s=args.deadline)
+                seconds = await while_alive(bound, proc, log)
                 cpu["scheduler_cpu_s"] = round(cpu_seconds(proc.pid), 2)
                 cpu["apiserver_cpu_s"] = round(cpu_seconds(apiserver) - before[0], 2)
                 cpu["etcd_cpu_s"] = round(cpu_seconds(etcd) - before[1], 2)
                 writes["until_bound"] = _delta(await apiserver_writes(api), writes0)
                 if which == "kai" and args.mode == "bare":
-                    cpu["podgroups_done_s"] = await wait_podgroups(api, "fill", args.pods, started, 120)
+                    done, made = await wait_podgroups(api, "fill", args.pods, started, args.podgroups_wait)
+                    cpu["podgroups_done_s"], cpu["podgroups_made"] = done, made
                 await asyncio.sleep(args.linger)
                 writes["after_linger"] = _delta(await apiserver_writes(api), writes0)
                 return seconds
@@ -315,12 +379,108 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             "writes_per_pod_until_bound": round(sum(writes["until_bound"].values()) / args.pods, 2),
             "writes_per_pod": round(sum(writes["after_linger"].values()) / args.pods, 2),
             "writes": writes["after_linger"],
+            "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],  # 1-min load average at start, end
         }
         if which == "kai":
             result.update(_kai_log_figures(log, cpu.pop("started_wall")))
             if args.log:
                 print(log.read_text(errors="replace"))
         return result
+    finally:
+        if proc is not None:
+            stop_scheduler(proc)
+        cp.stop()
+
+
+async def wait_ready(which: str, log: Path, proc: subprocess.Popen[bytes], settle_s: float) -> float:
+    """Wait until the scheduler is up: at least *settle_s* after its start, and for kai until its log says
+    its informers synced (kube-scheduler logs nothing comparable at this verbosity; it lists 500 nodes in
+    well under a second). Returns the seconds waited."""
+    t0 = time.perf_counter()
+    while which == "kai" and b'"informers synced"' not in log.read_bytes():
+        if proc.poll() is not None:
+            raise RuntimeError(f"kai scheduler exited ({proc.returncode}) before it synced: see {log}")
+        if time.perf_counter() - t0 > 120:
+            raise TimeoutError(f"kai scheduler did not sync in 120 s: see {log}")
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(max(0.0, t0 + settle_s - time.perf_counter()))
+    return time.perf_counter() - t0
+
+
+async def count_podgroups(api: Api, ns: str) -> int:
+    lst = msgspec.json.decode(await api.get_raw(f"/apis/scheduling.run.ai/v2alpha2/namespaces/{ns}/podgroups"))
+    return len(lst.get("items") or [])
+
+
+def run_job(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[str, Any]:
+    """``--mode job``: one Job of ``--pods`` pods, made by the real kube-controller-manager, on a fresh
+    control plane. The scheduler is started first and left to sync (``--settle``); the clock runs from the
+    Job's create until a watch has seen every pod bound: the user's path (a scheduler already running, a
+    Job submitted), which includes kube-controller-manager making the pods (``pods_made_s``)."""
+    load_before = os.getloadavg()[0]
+    cp = ControlPlane(binaries)
+    cp.start()
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        cp.start_controller_manager()
+        if which == "kai":
+            kai_install(cp)
+        log = cp.workdir / f"{which}-scheduler.log"  # type: ignore[operator]
+        out: dict[str, Any] = {"scheduler": which}
+
+        async def measure() -> None:
+            nonlocal proc
+            api = Api(load_config(str(cp.kubeconfig)))
+            try:
+                await make_nodes(api, args.nodes, args.gpus)
+                await api.request("POST", "/api/v1/namespaces", body={"metadata": {"name": "fill"}})
+                with open(log, "wb") as fh:
+                    proc = subprocess.Popen(scheduler_cmd(which, binaries, cp), stdout=fh, stderr=subprocess.STDOUT)
+                out["ready_after_s"] = round(await wait_ready(which, log, proc, args.settle), 2)
+                pids = cp.pids()
+                control = ("kube-apiserver", "etcd", "kube-controller-manager")
+                procs = {"scheduler": proc.pid, **{k: pids[k] for k in control}}
+                before = {k: cpu_seconds(pid) for k, pid in procs.items()}
+                writes0 = await apiserver_writes(api, by_verb=True)
+                # the watch lists, then watches from the list's resourceVersion: no pod escapes it, whether
+                # the list runs before or after the Job's create
+                watcher = asyncio.ensure_future(watch_pods(api, "fill", args.pods, deadline_s=args.deadline))
+                started = time.perf_counter()
+                out["started_wall"] = time.time()
+                body = job_body("big", "fill", args.pods, kai=which == "kai")
+                await api.request("POST", "/apis/batch/v1/namespaces/fill/jobs", body=body)
+                made_at, bound_at = await while_alive(watcher, proc, log)
+                out["seconds"] = round(bound_at - started, 2)
+                out["pods_made_s"] = round(made_at - started, 2)
+                out["cpu_s"] = {k: round(cpu_seconds(pid) - before[k], 2) for k, pid in procs.items()}
+                until_bound = _delta(await apiserver_writes(api, by_verb=True), writes0)
+                await asyncio.sleep(args.linger)
+                after = _delta(await apiserver_writes(api, by_verb=True), writes0)
+                out["writes_per_pod_until_bound"] = round(sum(until_bound.values()) / args.pods, 2)
+                out["writes_per_pod"] = round(sum(after.values()) / args.pods, 2)
+                # what the scheduler wrote, less what kube-controller-manager surely wrote (the pods, the
+                # Job's status); events are both's (kcm's SuccessfulCreate, the schedulers' Scheduled)
+                kcm = sum(v for k, v in after.items() if k == "POST pods" or k.split(" ")[1].startswith("jobs"))
+                out["writes_per_pod_less_kcm"] = round((sum(after.values()) - kcm) / args.pods, 2)
+                out["writes"] = after
+                if which == "kai":
+                    out["podgroups"] = await count_podgroups(api, "fill")
+            finally:
+                await api.close()
+
+        asyncio.run(measure())
+        out["pods_per_s"] = round(args.pods / out["seconds"])
+        out["load"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
+        started_wall = out.pop("started_wall")
+        if which == "kai":
+            figures = _kai_log_figures(log, started_wall)  # seconds after the Job's create
+            cycles = figures.pop("cycles")
+            out.update(figures)
+            out["binding_cycles"] = len(cycles)
+            out["cycles_bound"] = [c["bound"] for c in cycles]
+            if args.log:
+                print(log.read_text(errors="replace"))
+        return out
     finally:
         if proc is not None:
             stop_scheduler(proc)
@@ -366,11 +526,52 @@ def alternate(args: argparse.Namespace, run: Callable[[Binaries, str, argparse.N
         for w in ("kai", "kube"):
             if args.only in (None, w):
                 results.append({"run": i + 1, **run(binaries, w, args)})
+                print(json.dumps(results[-1]), file=sys.stderr, flush=True)  # each run as it ends
     return results
 
 
 def machine() -> str:
     return f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+
+
+def print_fill(r: dict[str, Any], run: str, args: argparse.Namespace) -> None:
+    extra = f" (informers synced in {r['sync_s']} s)" if "sync_s" in r else ""
+    print(f"  {run}{r['scheduler']:5s} all bound in {r['seconds']:6.2f} s = {r['pods_per_s']} pods/s{extra}")
+    print(
+        f"        CPU s while filling: scheduler {r['scheduler_cpu_s']}, kube-apiserver "
+        f"{r['apiserver_cpu_s']}, etcd {r['etcd_cpu_s']}; load {r['load'][0]} -> {r['load'][1]}"
+    )
+    print(
+        f"        API writes per pod: {r['writes_per_pod_until_bound']} until all bound, "
+        f"{r['writes_per_pod']} after {args.linger:g} s more: {r['writes']}"
+    )
+    if r.get("podgroups_done_s") is not None:
+        print(f"        every PodGroup made {r['podgroups_done_s']:.2f} s after start")
+    elif "podgroups_made" in r:
+        print(f"        {r['podgroups_made']} PodGroups made {args.podgroups_wait:g} s after all were bound")
+    for c in r.get("cycles", []):
+        print(f"        cycle: {c}")
+    if r.get("timeline"):
+        print("        seconds after start: " + ", ".join(f"{k} {v}" for k, v in r["timeline"].items()))
+
+
+def print_job(r: dict[str, Any], run: str, args: argparse.Namespace) -> None:
+    print(
+        f"  {run}{r['scheduler']:5s} all bound {r['seconds']:6.2f} s after the Job's create = {r['pods_per_s']} "
+        f"pods/s (kube-controller-manager made every pod by {r['pods_made_s']} s; scheduler up "
+        f"{r['ready_after_s']} s before the Job)"
+    )
+    print(f"        CPU s while filling: {r['cpu_s']}; load {r['load'][0]} -> {r['load'][1]}")
+    print(
+        f"        API writes per pod: {r['writes_per_pod_until_bound']} until all bound, {r['writes_per_pod']} "
+        f"after {args.linger:g} s more ({r['writes_per_pod_less_kcm']} less the pods' creates and the Job's "
+        f"writes): {r['writes']}"
+    )
+    if r["scheduler"] == "kai":
+        print(
+            f"        PodGroups: {r['podgroups']}; {r['binding_cycles']} binding cycles, bound {r['cycles_bound']}; "
+            "seconds after the Job's create: " + ", ".join(f"{k} {v}" for k, v in r["timeline"].items())
+        )
 
 
 def main() -> int:
@@ -380,21 +581,31 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=4000)
     ap.add_argument(
         "--mode",
-        choices=["bare", "pregrouped"],
+        choices=["bare", "pregrouped", "job"],
         default="bare",
         help="bare: kai's pods as users create them (kai's pod-grouper makes the PodGroups); pregrouped: "
-        "each with a PodGroup made beforehand (the pod-grouper does nothing)",
+        "each with a PodGroup made beforehand (the pod-grouper does nothing); job: one Job of --pods pods "
+        "made by kube-controller-manager, the clock from the Job's create",
     )
+    ap.add_argument("--settle", type=float, default=5.0, help="job mode: seconds the scheduler runs before the Job")
     ap.add_argument("--only", choices=["kai", "kube"], default=None)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--log", action="store_true", help="print kai's log")
     ap.add_argument("--linger", type=float, default=3.0, help="seconds the scheduler runs on after the fill")
     ap.add_argument("--runs", type=int, default=1, help="alternate kai and kube-scheduler this many times")
+    ap.add_argument(
+        "--podgroups-wait",
+        type=float,
+        default=120.0,
+        help="bare mode: seconds to wait for every PodGroup after all bound",
+    )
+    ap.add_argument("--deadline", type=float, default=1200.0, help="seconds a run may take to bind every pod")
     args = ap.parse_args()
-    results = alternate(args, run_one)
+    results = alternate(args, run_job if args.mode == "job" else run_one)
     summary: dict[str, Any] = {
         "machine": machine(),
-        "setup": f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods ({args.mode})",
+        "setup": f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods ({args.mode})"
+        + (", the clock from the Job's create" if args.mode == "job" else ", the clock from the scheduler's start"),
         "results": results,
     }
     medians = {
@@ -411,23 +622,8 @@ def main() -> int:
     else:
         print(summary["machine"], "|", summary["setup"])
         for r in results:
-            extra = f" (informers synced in {r['sync_s']} s)" if "sync_s" in r else ""
             run = f"run {r['run']} " if args.runs > 1 else ""
-            print(f"  {run}{r['scheduler']:5s} all bound in {r['seconds']:6.2f} s = {r['pods_per_s']} pods/s{extra}")
-            print(
-                f"        CPU s while filling: scheduler {r['scheduler_cpu_s']}, kube-apiserver "
-                f"{r['apiserver_cpu_s']}, etcd {r['etcd_cpu_s']}"
-            )
-            print(
-                f"        API writes per pod: {r['writes_per_pod_until_bound']} until all bound, "
-                f"{r['writes_per_pod']} after {args.linger:g} s more: {r['writes']}"
-            )
-            if r.get("podgroups_done_s") is not None:
-                print(f"        every PodGroup made {r['podgroups_done_s']:.2f} s after start")
-            for c in r.get("cycles", []):
-                print(f"        cycle: {c}")
-            if r.get("timeline"):
-                print("        seconds after start: " + ", ".join(f"{k} {v}" for k, v in r["timeline"].items()))
+            (print_job if args.mode == "job" else print_fill)(r, run, args)
         if "ratio_pods_per_s" in summary:
             m = summary["median_seconds"]
             what = f"medians of {args.runs} runs, " if args.runs > 1 else ""
