@@ -110,10 +110,8 @@ class Applier:
         self._w: Any = api  # the writer of the cycle being applied (fenced to its term)
         self.gpu_sharing: GpuSharingBinder | None = None  # set by the scheduler: shared binds go through it
         self.decided: Decided | None = None  # the pod-grouper's decisions: a Binding carries the pod's PodGroup
-        # No cycle deciding, no binds or evictions in flight: the pod-grouper's background writes wait for it.
-        # Cleared until the first cycle's binds were sent: the PodGroups decided while the first cycle waits
-        # for the grouper's first decisions go after that cycle's binds too (docs/cluster.md).
-        self.idle = asyncio.Event()
+        self.idle = asyncio.Event()  # no cycle deciding, no binds or evictions in flight (the grouper's writes wait)
+        self.idle.set()
 
     async def quiet(self) -> None:
         """Until no binds are in flight: PodGroup creates and pod patches yield to binds."""
