@@ -110,6 +110,7 @@ class ChaosRun:
     gangs: list[Gang] = field(default_factory=list)
     thread_errors: list[str] = field(default_factory=list)
     exits: list[tuple[str, int | None]] = field(default_factory=list)  # replicas that ended: (identity, code)
+    settle_report: str = ""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)  # the workload's draws
@@ -352,27 +353,36 @@ class ChaosRun:
         return time.monotonic() - t0
 
     def settle(self, stall_s: float) -> None:
-        """Wait until every pod is bound or says why it waits, and none is terminating, twice in a row
-        2 s apart; give up (the invariants then name what is unsettled) once the unsettled pods have not
-        changed for *stall_s*, or after SETTLE_CAP_S in all. The stall bound is what kai may need after
-        the faults end with nothing visible changing: a Lease to expire (4 s) and a replacement replica
-        to start and list (seconds, more on a loaded machine), a stalled watch to be noticed (8 s)."""
+        """Wait until every pod is bound or says why it waits, none is terminating and no gang is bound in
+        part, twice in a row 2 s apart; give up (the invariants then name what is unsettled) once the
+        unsettled set has not changed for *stall_s*, or after SETTLE_CAP_S in all. The stall bound is what
+        kai may need after the faults end with nothing visible changing: a Lease to expire (4 s) and a
+        replacement replica to start and list (seconds, more on a loaded machine), a stalled watch to be
+        noticed (8 s). What was unsettled when the wait began, and for how long, go to ``settle_report``."""
         start = moved = time.monotonic()
         calm = 0
         last: list[str] | None = None
+        first: list[str] | None = None
         while calm < 2 and time.monotonic() - moved < stall_s and time.monotonic() - start < SETTLE_CAP_S:
             now = self._unsettled()
+            first = now if first is None else first
             calm = calm + 1 if not now else 0
             if now != last:
                 last, moved = now, time.monotonic()
             time.sleep(2.0)
+        self.settle_report = f"settled in {time.monotonic() - start:.1f} s; unsettled at first: {(first or [])[:8]}"
 
     def _unsettled(self) -> list[str]:
-        out = []
-        for p in self.client.list(Pod, namespace=self.ns):
-            if p.metadata.deletionTimestamp is not None or (not p.spec.nodeName and not _waits_with_reason(p)):
-                out.append(p.metadata.name)
-        return out
+        """Pods terminating or waiting without a reason, and gangs bound in part: a pod still pending with the
+        reason of an earlier cycle may be a gang's whose binds are under way, or whose bound part kai is about
+        to evict (a broken gang), so the pods alone do not say kai is done."""
+        pods = list(self.client.list(Pod, namespace=self.ns))
+        out = [
+            p.metadata.name
+            for p in pods
+            if p.metadata.deletionTimestamp is not None or (not p.spec.nodeName and not _waits_with_reason(p))
+        ]
+        return out + self._gangs(pods)
 
     def stop(self) -> None:
         self._workload_stop.set()
@@ -403,7 +413,7 @@ class ChaosRun:
         out += self._overcommit(pods)
         out += self._bound_twice(log)
         out += self._lost(pods, log)
-        out += self._gangs(pods)
+        out += self._gangs(pods, detail=True)
         out += self._pdb(log)
         out += self._writers(log)
         out += self._errors_logged()
@@ -488,14 +498,27 @@ class ChaosRun:
                 out.append(f"pod waits without a reason: {self.describe(name)}")
         return out
 
-    def _gangs(self, pods: list[Pod]) -> list[str]:
+    def _gangs(self, pods: list[Pod], *, detail: bool = False) -> list[str]:
+        """Gangs bound in part; with *detail*, each with its pods' state and what kai logged about it."""
         bound = {p.metadata.name for p in pods if p.spec.nodeName and p.metadata.deletionTimestamp is None}
         out = []
         for g in self.gangs:
             n = sum(1 for p in g.pods if p in bound)
             if 0 < n < len(g.pods):
                 out.append(f"gang {g.name}: {n} of {len(g.pods)} pods bound (minMember {len(g.pods)})")
+                if detail:
+                    out += [f"  {self.describe(p)}" for p in g.pods] + [f"  {line}" for line in self._logged(g)]
         return out
+
+    def _logged(self, gang: Gang, last: int = 12) -> list[str]:
+        """The replicas' last log lines naming *gang* or one of its pods (a violation's message)."""
+        names = (gang.name, *gang.pods)
+        lines = []
+        for r in self.replicas:
+            for line in r.log.read_text(errors="replace").splitlines():
+                if any(n in line for n in names):
+                    lines.append(f"{r.identity}: {line[:400]}")
+        return lines[-last:]
 
     def _pdb(self, log: list[Logged]) -> list[str]:
         protected = {n for n, k in self.created.items() if k == "protected"}

@@ -51,6 +51,7 @@ def chaos(
 def _check(run: ChaosRun, seconds: float) -> None:
     replicas = [r.identity for r in run.replicas]
     print(f"chaos seed {run.seed}: {seconds:.1f} s, {len(run.created)} pods, replicas {replicas}, exits {run.exits}")
+    print(run.settle_report)
     problems = run.violations()
     assert not problems, "\n".join(problems[:30])
     assert any(p.log for p in run.proxies)  # kai did reach the API server through the proxies

@@ -277,7 +277,9 @@ class Applier:
                 self.metrics.binds.labels("gone").inc()
                 return False
             # Unknown: count the pod where it was sent until the watch tells (Assumed's "doubt").
-            self.assumed.binds[key] = AssumedBind(uid, b.node, time.monotonic(), tuple(b.gpu_groups), doubt=True)
+            self.assumed.binds[key] = AssumedBind(
+                uid, b.node, time.monotonic(), tuple(b.gpu_groups), doubt=True, podgroup=b.podgroup
+            )
             self.metrics.binds.labels("doubt").inc()
             log.warning(
                 "bind in doubt", extra={"pod": str(b.pod), "node": b.node, "error": str(err), "read_back": str(e)}

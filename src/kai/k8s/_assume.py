@@ -10,7 +10,8 @@ time alone, kubernetes#106361):
 * A bind whose answer was lost and could not be read back is *in doubt*: it counts as bound on the
   node it was sent for (its room is not given away), until the Store shows it bound or gone, or the pod
   watch has been heard from ``doubt_s`` after the attempt with the pod still unbound (then it did not
-  happen and the pod is planned again).
+  happen and the pod is planned again). A gang pod's bind refuted so has left its gang bound in part,
+  as a failed bind does: the gang is marked broken (below).
 * As a backstop against a bug leaking entries, an assumption older than ``ttl_s`` (counted from when
   its request finished) is dropped, but only if the pod watch has been heard from since then: a watch
   that is stalled or down never makes kai forget its own binds. ``ttl_s`` is longer than the informers'
@@ -50,6 +51,7 @@ class AssumedBind(NamedTuple):
     when: float  # monotonic, when the request finished
     gpu_groups: tuple[str, ...]
     doubt: bool = False  # the answer was lost: it may not have happened
+    podgroup: str = ""  # the pod's PodGroup (a refuted doubt breaks its gang)
 
 
 class AssumedEviction(NamedTuple):
@@ -92,6 +94,8 @@ class Assumed:
                 del self.binds[key]
             elif b.doubt and heard_since(b.when + self.doubt_s):
                 del self.binds[key]  # the watch is past the attempt and the pod is unbound: it did not happen
+                if b.podgroup:  # its gang's other binds may have: the next cycle decides on the bound part
+                    self.broken[(key[0], b.podgroup)] = now
             elif now - b.when > self.ttl_s and heard_since(b.when + self.ttl_s):
                 del self.binds[key]
         for key, e in list(self.evictions.items()):

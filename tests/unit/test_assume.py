@@ -1,0 +1,81 @@
+"""What kai did that the watch has not shown yet (kai.k8s._assume): when an assumed bind goes, and when a
+bind in doubt breaks its gang."""
+
+from __future__ import annotations
+
+from kai.api import constants as C
+from kai.api.objects import parse_pod, parse_podgroup
+from kai.k8s._assume import DOUBT_S, Assumed, AssumedBind
+from kai.store import Store
+
+
+def pod(name: str, node: str = "") -> object:
+    return parse_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "uid": f"uid-{name}",
+                "labels": {C.LABEL_QUEUE: "default-queue"},
+                "annotations": {C.ANNOTATION_POD_GROUP_NAME: "gang"},
+            },
+            "spec": {
+                "schedulerName": C.SCHEDULER_NAME,
+                "nodeName": node or None,
+                "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+        }
+    )
+
+
+def gang() -> object:
+    return parse_podgroup(
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "gang", "namespace": "ns", "uid": "uid-gang"},
+            "spec": {"queue": "default-queue", "minMember": 2},
+        }
+    )
+
+
+def heard(until: float):
+    """The pod watch was last heard from at monotonic time *until*."""
+    return lambda t: t <= until
+
+
+def test_a_refuted_bind_in_doubt_breaks_its_gang() -> None:
+    store = Store()
+    store.put(gang())
+    store.put(pod("a", node="n1"))  # its gang-mate's bind went through
+    store.put(pod("b"))
+    assumed = Assumed()
+    assumed.binds[("ns", "b")] = AssumedBind("uid-b", "n1", 100.0, (), doubt=True, podgroup="gang")
+    assumed.expire(store, 101.0, heard(101.0))  # the watch is not past the attempt yet: still counted
+    assert ("ns", "b") in assumed.binds and not assumed.broken
+    assumed.expire(store, 100.0 + DOUBT_S + 1, heard(100.0 + DOUBT_S + 1))
+    assert ("ns", "b") not in assumed.binds  # it did not happen: the pod is planned again
+    assert ("ns", "gang") in assumed.broken  # and its gang is bound in part
+
+
+def test_a_confirmed_bind_in_doubt_leaves_its_gang_whole() -> None:
+    store = Store()
+    store.put(gang())
+    store.put(pod("b", node="n1"))  # the watch shows it bound: the lost answer was a success
+    assumed = Assumed()
+    assumed.binds[("ns", "b")] = AssumedBind("uid-b", "n1", 100.0, (), doubt=True, podgroup="gang")
+    assumed.expire(store, 100.0 + DOUBT_S + 1, heard(100.0 + DOUBT_S + 1))
+    assert not assumed.binds and not assumed.broken
+
+
+def test_a_broken_mark_goes_with_its_podgroup() -> None:
+    store = Store()
+    store.put(gang())
+    assumed = Assumed(broken={("ns", "gang"): 1.0})
+    assumed.expire(store, 2.0, heard(2.0))
+    assert assumed.broken
+    store.delete("PodGroup", ("ns", "gang"))
+    assumed.expire(store, 3.0, heard(3.0))
+    assert not assumed.broken
