@@ -75,6 +75,32 @@ def test_a_gang_bound_in_part_is_evicted_at_once(
         assert bound(admin, ns) == {}
 
 
+def test_a_gang_its_predecessor_left_bound_in_part_is_decided_on_at_once(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """A leader deposed mid-bind (killed, or frozen past its Lease) leaves a gang bound in part, and its
+    successor knows nothing of those binds. Here the predecessor's work is played by creating two of a
+    three-pod gang's pods already bound, on a node with room for those two only. The new leader cannot
+    complete the gang, so it evicts the bound part in its first cycles, not after the 60 s staleness
+    grace (``Assumed.adopt``)."""
+    nodes("adopt-0", gpus=2)
+    admin.create(
+        PodGroup.from_dict(
+            {"metadata": {"name": "g", "namespace": ns}, "spec": {"queue": "default-queue", "minMember": 3}}
+        )
+    )
+    for i in range(3):
+        pod = gpu_pod(f"g-{i}", ns, annotations={"pod-group-name": "g"})
+        if i < 2:
+            pod.spec.nodeName = "adopt-0"  # what the predecessor's binds left
+        admin.create(pod)
+    Kubelet(admin).run_bound(ns)
+    with InProcess(options(scheduler_cluster)):
+        started = time.monotonic()
+        wait_for(lambda: terminating(admin, ns) == {"g-0", "g-1"}, "the bound part to be evicted", timeout=20)
+        assert time.monotonic() - started < GRACE_S / 3
+
+
 def test_a_victim_gang_a_pdb_covers_in_part_goes_whole_or_not_at_all(
     scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
 ) -> None:

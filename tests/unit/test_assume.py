@@ -9,7 +9,7 @@ from kai.k8s._assume import DOUBT_S, Assumed, AssumedBind
 from kai.store import Store
 
 
-def pod(name: str, node: str = "") -> object:
+def pod(name: str, node: str = "", group: str = "gang", **meta: object) -> object:
     return parse_pod(
         {
             "apiVersion": "v1",
@@ -19,7 +19,8 @@ def pod(name: str, node: str = "") -> object:
                 "namespace": "ns",
                 "uid": f"uid-{name}",
                 "labels": {C.LABEL_QUEUE: "default-queue"},
-                "annotations": {C.ANNOTATION_POD_GROUP_NAME: "gang"},
+                "annotations": {C.ANNOTATION_POD_GROUP_NAME: group},
+                **meta,
             },
             "spec": {
                 "schedulerName": C.SCHEDULER_NAME,
@@ -30,13 +31,13 @@ def pod(name: str, node: str = "") -> object:
     )
 
 
-def gang() -> object:
+def gang(name: str = "gang", min_member: int = 2, **annotations: str) -> object:
     return parse_podgroup(
         {
             "apiVersion": "scheduling.run.ai/v2alpha2",
             "kind": "PodGroup",
-            "metadata": {"name": "gang", "namespace": "ns", "uid": "uid-gang"},
-            "spec": {"queue": "default-queue", "minMember": 2},
+            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "annotations": annotations},
+            "spec": {"queue": "default-queue", "minMember": min_member},
         }
     )
 
@@ -79,3 +80,25 @@ def test_a_broken_mark_goes_with_its_podgroup() -> None:
     store.delete("PodGroup", ("ns", "gang"))
     assumed.expire(store, 3.0, heard(3.0))
     assert not assumed.broken
+
+
+def test_a_new_leader_adopts_the_gangs_its_predecessor_left_bound_in_part_as_broken() -> None:
+    store = Store()
+    store.put(gang("part", 3))  # two of three bound, no stale stamp: left mid-bind
+    store.put(pod("part-0", node="n1", group="part"))
+    store.put(pod("part-1", node="n1", group="part"))
+    store.put(pod("part-2", group="part"))
+    store.put(gang("whole", 2))
+    store.put(pod("whole-0", node="n1", group="whole"))
+    store.put(pod("whole-1", node="n2", group="whole"))
+    store.put(gang("pending", 2))
+    store.put(pod("pending-0", group="pending"))
+    stamped = {C.ANNOTATION_STALE_TIMESTAMP: "2026-11-26T00:00:00Z"}
+    store.put(gang("stale", 2, **stamped))  # already stale under the predecessor: its grace runs on
+    store.put(pod("stale-0", node="n1", group="stale"))
+    store.put(gang("going", 2))  # one bound, one terminating: the terminating one no longer counts
+    store.put(pod("going-0", node="n1", group="going"))
+    store.put(pod("going-1", node="n1", group="going", deletionTimestamp="2026-11-26T00:00:00Z"))
+    assumed = Assumed()
+    assert sorted(assumed.adopt(store, 5.0)) == [("ns", "going"), ("ns", "part")]
+    assert assumed.broken == {("ns", "going"): 5.0, ("ns", "part"): 5.0}

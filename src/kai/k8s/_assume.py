@@ -23,6 +23,12 @@ time alone, kubernetes#106361):
   evicts it at once instead of after the staleness grace. The mark goes when a cycle reports the gang
   not stale (its bound part suffices, or nothing of it is bound any more), or the PodGroup is gone;
   the held-back pods come back when their backoff ends, and the gang is placed whole again.
+* A replica that becomes leader knows nothing of its predecessor's binds. A gang it finds bound in part
+  and not stamped stale was most likely left so mid-bind by that predecessor (deposed, killed, frozen
+  past its Lease): a leader stamps a gang that lost a pod in its next cycle. So such gangs start out
+  broken (``adopt``): the first cycle completes them if allocate can, and otherwise evicts their bound
+  part at once rather than holding their GPUs through the staleness grace. The engine still decides
+  what is stale; a gang wrongly suspected only loses its grace.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from kai.api import constants as C
 from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import Pod, PodGroup
 from kai.k8s._api import Backoff
@@ -41,6 +48,7 @@ from kai.store import Key, Store
 ASSUME_TTL_S = 120.0
 DOUBT_S = 5.0
 HOLD_BACK = Backoff(initial=1.0, cap=10.0)
+_DONE = ("Succeeded", "Failed")
 
 HeardSince = Callable[[float], bool]  # the pod watch was heard from after monotonic time t
 
@@ -109,6 +117,23 @@ class Assumed:
             pod = store.get("Pod", key)
             if pod is None or pod.meta.uid != h.uid or pod.node_name or now - h.until > HOLD_BACK.cap:
                 del self.held_back[key]
+
+    def adopt(self, store: Store, now: float) -> list[Key]:
+        """Once leading, before the first cycle: mark broken the gangs bound in part and not stamped stale
+        (module docstring). Those marked, for the log."""
+        bound: dict[Key, int] = {}
+        for pod in store.list("Pod"):
+            name = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME)
+            if name and pod.node_name and pod.meta.deletion_timestamp is None and pod.phase not in _DONE:
+                key = (pod.meta.namespace or "", name)
+                bound[key] = bound.get(key, 0) + 1
+        marked = []
+        for key, n in bound.items():
+            pg = store.get("PodGroup", key)
+            if pg is not None and pg.stale_since is None and n < pg.min_member:
+                self.broken[key] = now
+                marked.append(key)
+        return marked
 
     def pods(self, store: Store, now: float, mono: float) -> list[Pod]:
         """The Store's pods with the assumptions laid over them (copies; the Store is not changed), less

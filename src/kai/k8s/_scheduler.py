@@ -375,6 +375,13 @@ class KaiScheduler:
             raise Fenced("the Lease was lost before the informers synced")
         writer = self.fence.api(self.api, term)
         self._started_sync = True
+        assert self.applier is not None
+        # gangs a deposed predecessor left bound in part: decided on at once (kai.k8s._assume, "adopt")
+        if marked := self.applier.assumed.adopt(self.store, time.monotonic()):
+            log.info(
+                "gangs bound in part on taking the lead",
+                extra={"count": len(marked), "podgroups": [f"{ns}/{n}" for ns, n in marked[:20]]},
+            )
         self.events.start(self.supervisor, writer)
         self.grouper.start(self.supervisor, writer)
         log.info(
