@@ -48,7 +48,7 @@ from typing import Any
 from httpx2 import TransportError
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.core_v1 import Event, Node, Pod
 
 from kai.api import constants as C
 from kai.k8s._admission import Admission, AdmissionConfig
@@ -475,7 +475,9 @@ class ChaosRun:
             return f"{name}: {e.status.code}"
         conds = [(c.type, c.status, (c.message or "")[:80]) for c in (p.status.conditions or [])]
         pg = (p.metadata.annotations or {}).get("pod-group-name")
-        return f"{name}: node={p.spec.nodeName!r} phase={p.status.phase} podgroup={pg} conditions={conds}"
+        nominated = p.status.nominatedNodeName
+        where = f"node={p.spec.nodeName!r} nominated={nominated!r}"
+        return f"{name}: {where} phase={p.status.phase} podgroup={pg} conditions={conds}"
 
     def _lost(self, pods: list[Pod], log: list[Logged]) -> list[str]:
         present = {p.metadata.name: p for p in pods}
@@ -496,6 +498,8 @@ class ChaosRun:
                     out.append(f"pod {name} was lost")
             elif not p.spec.nodeName and not _waits_with_reason(p):
                 out.append(f"pod waits without a reason: {self.describe(name)}")
+                group = (p.metadata.annotations or {}).get("pod-group-name")
+                out += [f"  {line}" for line in self._logged(name, group)]
         return out
 
     def _gangs(self, pods: list[Pod], *, detail: bool = False) -> list[str]:
@@ -507,12 +511,21 @@ class ChaosRun:
             if 0 < n < len(g.pods):
                 out.append(f"gang {g.name}: {n} of {len(g.pods)} pods bound (minMember {len(g.pods)})")
                 if detail:
-                    out += [f"  {self.describe(p)}" for p in g.pods] + [f"  {line}" for line in self._logged(g)]
+                    out += [f"  {self.describe(p)}" for p in g.pods]
+                    out += [f"  {line}" for line in self._logged(g.name, *g.pods)]
+                    out += [f"  {line}" for line in self._events(g.name, *g.pods)]
         return out
 
-    def _logged(self, gang: Gang, last: int = 12) -> list[str]:
-        """The replicas' last log lines naming *gang* or one of its pods (a violation's message)."""
-        names = (gang.name, *gang.pods)
+    def _events(self, *names: str) -> list[str]:
+        """The events kai recorded on *names* (pods, PodGroups), oldest first (a violation's message)."""
+        wanted = set(names)
+        events = [e for e in self.client.list(Event, namespace=self.ns) if e.involvedObject.name in wanted]
+        events.sort(key=lambda e: (str(e.lastTimestamp or e.eventTime or ""), e.involvedObject.name))
+        return [f"event {e.involvedObject.name} {e.reason} x{e.count or 1}: {(e.message or '')[:200]}" for e in events]
+
+    def _logged(self, *names: str | None, last: int = 12) -> list[str]:
+        """The replicas' last log lines naming one of *names* (a pod, its PodGroup: a violation's message)."""
+        names = tuple(n for n in names if n)
         lines = []
         for r in self.replicas:
             for line in r.log.read_text(errors="replace").splitlines():

@@ -310,3 +310,49 @@ def test_the_dechunker_rejects_a_bad_size_line() -> None:
 
     with pytest.raises(ValueError):
         _Dechunker().feed(b"zz\r\nabc\r\n")
+
+
+async def _after_a_drop(pause_s: float) -> tuple[list[int], int]:
+    """Eight concurrent requests leave eight idle connections; the server then closes them all (as an
+    API server restart or a proxy dropping its connections does); then three requests one by one.
+    Their statuses, and the connections the client opened in all."""
+    writers: list[asyncio.StreamWriter] = []
+
+    async def serve(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        writers.append(w)
+        try:
+            while True:
+                head = await r.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                await r.readexactly(length)
+                w.write(_answer("200 OK", b"{}"))
+                await w.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            w.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    http = FastHttp("127.0.0.1", server.sockets[0].getsockname()[1], None, lambda refresh: "t0k")
+    try:
+        await asyncio.gather(*(http.request("POST", "/x", b"{}", "application/json") for _ in range(8)))
+        assert len(writers) == 8
+        for w in list(writers):
+            w.close()
+        await asyncio.sleep(pause_s)
+        out = [(await http.request("POST", "/x", b"{}", "application/json"))[0] for _ in range(3)]
+        return out, len(writers)
+    finally:
+        await http.close()
+        server.close()
+
+
+@pytest.mark.parametrize("pause_s", [0.0, 0.2])
+def test_connections_the_server_dropped_cost_no_request(pause_s: float) -> None:
+    """Whether the client has seen the connections close (a pause) or not yet (none), no request fails:
+    a closed idle connection is skipped, and one found dead drops the others and the request goes out
+    once more on a new connection (before, each request tried two dead ones and failed, until all eight
+    were used up)."""
+    out, opened = asyncio.run(_after_a_drop(pause_s))
+    assert out == [200, 200, 200]
+    assert opened == 9  # the eight, then one new connection for the three

@@ -7,10 +7,13 @@ the status line, headers and a Content-Length or chunked body on a pooled TLS co
 
 Rules: only what the API server needs: TLS with the kubeconfig's CA and client certificate (lightkube's
 ``verify_cluster`` builds the context), a bearer token (static, or a token file re-read on 401 as
-rotated ServiceAccount tokens require), keep-alive with at most ``max_connections`` connections. A
-request that fails on a reused connection before any answer arrived is sent once more on a new one
-(the server may have closed an idle connection); a bind sent twice is answered 409, which callers
-treat as bound. Other auth kinds (exec plugins, basic auth) are not handled: ``for_config`` returns
+rotated ServiceAccount tokens require), keep-alive with at most ``max_connections`` connections. An
+idle connection the server has closed (its end of stream already read) is not used again. A request
+that fails on a reused connection before any answer arrived is sent once more, on a *new* connection,
+and every other idle connection is closed first: what closed one (an API server restart, a proxy or
+load balancer dropping its connections) has most likely closed them all, and trying them one by one
+would fail request after request, up to ``max_connections`` of them. A bind sent twice is answered
+409, which callers treat as bound. Other auth kinds (exec plugins, basic auth) are not handled: ``for_config`` returns
 None and the caller keeps using httpx. Watches (``stream_lines``) each get a connection of their own.
 """
 
@@ -115,14 +118,17 @@ class FastHttp:
     ) -> tuple[int, bytes]:
         raw = self._head(method, path, body, content_type, self._token(refresh)) + b"\r\n" + (body or b"")
         for attempt in range(2):
-            reused = bool(self._idle)
-            conn = self._idle.pop() if reused else await self._connect()
+            conn = self._idle_conn() if attempt == 0 else None
+            reused = conn is not None
+            if conn is None:
+                conn = await self._connect()
             try:
                 status, data, keep = await self._exchange(conn, raw, gate)
             except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, HttpError) as e:
                 conn[1].close()
-                if reused and attempt == 0:
-                    continue  # an idle connection the server had closed: once more on a fresh one
+                if reused:  # the server had closed it, and likely every other idle one: once more on a new one
+                    self._drop_idle()
+                    continue
                 raise HttpError(f"{type(e).__name__}: {e}") from e
             except BaseException:  # cancelled mid-exchange, or the gate refused: the connection's state is unknown
                 conn[1].close()
@@ -133,6 +139,20 @@ class FastHttp:
                 conn[1].close()
             return status, data
         raise AssertionError("unreachable")
+
+    def _idle_conn(self) -> Conn | None:
+        """An idle connection still open at both ends, or None (those the server closed are dropped)."""
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn[0].at_eof() and not conn[1].is_closing():
+                return conn
+            conn[1].close()
+        return None
+
+    def _drop_idle(self) -> None:
+        idle, self._idle = self._idle, []
+        for _, w in idle:
+            w.close()
 
     async def _connect(self) -> Conn:
         try:
