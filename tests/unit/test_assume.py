@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from kai.api import constants as C
 from kai.api.objects import parse_pod, parse_podgroup
-from kai.k8s._assume import DOUBT_S, Assumed, AssumedBind
+from kai.k8s._assume import DOUBT_S, Assumed, AssumedBind, AssumedEviction
+from kai.scheduler.decisions import PodGroupStatus
 from kai.store import Store
 
 
@@ -102,3 +103,24 @@ def test_a_new_leader_adopts_the_gangs_its_predecessor_left_bound_in_part_as_bro
     assumed = Assumed()
     assert sorted(assumed.adopt(store, 5.0)) == [("ns", "going"), ("ns", "part")]
     assert assumed.broken == {("ns", "going"): 5.0, ("ns", "part"): 5.0}
+
+
+def test_a_gang_evicted_in_part_stays_broken_until_its_evicted_pods_are_gone() -> None:
+    """The cycle after a gang's evictions partly failed sees the evicted pod releasing, which counts
+    towards minMember: the gang is not stale yet. The mark must outlive that cycle, or the rest of the
+    gang waits out the whole staleness grace once the evicted pod is gone."""
+    store = Store()
+    store.put(gang())
+    store.put(pod("a", node="n1"))
+    store.put(pod("b", node="n1"))  # its eviction went through; the watch has not shown it yet
+    assumed = Assumed(broken={("ns", "gang"): 1.0}, evictions={("ns", "b"): AssumedEviction("uid-b", 1.0)})
+    not_stale = [PodGroupStatus("ns", "gang", (), stale_since=None)]
+    assumed.settle(not_stale, store)
+    assert ("ns", "gang") in assumed.broken
+    store.put(pod("b", node="n1", deletionTimestamp="2026-11-26T00:00:01Z"))  # the watch shows it going
+    assumed.expire(store, 2.0, heard(2.0))
+    assumed.settle(not_stale, store)
+    assert ("ns", "gang") in assumed.broken
+    store.delete("Pod", ("ns", "b"))  # gone: now a cycle that finds the gang not stale makes it whole
+    assumed.settle(not_stale, store)
+    assert not assumed.broken

@@ -123,7 +123,7 @@ class Applier:
         on: a pod deleted and made again under the same name since then is not bound or evicted."""
         self._uids = uids or {}
         self._w = self.fence.api(self.api, term)
-        self.assumed.settle(result.podgroups)  # before this cycle's binds mark gangs broken again
+        self.assumed.settle(result.podgroups, self.store)  # before this cycle's binds mark gangs broken again
         stats = ApplyStats()
         extra: list[Event] = []
         t0 = time.perf_counter()

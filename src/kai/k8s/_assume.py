@@ -21,7 +21,9 @@ time alone, kubernetes#106361):
   per consecutive failure as kube-scheduler backs a pod off, and the PodGroup is shown to the engine as
   stale since the epoch, so if the bound part no longer meets minMember the stale gang eviction
   evicts it at once instead of after the staleness grace. The mark goes when a cycle reports the gang
-  not stale (its bound part suffices, or nothing of it is bound any more), or the PodGroup is gone;
+  not stale (its bound part suffices, or nothing of it is bound any more) and no pod of it is still
+  being deleted (a releasing pod counts towards minMember, so a gang evicted in part looks whole until
+  its evicted pods are gone), or when the PodGroup is gone;
   the held-back pods come back when their backoff ends, and the gang is placed whole again.
 * A replica that becomes leader knows nothing of its predecessor's binds. A gang it finds bound in part
   and not stamped stale was most likely left so mid-bind by that predecessor (deposed, killed, frozen
@@ -170,11 +172,29 @@ class Assumed:
             for pg in pgs
         ]
 
-    def settle(self, statuses: list[PodGroupStatus]) -> None:
-        """After a cycle: a broken gang the cycle found not stale (completed, or wholly pending) is whole."""
+    def settle(self, statuses: list[PodGroupStatus], store: Store) -> None:
+        """After a cycle: a broken gang the cycle found not stale (completed, or wholly pending) is whole,
+        unless a pod of it is still going. A releasing pod counts towards a gang's minimum (KAI's
+        IsGangSatisfied), so a gang evicted in part looks whole until its evicted pods are gone; the mark
+        stays until then, and the cycle after that judges what is left."""
         if not self.broken:
             return
-        for st in statuses:
-            key = (st.namespace, st.name)
-            if key in self.broken and st.stale_since is None:
+        whole = [key for st in statuses if (key := (st.namespace, st.name)) in self.broken and st.stale_since is None]
+        if not whole:
+            return
+        going = self._going(store)
+        for key in whole:
+            if key not in going:
                 del self.broken[key]
+
+    def _going(self, store: Store) -> set[Key]:
+        """The gangs (PodGroup keys) with a pod being deleted, in the Store or by an eviction of ours."""
+        out: set[Key] = set()
+        for pod in store.list("Pod"):
+            key = (pod.meta.namespace or "", pod.meta.name)
+            ev = self.evictions.get(key)
+            if pod.meta.deletion_timestamp is not None or (ev is not None and ev.uid == pod.meta.uid):
+                name = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME)
+                if name:
+                    out.add((key[0], name))
+        return out
