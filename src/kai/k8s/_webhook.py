@@ -230,6 +230,8 @@ class AdmissionServer:
                     return
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ssl.SSLError, ValueError):
             return
+        except asyncio.CancelledError:  # the server is stopping: end quietly (asyncio 3.11 logs a cancelled
+            return  # connection handler's exception as "Exception in callback ...")
         finally:
             self._connections.discard(writer)
             writer.close()
