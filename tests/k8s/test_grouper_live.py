@@ -83,7 +83,11 @@ def test_bare_pods_bind_in_the_cycle_that_groups_them(
         # the API server shows a PodGroup before kai has read the answer to its create
         wait_for(lambda: grouper.created == 40, "kai to count its 40 creates", timeout=10)
         assert (grouper.patched, grouper.created) == (0, 40)  # annotations came with the binds
-        assert [c.binds for c in s.scheduler.cycles if c.binds] == [40]  # one cycle decided and bound all
+        samples = [m for f in s.scheduler.metrics.binds.collect() for m in f.samples if m.name.endswith("_total")]
+        binds = {m.labels["result"]: m.value for m in samples}
+        cycles = [(c.index, c.pods, c.binds) for c in s.scheduler.cycles]
+        # one cycle decided and bound all (the message says how the binds went, if not)
+        assert [c.binds for c in s.scheduler.cycles if c.binds] == [40], (binds, cycles[:20])
     pgs = podgroups(admin, ns)
     for pod in admin.list(Pod, namespace=ns):
         assert pod.metadata.annotations["pod-group-name"] == kai_name(pod)
