@@ -49,6 +49,27 @@ class _NoPlacer:
 
 
 _NO_PLACER = _NoPlacer()
+
+
+class Attempts(Protocol):
+    """The memo of failed victim searches the eviction actions consult and fill (kai.scheduler.actions.memo's
+    AttemptLog, which the cycle gives the Session; keys and outcomes are that module's)."""
+
+    def get(self, key: tuple) -> Any: ...
+
+    def put(self, key: tuple, outcome: Any) -> None: ...
+
+
+class _NoAttempts:
+    """A Session opened without the cycle's memo: every search runs, none is kept."""
+
+    def get(self, key: tuple) -> None:
+        return None
+
+    def put(self, key: tuple, outcome: Any) -> None:
+        pass
+
+
 QGPU = 0  # column of GPUs in queue vectors
 # Module constants for the statuses the hot path compares against: reading an enum member as a class attribute
 # (``TaskStatus.PENDING``) costs a descriptor call on Python 3.11, ten times a global's load.
@@ -248,6 +269,7 @@ class Statement:
 
     def commit(self) -> None:
         self._start = len(self._log)
+        self._ssn.settled += 1
 
     @property
     def tasks_touched(self) -> list[int]:
@@ -346,6 +368,7 @@ class Session:
         # the node chooser the cycle gives the Session (kai.scheduler.placement.Placer); it follows every change
         # made through Statements
         self.placer: NodeChooser = _NO_PLACER
+        self.attempts: Attempts = _NoAttempts()  # the cycle's memo of failed victim searches (actions.memo)
         nodes = snap.nodes
         self.idle = nodes.allocatable - nodes.used
         self.releasing = nodes.releasing.copy()
@@ -384,6 +407,10 @@ class Session:
         self.node_freed: list[int] = []
         self.changed: set[int] = set()  # tasks whose status or node changed (close_session reports only these)
         self.journal: list[_Op] = []  # the changes of the current job's attempt, for undo (Statement, begin_job)
+        # bumped by every change that stays (a Statement's commit, a job dropped, an action's work undone), never by
+        # a rollback of tentative changes: what is derived from the settled state (the victim solver's pending
+        # jobs) is kept while it does not move
+        self.settled = 0
         # jobs left out of the rest of the cycle after their attempt raised: job -> (action, what went wrong)
         self.job_errors: dict[int, tuple[str, str]] = {}
         self._ready = [False] * len(snap.jobs)  # per job, job_ready (filled by _open_queues: one pass over the tasks)
@@ -524,6 +551,7 @@ class Session:
         its shape triggers costs only that job (reported as a Warning event and in
         ``CycleResult.job_errors``), never the cycle."""
         self.undo_to(mark)
+        self.settled += 1
         self.failures.pop(job.index, None)
         self.notes.pop(job.index, None)
         self.job_errors[job.index] = (action, f"{type(error).__name__}: {error}")

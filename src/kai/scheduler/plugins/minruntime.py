@@ -56,6 +56,18 @@ def reclaim_min_runtime(ssn: Session, reclaimer: JobInfo, victim: JobInfo) -> fl
     return plugin._reclaim_min_runtime(ssn, reclaimer, victim) if isinstance(plugin, MinRuntime) else 0.0
 
 
+def protection_windows(ssn: Session) -> set[float]:
+    """Every min runtime that may protect a job in this Session (none when the plugin is disabled): what the
+    eviction actions' memo checks the clock against (kai.scheduler.actions.memo.clock_neutral)."""
+    plugin = ssn.hooks.plugins.get("minruntime")
+    if not isinstance(plugin, MinRuntime):
+        return set()
+    out = {plugin.args["defaultPreemptMinRuntime"], plugin.args["defaultReclaimMinRuntime"]}
+    for q in ssn.snap.queues:
+        out.update(v for v in (q.preempt_min_runtime, q.reclaim_min_runtime) if v is not None)
+    return out
+
+
 class MinRuntime(Plugin):
     name: ClassVar[str] = "minruntime"
     ARGS: ClassVar[Mapping[str, Arg]] = {
