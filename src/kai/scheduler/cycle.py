@@ -13,7 +13,7 @@ from time import perf_counter
 
 from kai.api.objects import object_ref
 from kai.scheduler.actions import ACTIONS
-from kai.scheduler.actions.memo import AttemptLog, AttemptMemo
+from kai.scheduler.actions.memo import CycleMemo, remember, repeat
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.decisions import (
     Bind,
@@ -38,16 +38,25 @@ NODE_POOL = "default"  # the node pool a scheduler serves, as KAI names it (one 
 SCHEDULING_ERROR = "SchedulingError"  # Warning event on a PodGroup left out of a cycle (Session.drop_job)
 
 
-def run_cycle(snap: Snapshot, conf: SchedulerConf, memo: AttemptMemo | None = None) -> CycleResult:
+def run_cycle(
+    snap: Snapshot, conf: SchedulerConf, memo: CycleMemo | None = None, *, keep_memo: bool = False
+) -> CycleResult:
     """Run *conf*'s actions on *snap*; returns what to bind, pipeline and evict, and why the rest waits.
 
-    *memo*: the previous cycle's ``CycleResult.memo``, if the caller keeps it: the eviction actions skip the
-    victim searches it shows to have failed on the same input (kai.scheduler.actions.memo). The decisions are
-    the same with or without it."""
-    return run_session(snap, conf, memo)[1]
+    *keep_memo*: set ``CycleResult.memo`` (this cycle's input and result) for the caller to hand to the next
+    cycle as *memo*. A cycle on the same input as *memo*'s (the clock aside, where no answer reads it
+    differently) decides what that cycle decided, so its result is handed back without running the actions
+    again (kai.scheduler.actions.memo). The decisions are the same with or without a memo."""
+    again = repeat(memo, snap, conf)
+    if again is not None:
+        return again
+    result = run_session(snap, conf)[1]
+    if keep_memo:
+        result.memo = remember(snap, conf, result)
+    return result
 
 
-def run_session(snap: Snapshot, conf: SchedulerConf, memo: AttemptMemo | None = None) -> tuple[Session, CycleResult]:
+def run_session(snap: Snapshot, conf: SchedulerConf) -> tuple[Session, CycleResult]:
     """``run_cycle``, also handing back the closed Session: ``kai explain`` reads its final state (queue
     accounting, failures, the eviction actions' notes) to say why a job waits. Nothing more is computed."""
     t0 = perf_counter()  # durations only: measuring is not reading the scheduling clock
@@ -57,7 +66,6 @@ def run_session(snap: Snapshot, conf: SchedulerConf, memo: AttemptMemo | None = 
     gc.disable()
     try:
         ssn = open_session(snap, conf)
-        ssn.attempts = attempts = AttemptLog.begin(ssn, memo)
         stats = {"open_session_s": perf_counter() - t0}
         action_errors = []
         for name in conf.actions:
@@ -72,8 +80,6 @@ def run_session(snap: Snapshot, conf: SchedulerConf, memo: AttemptMemo | None = 
             stats[f"action_{name}_s"] = perf_counter() - t
         result = close_session(ssn)
         result.action_errors = action_errors
-        result.memo = attempts.memo(ssn)
-        stats["searches_reused"] = attempts.reused
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -51,25 +51,6 @@ class _NoPlacer:
 _NO_PLACER = _NoPlacer()
 
 
-class Attempts(Protocol):
-    """The memo of failed victim searches the eviction actions consult and fill (kai.scheduler.actions.memo's
-    AttemptLog, which the cycle gives the Session; keys and outcomes are that module's)."""
-
-    def get(self, key: tuple) -> Any: ...
-
-    def put(self, key: tuple, outcome: Any) -> None: ...
-
-
-class _NoAttempts:
-    """A Session opened without the cycle's memo: every search runs, none is kept."""
-
-    def get(self, key: tuple) -> None:
-        return None
-
-    def put(self, key: tuple, outcome: Any) -> None:
-        pass
-
-
 QGPU = 0  # column of GPUs in queue vectors
 # Module constants for the statuses the hot path compares against: reading an enum member as a class attribute
 # (``TaskStatus.PENDING``) costs a descriptor call on Python 3.11, ten times a global's load.
@@ -368,7 +349,6 @@ class Session:
         # the node chooser the cycle gives the Session (kai.scheduler.placement.Placer); it follows every change
         # made through Statements
         self.placer: NodeChooser = _NO_PLACER
-        self.attempts: Attempts = _NoAttempts()  # the cycle's memo of failed victim searches (actions.memo)
         nodes = snap.nodes
         self.idle = nodes.allocatable - nodes.used
         self.releasing = nodes.releasing.copy()

@@ -40,7 +40,7 @@ from kai.api.objects import (
     format_time,
 )
 from kai.api.workloads import Workload
-from kai.scheduler.actions.memo import AttemptMemo
+from kai.scheduler.actions.memo import CycleMemo
 from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
@@ -122,9 +122,9 @@ class EmbeddedCluster:
         # each cycle's Snapshot patches the last one where the Store changed (kai.scheduler.snapshot)
         self._snapshots = SnapshotBuilder()
         self._checked = SnapshotBuilder()  # the over-commit check's (kai.sim.checks.overcommitted)
-        # the last cycle's memo of failed victim searches, handed to the next cycle (kai.scheduler.actions.memo);
-        # keep_memo=False runs every search (the property test compares both)
-        self._memo: AttemptMemo | None = None
+        # the last cycle's input and result, handed to the next cycle (kai.scheduler.actions.memo): a recheck of an
+        # unchanged cluster is not worked out again; keep_memo=False runs every cycle in full
+        self._memo: CycleMemo | None = None
         self.keep_memo = True
         self._task_order: tuple[SchedulerConf | None, Any] = (None, default_task_order)
         self._capacity: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -373,7 +373,7 @@ class EmbeddedCluster:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
         snap = self.snapshot(conf)
         self.last_conf = conf
-        result = run_cycle(snap, conf, self._memo if self.keep_memo else None)
+        result = run_cycle(snap, conf, self._memo, keep_memo=self.keep_memo)
         self._memo = result.memo
         self._record_gpu_groups(snap)
         self._apply(result)

@@ -14,7 +14,6 @@ from kai.api.duration import format_duration
 from kai.api.objects import format_time
 from kai.scheduler.actions.allocate import uniform_shape
 from kai.scheduler.actions.gang import is_simple, job_constraints, tasks_to_allocate
-from kai.scheduler.actions.memo import SearchOutcome
 from kai.scheduler.actions.solver import Budget, Scenario, Solver, SolveResult
 from kai.scheduler.capacity import job_request
 from kai.scheduler.model import JobFailure, JobInfo, TaskInfo
@@ -113,7 +112,7 @@ class EvictingAction:
             return None
         why = self.gate(ssn, job, req)
         if why is None:
-            found = self._search(ssn, job, tasks, req, over, budget)
+            found = self._solve(ssn, job, tasks, req, over, budget)
             if found is None:
                 return True
             why = found
@@ -124,36 +123,6 @@ class EvictingAction:
             failed[shape] = (len(tasks), why)
         return False
 
-    def _search(
-        self,
-        ssn: Session,
-        job: JobInfo,
-        tasks: list[TaskInfo],
-        req: tuple[int, int, int],
-        over: JobFailure | None,
-        budget: Budget,
-    ) -> str | None:
-        """The victim search for *job*: None if a scenario was committed, else why none was. A search that
-        committed nothing is kept in the cycle's memo (kai.scheduler.actions.memo), and one the previous cycle
-        ran on the same input is not run again: its note, its use of the budget and the one flag its
-        tentative placements leave set are replayed, so what follows sees exactly what the search left."""
-        key = (self.name, job.index, ssn.settled, budget.action_left)
-        known: SearchOutcome | None = ssn.attempts.get(key)
-        if known is not None:
-            budget.action_left -= known.tried
-            budget.used_by_job = known.tried
-            if known.any_groups:
-                ssn.any_groups = True
-            return known.why
-        groups_before = ssn.any_groups
-        left_before = budget.action_left
-        why = self._solve(ssn, job, tasks, req, over, budget)
-        if why is not None:
-            ssn.attempts.put(
-                key, SearchOutcome(why, left_before - budget.action_left, ssn.any_groups and not groups_before)
-            )
-        return why
-
     def _solve(
         self,
         ssn: Session,
@@ -163,6 +132,7 @@ class EvictingAction:
         over: JobFailure | None,
         budget: Budget,
     ) -> str | None:
+        """The victim search for *job*: None if a scenario was committed, else why none was."""
         victims = self.victims(ssn, job, req)
         capacity = None
         if over is not None:  # only victims under the queue at its limit can make room

@@ -1,101 +1,84 @@
-"""The eviction actions' memo of failed victim searches, carried from one cycle to the next as data.
+"""The cycle memo: a cycle on the same input as the last one decides what the last one decided, without the work.
 
-Why: a saturated cluster keeps jobs pending for hours, and a cycle whose input did not change (a recheck at a
-period boundary, nothing arrived, nothing finished) ran the same victim searches again, for the same jobs,
-with the same answer: "N victim sets tried, none accepted". A search can cost 64 simulations.
+Why: a saturated cluster keeps jobs pending for hours, and the time simulator rechecks them at period
+boundaries while nothing happens. Each recheck ran the eviction actions' victim searches again (up to
+``maxScenariosPerJob`` simulations each) for the same jobs on the same cluster, with the same answer, and
+allocate's attempts and the rest of the cycle with them.
 
-What it is: ``AttemptMemo`` is an output of one cycle (``CycleResult.memo``) and an input of the next
-(``run_cycle(snap, conf, memo)``); the engine keeps nothing between cycles itself. It holds the Snapshot and
-SchedulerConf of the cycle that made it, and, per eviction attempt whose search ran and committed nothing,
-what that search left behind: the job's note, the simulations it took from the action's budget, and whether a
-tentative shared-GPU placement set the Session's ``any_groups`` flag (which rollback does not clear).
+What it is: ``CycleMemo`` is an output of one cycle (``CycleResult.memo``, with ``run_cycle(...,
+keep_memo=True)``) and an input of the next (``run_cycle(snap, conf, memo)``); the engine keeps nothing between
+cycles itself. It holds the Snapshot and SchedulerConf of the cycle that made it and a copy of that cycle's
+result. A repeated cycle's result carries a memo again, so a run of unchanged rechecks repeats them all.
 
-When it applies (``AttemptLog.begin``): the engine is deterministic, so a cycle whose input equals the memo's
-repeats the memo's cycle step by step, and an attempt there is identified by (action, job index, the settled
-changes so far (``Session.settled``), the action's budget left). The input is equal when:
+When it applies (``repeat``): the engine is deterministic (the gpupolicy plugin's generator is seeded anew each
+Session), so a cycle whose input equals the memo's decides exactly what the memo's cycle decided. The input is
+equal when:
 
-* the SchedulerConf is equal, and no plugin draws random numbers (the gpupolicy plugin's generator: a skipped
-  search would leave the draws of later placements shifted);
+* the SchedulerConf is equal;
 * the Snapshot is equal field by field, ``now`` aside (``same_input``: unchanged parts of an incremental
   snapshot are the same objects, so this is mostly pointer compares);
-* every answer that reads ``now`` in the actions before stale-gang eviction is the same at both times: each
-  job's preemption delay (the eviction actions' gate) and each min-runtime protection (``victim_core_allowed``;
-  every window a queue or the plugin sets, against every job's last start).
+* every answer that reads ``now`` is the same at both times (``clock_neutral``): each job's preemption delay
+  (the eviction actions' gate), each min-runtime protection (``victim_core_allowed``; every window a queue or
+  the plugin sets, against every job's last start), and each stale gang's grace period (stale-gang eviction);
+* the memo's cycle stamped no PodGroup stale: a stamp carries that cycle's ``now``, the one decision that is
+  a value of the clock rather than a comparison with it (and, applied, it changes the next input anyway).
 
-Otherwise the memo is dropped and the cycle starts a new one. Correctness never depends on it: a property test
-runs random change sequences with and without the memo and compares every decision (tests/property/
-test_attempt_memo.py). A search that committed is never kept: it changed the cluster, so the next input differs.
+Otherwise the cycle runs. Correctness never depends on the memo: a property test runs random change sequences
+with and without it and compares every decision (tests/property/test_cycle_memo.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from kai.scheduler.conf import SchedulerConf
+from kai.scheduler.decisions import CycleResult
+from kai.scheduler.plugins import build_hooks
 from kai.scheduler.plugins.minruntime import protection_windows
-from kai.scheduler.session import Session
 from kai.scheduler.snapshot import Snapshot
 
-AttemptKey = tuple[str, int, int, int]  # (action, job index, Session.settled, budget left for the action)
+_NOT_LISTS = ("stats", "memo")  # CycleResult's fields that are not lists of decisions
 
 
 @dataclass(frozen=True, slots=True)
-class SearchOutcome:
-    """What a victim search that committed nothing leaves behind, all an attempt after it can see."""
-
-    why: str  # the note the action adds to the job's pending message
-    tried: int  # simulations taken from the action's budget
-    any_groups: bool  # the search set Session.any_groups (a tentative shared-GPU placement)
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptMemo:
-    """One cycle's failed searches, with the input they were made on (see the module docstring)."""
+class CycleMemo:
+    """One cycle's input and result (see the module docstring); ``result`` is None when it may not be repeated."""
 
     snap: Snapshot
     conf: SchedulerConf
-    outcomes: dict[AttemptKey, SearchOutcome]
+    result: CycleResult | None
 
 
-@dataclass(slots=True)
-class AttemptLog:
-    """A Session's view of the memo: the outcomes it may reuse, and the ones this cycle found (the next memo)."""
-
-    reusable: dict[AttemptKey, SearchOutcome] = field(default_factory=dict)
-    found: dict[AttemptKey, SearchOutcome] = field(default_factory=dict)
-    reused: int = 0  # searches skipped this cycle (for the cycle's stats)
-
-    @staticmethod
-    def begin(ssn: Session, memo: AttemptMemo | None) -> AttemptLog:
-        if memo is not None and reusable(memo, ssn):
-            return AttemptLog(memo.outcomes)
-        return AttemptLog()
-
-    def get(self, key: AttemptKey) -> SearchOutcome | None:
-        got = self.reusable.get(key)
-        if got is not None:
-            self.found[key] = got
-            self.reused += 1
-        return got
-
-    def put(self, key: AttemptKey, outcome: SearchOutcome) -> None:
-        self.found[key] = outcome
-
-    def memo(self, ssn: Session) -> AttemptMemo:
-        return AttemptMemo(ssn.snap, ssn.conf, self.found)
+def remember(snap: Snapshot, conf: SchedulerConf, result: CycleResult) -> CycleMemo:
+    """The memo of a cycle that ran on *snap* with *conf* and decided *result* (kept as a copy: the caller owns
+    *result*)."""
+    stamped = any(pg.stale_changed and pg.stale_since is not None for pg in result.podgroups)
+    return CycleMemo(snap, conf, None if stamped else _copy(result))
 
 
-def reusable(memo: AttemptMemo, ssn: Session) -> bool:
-    """Whether *ssn*'s cycle repeats *memo*'s up to stale-gang eviction (see the module docstring)."""
-    if "gpupolicy" in ssn.hooks.plugins:
-        return False
-    if memo.conf is not ssn.conf and memo.conf != ssn.conf:
-        return False
-    return same_input(memo.snap, ssn.snap) and clock_neutral(ssn, memo.snap.now)
+def repeat(memo: CycleMemo | None, snap: Snapshot, conf: SchedulerConf) -> CycleResult | None:
+    """The memo's result again for a cycle on *snap* with *conf*, if its input is the same (None otherwise): a
+    copy with lists and stats of its own, carrying a memo made on *snap*."""
+    if memo is None or memo.result is None:
+        return None
+    if memo.conf is not conf and memo.conf != conf:
+        return None
+    if not same_input(memo.snap, snap) or not clock_neutral(snap, conf, memo.snap.now):
+        return None
+    again = _copy(memo.result)
+    again.stats = {"cycle_s": 0.0, "cycle_repeated": 1.0}
+    again.memo = CycleMemo(snap, conf, memo.result)
+    return again
+
+
+def _copy(result: CycleResult) -> CycleResult:
+    """*result* with lists of its own (the records in them are immutable), its own stats and no memo."""
+    lists = {f.name: list(getattr(result, f.name)) for f in dataclasses.fields(CycleResult) if f.name not in _NOT_LISTS}
+    return dataclasses.replace(result, **lists, stats=dict(result.stats), memo=None)
 
 
 def same_input(a: Snapshot, b: Snapshot) -> bool:
@@ -106,8 +89,10 @@ def same_input(a: Snapshot, b: Snapshot) -> bool:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Equal values, deep; NumPy arrays by dtype, shape and elements. Identity first: an incremental snapshot
-    hands out its unchanged tasks, jobs and arrays again, so most of a snapshot compares by pointer."""
+    """Equal values, deep; NumPy arrays by dtype, shape and elements; dicts and sets also in iteration order
+    (the engine iterates them, and its output must not depend on an order equality ignores). Identity first:
+    an incremental snapshot hands out its unchanged tasks, jobs and arrays again, so most of a snapshot
+    compares by pointer."""
     if a is b:
         return True
     if type(a) is not type(b):
@@ -117,23 +102,26 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(x is y or _same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (set, frozenset)):
+        return list(a) == list(b)
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
     return bool(a == b)
 
 
-def clock_neutral(ssn: Session, then: float) -> bool:
-    """Every answer before stale-gang eviction that reads the clock is the same at *then* as at the Session's
-    ``now``: each job's preemption delay (EvictingAction._outside_delay) and min-runtime protection
-    (minruntime.protected, for every window the Session's queues and plugin may apply)."""
-    snap = ssn.snap
+def clock_neutral(snap: Snapshot, conf: SchedulerConf, then: float) -> bool:
+    """Every answer of the cycle that reads the clock is the same at *then* as at *snap*'s ``now``: each job's
+    preemption delay (EvictingAction._outside_delay), min-runtime protection (minruntime.protected, for every
+    window the queues and the enabled minruntime plugin may apply) and stale-gang grace period
+    (StaleGangEviction._check)."""
     now = snap.now
     if now == then:
         return True
-    windows = [m for m in protection_windows(ssn) if m > 0]
+    windows = [m for m in protection_windows(build_hooks(conf).plugins, snap.queues) if m > 0]
     for job in snap.jobs:
-        delay = job.podgroup.preemption_delay
+        pg = job.podgroup
+        delay = pg.preemption_delay
         if delay is not None and (then - job.creation >= delay) != (now - job.creation >= delay):
             return False
         start = job.last_start
@@ -141,4 +129,11 @@ def clock_neutral(ssn: Session, then: float) -> bool:
             for m in windows:
                 if (start + m > then) != (start + m > now):
                     return False
+        since = pg.stale_since
+        if since is not None:
+            grace = pg.staleness_grace_period
+            if grace is None:
+                grace = conf.default_staleness_grace_period
+            if grace >= 0 and (then - since < grace) != (now - since < grace):
+                return False
     return True

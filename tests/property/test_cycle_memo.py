@@ -1,13 +1,14 @@
-"""The eviction actions' memo of failed victim searches (kai.scheduler.actions.memo) never changes a decision.
+"""The cycle memo (kai.scheduler.actions.memo) never changes a decision.
 
 Each example is a small cluster in a real ``Store`` that lives through a random sequence of cycles. Between two
 cycles the cluster changes the way ``test_incremental_snapshot`` changes it (pods created, deleted, bound,
 evicted; nodes, PodGroups, queues, priority classes changed; the clock moved), or not at all (a recheck on an
-unchanged cluster, where the memo applies), or only the clock moves past a min-runtime window or a preemption
-delay (where it must not). Every cycle runs twice on the same Snapshot: with the memo the last cycle handed out,
-and without any. Every decision (binds, pipelines, evictions, events with their messages, PodGroup and queue
-status) must be equal. The decisions are then applied to the Store (binds start their pods, evicted pods go),
-so running pods gain start times that min runtime protects, and searches fail and repeat as in a saturated run.
+unchanged cluster, where the memo applies), or only the clock moves, within or past a min-runtime window, a
+preemption delay or a stale gang's grace period (where it must not apply). Every cycle runs twice on the same
+Snapshot: with the memo the last cycle handed out, and without any. Every decision (binds, pipelines,
+evictions, events with their messages, PodGroup and queue status) must be equal. The decisions are then
+applied to the Store (binds start their pods, evicted pods go), so running pods gain start times that min
+runtime protects, and searches fail and repeat as in a saturated run.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def test_cycles_with_the_memo_decide_as_cycles_without_it(data: st.DataObject) -
     history: list[str] = []
     for _ in range(data.draw(st.integers(2, 14))):
         snap = builder.build(**w.args())
-        with_memo = run_cycle(snap, conf, memo)
+        with_memo = run_cycle(snap, conf, memo, keep_memo=True)
         without = run_cycle(snap, conf)
         assert _decisions(with_memo) == _decisions(without), history
         memo = with_memo.memo
@@ -133,28 +134,39 @@ def _saturated() -> tuple[World, SchedulerConf]:
     return w, conf
 
 
-def test_an_unchanged_cluster_reuses_the_failed_searches() -> None:
-    """The memo is used (this is what makes the saturated week cheap), and a reused search says the same."""
+def _repeated(result: CycleResult) -> bool:
+    return result.stats.get("cycle_repeated") == 1.0
+
+
+def test_an_unchanged_cluster_repeats_the_last_cycle() -> None:
+    """The memo is used (this is what makes the saturated week cheaper), and a repeated cycle decides the same:
+    reclaim's failed search and its note included."""
     w, conf = _saturated()
     builder = SnapshotBuilder()
-    first = run_cycle(builder.build(**w.args()), conf)
-    assert not first.evictions and first.memo.outcomes, "the reclaim search ran and failed"
-    w.now += 10.0  # a recheck ten seconds later: nothing changed, no protection ran out
-    again = run_cycle(builder.build(**w.args()), conf, first.memo)
-    assert again.stats["searches_reused"] >= 1
-    assert _decisions(again) == _decisions(run_cycle(builder.build(**w.args()), conf))
-    assert again.memo.outcomes == first.memo.outcomes
+    first = run_cycle(builder.build(**w.args()), conf, keep_memo=True)
+    assert not first.evictions and not _repeated(first)
+    assert any("reclaim:" in e.message for e in first.events), "the reclaim search ran and failed"
+    memo = first.memo
+    for _ in range(3):  # rechecks ten seconds apart: nothing changed, no protection ran out
+        w.now += 10.0
+        snap = builder.build(**w.args())
+        again = run_cycle(snap, conf, memo, keep_memo=True)
+        assert _repeated(again)
+        assert _decisions(again) == _decisions(run_cycle(snap, conf))
+        memo = again.memo
+    again.events.clear()  # the caller owns its result: the memo keeps its own lists
+    assert run_cycle(builder.build(**w.args()), conf, memo).events == first.events
 
 
 def test_the_memo_is_dropped_when_a_protection_runs_out() -> None:
     """Past team-b's min runtime the same search has a new answer: the memo must not hide it."""
     w, conf = _saturated()
     builder = SnapshotBuilder()
-    first = run_cycle(builder.build(**w.args()), conf)
+    first = run_cycle(builder.build(**w.args()), conf, keep_memo=True)
     assert not first.evictions
     w.now += 61.0
     later = run_cycle(builder.build(**w.args()), conf, first.memo)
-    assert later.stats["searches_reused"] == 0
+    assert not _repeated(later)
     assert later.evictions, "team-a reclaims once team-b's pods are no longer protected"
     assert _decisions(later) == _decisions(run_cycle(builder.build(**w.args()), conf))
 
@@ -162,8 +174,15 @@ def test_the_memo_is_dropped_when_a_protection_runs_out() -> None:
 def test_the_memo_is_dropped_when_the_cluster_changed() -> None:
     w, conf = _saturated()
     builder = SnapshotBuilder()
-    first = run_cycle(builder.build(**w.args()), conf)
+    first = run_cycle(builder.build(**w.args()), conf, keep_memo=True)
     pod = next(p for p in w.store.list("Pod") if p.node_name)
     w.store.put(dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, labels={"changed": "yes"})))
-    later = run_cycle(builder.build(**w.args()), conf, first.memo)
-    assert later.stats["searches_reused"] == 0
+    assert not _repeated(run_cycle(builder.build(**w.args()), conf, first.memo))
+
+
+def test_the_memo_is_dropped_when_the_configuration_changed() -> None:
+    w, conf = _saturated()
+    builder = SnapshotBuilder()
+    first = run_cycle(builder.build(**w.args()), conf, keep_memo=True)
+    assert not _repeated(run_cycle(builder.build(**w.args()), _conf(30.0), first.memo))
+    assert _repeated(run_cycle(builder.build(**w.args()), _conf(60.0), first.memo))  # an equal one, made anew
