@@ -50,9 +50,9 @@ def run_cycle(
     again = repeat(memo, snap, conf)
     if again is not None:
         return again
-    result = run_session(snap, conf)[1]
-    if keep_memo:
-        result.memo = remember(snap, conf, result)
+    ssn, result = run_session(snap, conf)
+    if keep_memo:  # (a stale stamp is the Session's ``now``: such a cycle is not repeated)
+        result.memo = remember(snap, conf, result, any(v is not None for v in ssn.stale_since.values()))
     return result
 
 

@@ -53,10 +53,9 @@ class CycleMemo:
     result: CycleResult | None
 
 
-def remember(snap: Snapshot, conf: SchedulerConf, result: CycleResult) -> CycleMemo:
+def remember(snap: Snapshot, conf: SchedulerConf, result: CycleResult, stamped: bool) -> CycleMemo:
     """The memo of a cycle that ran on *snap* with *conf* and decided *result* (kept as a copy: the caller owns
-    *result*)."""
-    stamped = any(pg.stale_changed and pg.stale_since is not None for pg in result.podgroups)
+    *result*); *stamped*: the cycle stamped a PodGroup stale, with its ``now`` (then it is not repeated)."""
     return CycleMemo(snap, conf, None if stamped else _copy(result))
 
 
