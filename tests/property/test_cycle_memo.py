@@ -1,4 +1,4 @@
-"""The cycle memo (kai.scheduler.actions.memo) never changes a decision.
+"""The cycle memo (kai.scheduler.memo) never changes a decision.
 
 Each example is a small cluster in a real ``Store`` that lives through a random sequence of cycles. Between two
 cycles the cluster changes the way ``test_incremental_snapshot`` changes it (pods created, deleted, bound,

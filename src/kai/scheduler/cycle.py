@@ -13,7 +13,6 @@ from time import perf_counter
 
 from kai.api.objects import object_ref
 from kai.scheduler.actions import ACTIONS
-from kai.scheduler.actions.memo import CycleMemo, remember, repeat
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.decisions import (
     Bind,
@@ -27,6 +26,7 @@ from kai.scheduler.decisions import (
     PodRef,
     QueueStatus,
 )
+from kai.scheduler.memo import CycleMemo, remember, repeat
 from kai.scheduler.model import ACTIVE_ALLOCATED, MILLI, QRES, TaskStatus
 from kai.scheduler.placement import Placer
 from kai.scheduler.plugins import build_hooks
@@ -46,7 +46,7 @@ def run_cycle(
     *keep_memo*: set ``CycleResult.memo`` (this cycle's input and result) for the caller to hand to the next
     cycle as *memo*. A cycle on the same input as *memo*'s (the clock aside, where no answer reads it
     differently) decides what that cycle decided, so its result is handed back without running the actions
-    again (kai.scheduler.actions.memo). The decisions are the same with or without a memo."""
+    again (kai.scheduler.memo). The decisions are the same with or without a memo."""
     again = repeat(memo, snap, conf)
     if again is not None:
         return again

@@ -40,12 +40,12 @@ from kai.api.objects import (
     format_time,
 )
 from kai.api.workloads import Workload
-from kai.scheduler.actions.memo import CycleMemo
 from kai.scheduler.conf import ConfigError, SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.dra import dra_of
 from kai.scheduler.gpusharing import default_group_name, parse_share
+from kai.scheduler.memo import CycleMemo
 from kai.scheduler.model import TaskStatus
 from kai.scheduler.partition import Partition, partition_input
 from kai.scheduler.plugins import check_conf, task_order_of
@@ -122,7 +122,7 @@ class EmbeddedCluster:
         # each cycle's Snapshot patches the last one where the Store changed (kai.scheduler.snapshot)
         self._snapshots = SnapshotBuilder()
         self._checked = SnapshotBuilder()  # the over-commit check's (kai.sim.checks.overcommitted)
-        # the last cycle's input and result, handed to the next cycle (kai.scheduler.actions.memo): a recheck of an
+        # the last cycle's input and result, handed to the next cycle (kai.scheduler.memo): a recheck of an
         # unchanged cluster is not worked out again; keep_memo=False runs every cycle in full
         self._memo: CycleMemo | None = None
         self.keep_memo = True

@@ -58,7 +58,7 @@ def reclaim_min_runtime(ssn: Session, reclaimer: JobInfo, victim: JobInfo) -> fl
 
 def protection_windows(plugins: Mapping[str, Any], queues: Iterable[QueueInfo]) -> set[float]:
     """Every min runtime that may protect a job, given the enabled *plugins* by name (none without minruntime)
-    and the *queues*: what the cycle memo checks the clock against (kai.scheduler.actions.memo.clock_neutral)."""
+    and the *queues*: what the cycle memo checks the clock against (kai.scheduler.memo.clock_neutral)."""
     plugin = plugins.get("minruntime")
     if not isinstance(plugin, MinRuntime):
         return set()
