@@ -26,6 +26,7 @@ from kai.scheduler.decisions import (
     PodRef,
     QueueStatus,
 )
+from kai.scheduler.memo import CycleMemo, remember, repeat
 from kai.scheduler.model import ACTIVE_ALLOCATED, MILLI, QRES, TaskStatus
 from kai.scheduler.placement import Placer
 from kai.scheduler.plugins import build_hooks
@@ -37,9 +38,22 @@ NODE_POOL = "default"  # the node pool a scheduler serves, as KAI names it (one 
 SCHEDULING_ERROR = "SchedulingError"  # Warning event on a PodGroup left out of a cycle (Session.drop_job)
 
 
-def run_cycle(snap: Snapshot, conf: SchedulerConf) -> CycleResult:
-    """Run *conf*'s actions on *snap*; returns what to bind, pipeline and evict, and why the rest waits."""
-    return run_session(snap, conf)[1]
+def run_cycle(
+    snap: Snapshot, conf: SchedulerConf, memo: CycleMemo | None = None, *, keep_memo: bool = False
+) -> CycleResult:
+    """Run *conf*'s actions on *snap*; returns what to bind, pipeline and evict, and why the rest waits.
+
+    *keep_memo*: set ``CycleResult.memo`` (this cycle's input and result) for the caller to hand to the next
+    cycle as *memo*. A cycle on the same input as *memo*'s (the clock aside, where no answer reads it
+    differently) decides what that cycle decided, so its result is handed back without running the actions
+    again (kai.scheduler.memo). The decisions are the same with or without a memo."""
+    again = repeat(memo, snap, conf)
+    if again is not None:
+        return again
+    ssn, result = run_session(snap, conf)
+    if keep_memo:  # (a stale stamp is the Session's ``now``: such a cycle is not repeated)
+        result.memo = remember(snap, conf, result, any(v is not None for v in ssn.stale_since.values()))
+    return result
 
 
 def run_session(snap: Snapshot, conf: SchedulerConf) -> tuple[Session, CycleResult]:
@@ -61,6 +75,7 @@ def run_session(snap: Snapshot, conf: SchedulerConf) -> tuple[Session, CycleResu
                 ACTIONS[name].execute(ssn)
             except Exception as e:  # not one job's (those are isolated inside the action): the action stops;
                 ssn.undo_to(mark)  # what its finished jobs committed stands, anything half-done is undone
+                ssn.settled += 1
                 action_errors.append((name, f"{type(e).__name__}: {e}"))
             stats[f"action_{name}_s"] = perf_counter() - t
         result = close_session(ssn)

@@ -8,7 +8,7 @@ and a frozen dataclass's ``__init__`` costs several times a tuple's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class PodRef(NamedTuple):
@@ -131,3 +131,6 @@ class CycleResult:
     stats: dict[str, float] = field(default_factory=dict)
     job_errors: list[JobError] = field(default_factory=list)  # jobs left out of this cycle, each costing only itself
     action_errors: list[tuple[str, str]] = field(default_factory=list)  # (action, error): an action stopped by an error
+    # this cycle's input and result, for the next cycle's run_cycle (kai.scheduler.memo.CycleMemo; typed
+    # loosely here: decisions are plain data and import nothing of the engine)
+    memo: Any = None

@@ -139,7 +139,16 @@ def deserved_shares(ssn: Session) -> list[list[float]]:
 class JobQueue:
     """Pending jobs in KAI's hierarchical queue order."""
 
-    def __init__(self, ssn: Session, jobs: Iterable[JobInfo], depth: int | None = None) -> None:
+    def __init__(
+        self,
+        ssn: Session,
+        jobs: Iterable[JobInfo],
+        depth: int | None = None,
+        *,
+        prepared: dict[int, tuple[list[tuple], dict[int, tuple[int, int, int]]]] | None = None,
+    ) -> None:
+        """*prepared*: per leaf queue, entries the caller made already (``entry``, a new list: the queue pops from
+        it) and their jobs' requests, queued besides *jobs* (the victim solver keeps them between simulations)."""
         self.ssn = ssn
         snap = ssn.snap
         nq = len(snap.queues)
@@ -177,6 +186,9 @@ class JobQueue:
         jobs = list(jobs)
         if depth is not None:  # queueDepthPerAction: only the first *depth* jobs of each leaf queue, in job order
             jobs = _first_per_queue(ssn, jobs, depth)
+        for qi, (entries, requests) in (prepared or {}).items():
+            initial.setdefault(qi, []).extend(entries)
+            request.update(requests)
         for job in jobs:
             initial.setdefault(job.queue, []).append((*job_order(ssn, job), job.index))
             request[job.index] = job_request(ssn.tasks_to_allocate(job))
@@ -187,6 +199,12 @@ class JobQueue:
         for q in range(nq):
             if count[q] > 0:
                 self._unranked[self._parent[q]].add(q)
+
+    @staticmethod
+    def entry(ssn: Session, job: JobInfo) -> tuple[tuple, tuple[int, int, int]]:
+        """What queuing *job* adds: its entry (job order key, then index) and the request its queue is ranked
+        with (``prepared``'s parts)."""
+        return (*ssn.hooks.job_order(ssn, job), job.index), job_request(ssn.tasks_to_allocate(job))
 
     def __len__(self) -> int:
         return sum(self._count[r] for r in self._roots)

@@ -49,6 +49,8 @@ class _NoPlacer:
 
 
 _NO_PLACER = _NoPlacer()
+
+
 QGPU = 0  # column of GPUs in queue vectors
 # Module constants for the statuses the hot path compares against: reading an enum member as a class attribute
 # (``TaskStatus.PENDING``) costs a descriptor call on Python 3.11, ten times a global's load.
@@ -248,6 +250,7 @@ class Statement:
 
     def commit(self) -> None:
         self._start = len(self._log)
+        self._ssn.settled += 1
 
     @property
     def tasks_touched(self) -> list[int]:
@@ -384,6 +387,10 @@ class Session:
         self.node_freed: list[int] = []
         self.changed: set[int] = set()  # tasks whose status or node changed (close_session reports only these)
         self.journal: list[_Op] = []  # the changes of the current job's attempt, for undo (Statement, begin_job)
+        # bumped by every change that stays (a Statement's commit, a job dropped, an action's work undone), never by
+        # a rollback of tentative changes: what is derived from the settled state (the victim solver's pending
+        # jobs) is kept while it does not move
+        self.settled = 0
         # jobs left out of the rest of the cycle after their attempt raised: job -> (action, what went wrong)
         self.job_errors: dict[int, tuple[str, str]] = {}
         self._ready = [False] * len(snap.jobs)  # per job, job_ready (filled by _open_queues: one pass over the tasks)
@@ -524,6 +531,7 @@ class Session:
         its shape triggers costs only that job (reported as a Warning event and in
         ``CycleResult.job_errors``), never the cycle."""
         self.undo_to(mark)
+        self.settled += 1
         self.failures.pop(job.index, None)
         self.notes.pop(job.index, None)
         self.job_errors[job.index] = (action, f"{type(error).__name__}: {error}")

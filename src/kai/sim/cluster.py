@@ -45,6 +45,7 @@ from kai.scheduler.cycle import run_cycle
 from kai.scheduler.decisions import CycleResult, Event
 from kai.scheduler.dra import dra_of
 from kai.scheduler.gpusharing import default_group_name, parse_share
+from kai.scheduler.memo import CycleMemo
 from kai.scheduler.model import TaskStatus
 from kai.scheduler.partition import Partition, partition_input
 from kai.scheduler.plugins import check_conf, task_order_of
@@ -121,6 +122,10 @@ class EmbeddedCluster:
         # each cycle's Snapshot patches the last one where the Store changed (kai.scheduler.snapshot)
         self._snapshots = SnapshotBuilder()
         self._checked = SnapshotBuilder()  # the over-commit check's (kai.sim.checks.overcommitted)
+        # the last cycle's input and result, handed to the next cycle (kai.scheduler.memo): a recheck of an
+        # unchanged cluster is not worked out again; keep_memo=False runs every cycle in full
+        self._memo: CycleMemo | None = None
+        self.keep_memo = True
         self._task_order: tuple[SchedulerConf | None, Any] = (None, default_task_order)
         self._capacity: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._started_up = False
@@ -368,7 +373,8 @@ class EmbeddedCluster:
                 self._usage = UsageLedger(UsageParams(shard.usage_window, shard.usage_half_life))
         snap = self.snapshot(conf)
         self.last_conf = conf
-        result = run_cycle(snap, conf)
+        result = run_cycle(snap, conf, self._memo, keep_memo=self.keep_memo)
+        self._memo = result.memo
         self._record_gpu_groups(snap)
         self._apply(result)
         self.last_snapshot = snap

@@ -9,7 +9,7 @@ victim is re-placed (pipelined on its new node), and at most
 
 from __future__ import annotations
 
-from kai.scheduler.actions.evicting import EvictingAction
+from kai.scheduler.actions.evicting import EvictingAction, preemptible_jobs
 from kai.scheduler.actions.solver import Scenario
 from kai.scheduler.explain import fmt_amount
 from kai.scheduler.model import JobInfo, TaskInfo
@@ -45,11 +45,7 @@ class Consolidation(EvictingAction):
         return None
 
     def victims(self, ssn: Session, job: JobInfo, req: tuple[int, int, int]) -> list[JobInfo]:
-        return [
-            v
-            for v in ssn.snap.jobs
-            if v.queue >= 0 and v.index != job.index and v.preemptible and ssn.evictable_tasks(v)
-        ]
+        return [v for v in preemptible_jobs(ssn) if v.index != job.index and ssn.evictable_tasks(v)]
 
     def validate(self, ssn: Session, scenario: Scenario) -> str | None:
         cap = ssn.conf.max_consolidation_preemptees

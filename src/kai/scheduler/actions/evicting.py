@@ -16,7 +16,7 @@ from kai.scheduler.actions.allocate import uniform_shape
 from kai.scheduler.actions.gang import is_simple, job_constraints, tasks_to_allocate
 from kai.scheduler.actions.solver import Budget, Scenario, Solver, SolveResult
 from kai.scheduler.capacity import job_request
-from kai.scheduler.model import JobInfo, TaskInfo
+from kai.scheduler.model import JobFailure, JobInfo, TaskInfo
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session
 from kai.scheduler.topology import TopologyError
@@ -112,35 +112,49 @@ class EvictingAction:
             return None
         why = self.gate(ssn, job, req)
         if why is None:
-            victims = self.victims(ssn, job, req)
-            capacity = None
-            if over is not None:  # only victims under the queue at its limit can make room
-                ancestors = ssn.queues.ancestors
-                victims = [v for v in victims if over.queue in ancestors[v.queue]]
-                capacity = lambda: _over_capacity(ssn, job, tasks)  # noqa: E731
-            if not victims:
-                why = self.no_victims(ssn, job) if over is None else over.message
-            else:
-                core_allowed = ssn.hooks.victim_core_allowed
-                order = VictimOrder(ssn, victims, lambda v, job=job: core_allowed(ssn, self.name, job, v))
-                solver = Solver(
-                    ssn,
-                    validator=self.validate,
-                    all_must_move=self.all_must_move,
-                    budget=budget,
-                    capacity=capacity,
-                )
-                result = solver.solve(job, tasks, order)
-                if result.scenario is not None:
-                    self._record(ssn, result.scenario)
-                    return True
-                why = _summary(result)
+            found = self._solve(ssn, job, tasks, req, over, budget)
+            if found is None:
+                return True
+            why = found
         if over is not None:
             ssn.failures[job.index] = over
         ssn.note(job, self.name, why)
         if shape is not None and (shape not in failed or len(tasks) < failed[shape][0]):
             failed[shape] = (len(tasks), why)
         return False
+
+    def _solve(
+        self,
+        ssn: Session,
+        job: JobInfo,
+        tasks: list[TaskInfo],
+        req: tuple[int, int, int],
+        over: JobFailure | None,
+        budget: Budget,
+    ) -> str | None:
+        """The victim search for *job*: None if a scenario was committed, else why none was."""
+        victims = self.victims(ssn, job, req)
+        capacity = None
+        if over is not None:  # only victims under the queue at its limit can make room
+            ancestors = ssn.queues.ancestors
+            victims = [v for v in victims if over.queue in ancestors[v.queue]]
+            capacity = lambda: _over_capacity(ssn, job, tasks)  # noqa: E731
+        if not victims:
+            return self.no_victims(ssn, job) if over is None else over.message
+        core_allowed = ssn.hooks.victim_core_allowed
+        order = VictimOrder(ssn, victims, lambda v, job=job: core_allowed(ssn, self.name, job, v))
+        solver = Solver(
+            ssn,
+            validator=self.validate,
+            all_must_move=self.all_must_move,
+            budget=budget,
+            capacity=capacity,
+        )
+        result = solver.solve(job, tasks, order)
+        if result.scenario is not None:
+            self._record(ssn, result.scenario)
+            return None
+        return _summary(result)
 
     def _outside_delay(self, ssn: Session, job: JobInfo) -> bool:
         delay = job.podgroup.preemption_delay
@@ -172,6 +186,20 @@ class EvictingAction:
         ssn.nominations.update(moved)
         ssn.failures.pop(scenario.job.index, None)
         ssn.notes.pop(scenario.job.index, None)
+
+
+def preemptible_jobs(ssn: Session, queue: int | None = None) -> list[JobInfo]:
+    """The snapshot's preemptible jobs in a queue (of leaf *queue* if given), in job index order: the only jobs
+    that can be victims. From the snapshot alone, so made once per Session; every attempt of the three actions
+    asks, and a walk of every job per attempt was a measurable part of a saturated cycle."""
+    by_queue = ssn.cache.get("preemptible_jobs")
+    if by_queue is None:
+        by_queue = ssn.cache["preemptible_jobs"] = {None: []}
+        for v in ssn.snap.jobs:
+            if v.queue >= 0 and v.preemptible:
+                by_queue[None].append(v)
+                by_queue.setdefault(v.queue, []).append(v)
+    return by_queue.get(queue, [])
 
 
 def _over_capacity(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> str | None:

@@ -8,7 +8,7 @@ which the shared capacity check (NonPreemptibleOverQuota) enforces before any se
 
 from __future__ import annotations
 
-from kai.scheduler.actions.evicting import EvictingAction
+from kai.scheduler.actions.evicting import EvictingAction, preemptible_jobs
 from kai.scheduler.actions.solver import Scenario
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import Session
@@ -20,10 +20,8 @@ class Preempt(EvictingAction):
     def victims(self, ssn: Session, job: JobInfo, req: tuple[int, int, int]) -> list[JobInfo]:
         return [
             v
-            for v in ssn.snap.jobs
-            if v.queue == job.queue
-            and v.index != job.index
-            and v.preemptible
+            for v in preemptible_jobs(ssn, job.queue)
+            if v.index != job.index
             and ssn.evictable_tasks(v)
             and ssn.hooks.preempt_victim_filter(ssn, job, v)  # priority: strictly lower priorities only
         ]

@@ -10,7 +10,7 @@ it took from. Evicted pods are told who took their place and the numbers.
 
 from __future__ import annotations
 
-from kai.scheduler.actions.evicting import EvictingAction
+from kai.scheduler.actions.evicting import EvictingAction, preemptible_jobs
 from kai.scheduler.actions.solver import Scenario
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.plugins.proportion import reclaim_rules
@@ -27,12 +27,8 @@ class Reclaim(EvictingAction):
         hooks = ssn.hooks
         return [
             v
-            for v in ssn.snap.jobs
-            if v.queue >= 0
-            and v.queue != job.queue
-            and v.preemptible
-            and ssn.evictable_tasks(v)
-            and hooks.reclaim_victim_filter(ssn, job, req, v)
+            for v in preemptible_jobs(ssn)
+            if v.queue != job.queue and ssn.evictable_tasks(v) and hooks.reclaim_victim_filter(ssn, job, req, v)
         ]
 
     def no_victims(self, ssn: Session, job: JobInfo) -> str:

@@ -292,20 +292,35 @@ class Solver:
         if len(leaves) == 1:  # one leaf queue: its pops follow job order, whatever else is pending in it
             mine = (*job_order(ssn, job), job.index)  # the JobQueue's entries: the order key, then the index
             return [j for key, j in sorted(((*job_order(ssn, snap.jobs[j]), j), j) for j in by_job) if key < mine]
-        pending = [p for p in self._pending_jobs(leaves) if p.index != job.index and p.index not in by_job]
-        queue = JobQueue(ssn, pending)
+        prepared = {}
+        for q, (entries, requests) in self._pending_entries(leaves, by_job).items():
+            prepared[q] = ([e for e in entries if e[-1] != job.index and e[-1] not in by_job], requests)
+        queue = JobQueue(ssn, (), prepared=prepared)
         for j, victim_tasks in by_job.items():
             queue.push(snap.jobs[j], victim_tasks)
         queue.push(job, tasks)
-        first = []
+        first: list[int] = []
         while (popped := queue.pop()) is not None and popped.index != job.index:
             if popped.index in by_job:
                 first.append(popped.index)
+                if len(first) == len(by_job):  # every victim job is out: later pops cannot add to the answer
+                    break
         return first
 
-    def _pending_jobs(self, leaves: set[int]) -> list[JobInfo]:
-        """Pending, ready jobs of leaf queues *leaves* (they rank the queues in ``_victims_before``)."""
+    def _pending_entries(
+        self, leaves: set[int], by_job: dict[int, list[TaskInfo]]
+    ) -> dict[int, tuple[list[tuple], dict[int, tuple[int, int, int]]]]:
+        """Per leaf queue of *leaves*, the JobQueue entries and requests of its pending, ready jobs (they rank the
+        queues in ``_victims_before``).
+
+        Every simulation asks for them, and they change only with the settled state (``Session.settled``): a
+        simulation's tentative evictions touch the victim jobs only, and a leaf is kept only when none of its
+        pending jobs is a victim of the asking simulation (*by_job*), so what is kept is the settled state's."""
         ssn = self.ssn
+        kept = ssn.cache.get("pending_entries")
+        if kept is None or kept[0] != ssn.settled:
+            kept = ssn.cache["pending_entries"] = (ssn.settled, {})
+        per_leaf = kept[1]
         by_queue = ssn.cache.get("pending_jobs_by_queue")
         if by_queue is None:  # from the snapshot alone, once per Session: no pod becomes pending during a cycle
             by_queue = ssn.cache["pending_jobs_by_queue"] = {}
@@ -313,12 +328,21 @@ class Solver:
             for p in ssn.snap.jobs:
                 if any(tasks[t].status == pending for t in p.tasks):
                     by_queue.setdefault(p.queue, []).append(p)
-        return [
-            p
-            for q in sorted(leaves)
-            for p in by_queue.get(q, ())
-            if p.index not in ssn.job_errors and ssn.job_ready(p) and ssn.pending_tasks(p)
-        ]
+        out = {}
+        for q in leaves:
+            got = per_leaf.get(q)
+            if got is None:
+                entries, requests = [], {}
+                for p in by_queue.get(q, ()):
+                    if p.index not in ssn.job_errors and ssn.job_ready(p) and ssn.pending_tasks(p):
+                        entry, requests[p.index] = JobQueue.entry(ssn, p)
+                        entries.append(entry)
+                entries.sort(reverse=True)  # JobQueue's order for the jobs queued at the start: best last
+                got = (entries, requests)
+                if not any(ji in by_job for ji in requests):
+                    per_leaf[q] = got
+            out[q] = got
+        return out
 
     def _put_back(
         self,

@@ -16,11 +16,11 @@ Consolidation only moves pods, so it is never refused here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from kai.scheduler.framework import Arg, Plugin
-from kai.scheduler.model import JobInfo
+from kai.scheduler.model import JobInfo, QueueInfo
 from kai.scheduler.plugins._args import duration, one_of
 from kai.scheduler.reclaimable import leveled_queues
 from kai.scheduler.session import Session
@@ -54,6 +54,18 @@ def reclaim_min_runtime(ssn: Session, reclaimer: JobInfo, victim: JobInfo) -> fl
     """The reclaim min runtime that protects *victim* from *reclaimer* (0 when the plugin is disabled)."""
     plugin = ssn.hooks.plugins.get("minruntime")
     return plugin._reclaim_min_runtime(ssn, reclaimer, victim) if isinstance(plugin, MinRuntime) else 0.0
+
+
+def protection_windows(plugins: Mapping[str, Any], queues: Iterable[QueueInfo]) -> set[float]:
+    """Every min runtime that may protect a job, given the enabled *plugins* by name (none without minruntime)
+    and the *queues*: what the cycle memo checks the clock against (kai.scheduler.memo.clock_neutral)."""
+    plugin = plugins.get("minruntime")
+    if not isinstance(plugin, MinRuntime):
+        return set()
+    out = {plugin.args["defaultPreemptMinRuntime"], plugin.args["defaultReclaimMinRuntime"]}
+    for q in queues:
+        out.update(v for v in (q.preempt_min_runtime, q.reclaim_min_runtime) if v is not None)
+    return out
 
 
 class MinRuntime(Plugin):

@@ -45,6 +45,7 @@ class Proportion(Plugin):
         given = [self.args[k] for k in _SATURATION_KEYS if k in self.args]
         self.saturation_multiplier = given[-1] if given else 1.0
         self._rules: ReclaimRules | None = None
+        self._order: ProportionQueueOrder | None = None
 
     # --- fair share and queue order -------------------------------------------------------------------
 
@@ -79,7 +80,11 @@ class Proportion(Plugin):
         return out
 
     def queue_order(self, ssn: Session) -> QueueOrder:
-        return ProportionQueueOrder(ssn)
+        """One order per Session (the plugin is made anew for each): what it precomputes (fair, deserved and
+        allocatable shares) is fixed for the Session, and the victim solver asks for a JobQueue per simulation."""
+        if self._order is None:
+            self._order = ProportionQueueOrder(ssn)
+        return self._order
 
     # --- capacity -------------------------------------------------------------------------------------
 
