@@ -33,6 +33,7 @@ this module only wires them and never decides anything about placement.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import gc
@@ -78,6 +79,7 @@ EXIT_LOST_LEASE = 1
 NEW_POD_DEBOUNCE_S = 0.02  # a burst of new pods becomes one cycle
 FIRST_DECISIONS_WAIT_S = 10.0  # the first cycle waits this long at most for the pod-grouper's first decisions
 DEFAULT_RESERVATION_IMAGE = "kai:0.1.0"  # deploy/scheduler.yaml's image
+CYCLES_KEPT = 1_000  # cycle records kept in memory (KaiScheduler.cycles); older ones are dropped
 
 
 @dataclass
@@ -140,7 +142,9 @@ class KaiScheduler:
         self.supervisor = Supervisor(on_failure_metric=lambda name: self.metrics.task_failures.labels(name).inc())
         self.fence = Fence() if options.leader_elect else Fence.open_always()
         self.informers: dict[str, Informer] = {}
-        self.cycles: list[CycleRecord] = []
+        # the last cycles, for tests and `kai explain`; bounded, as a scheduler runs for months
+        self.cycles: collections.deque[CycleRecord] = collections.deque(maxlen=CYCLES_KEPT)
+        self.cycles_run = 0
         self.last_result: CycleResult | None = None
         self.leader: LeaderElector | None = None
         self.api: Api | None = None
@@ -649,7 +653,7 @@ class KaiScheduler:
                 self.metrics.relists.labels(kind).inc(gone)
                 self._relists_counted[kind] = inf.relists - 1
         rec = CycleRecord(
-            index=len(self.cycles),
+            index=self.cycles_run,
             pods=len(snap.tasks),
             binds=stats.bound,
             evictions=stats.evicted,
@@ -658,6 +662,7 @@ class KaiScheduler:
             engine_s=t2 - t1,
         )
         self.cycles.append(rec)
+        self.cycles_run += 1
         for listener in self.cycle_listeners:  # the dashboard's history; a failing listener costs only itself
             try:
                 listener(result, rec)
