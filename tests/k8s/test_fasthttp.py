@@ -233,6 +233,17 @@ def test_an_informer_lists_again_after_a_malformed_watch_event(tmp_path: Path) -
     assert asyncio.run(run()) == (["a", "b"], 2, 2)
 
 
+async def _read_request(r: asyncio.StreamReader) -> None:
+    """One request with a Content-Length body, read and dropped."""
+    head = await r.readuntil(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    await r.readexactly(length)
+
+
+def _client(server: asyncio.Server) -> FastHttp:
+    return FastHttp("127.0.0.1", server.sockets[0].getsockname()[1], None, lambda refresh: "t0k")
+
+
 async def _requests(answers: list[bytes], calls: int) -> tuple[list[tuple[int, bytes]], int]:
     """*calls* POSTs through one FastHttp against a server that sends *answers* in order on whatever
     connection asks; the results and the number of connections the client opened."""
@@ -244,9 +255,7 @@ async def _requests(answers: list[bytes], calls: int) -> tuple[list[tuple[int, b
         connections += 1
         try:
             while pending:
-                head = await r.readuntil(b"\r\n\r\n")
-                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-                await r.readexactly(length)
+                await _read_request(r)
                 w.write(pending.pop(0))
                 await w.drain()
         except asyncio.IncompleteReadError:
@@ -255,7 +264,7 @@ async def _requests(answers: list[bytes], calls: int) -> tuple[list[tuple[int, b
             w.close()
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    http = FastHttp("127.0.0.1", server.sockets[0].getsockname()[1], None, lambda refresh: "t0k")
+    http = _client(server)
     try:
         out = [await http.request("POST", "/x", b"{}", "application/json") for _ in range(calls)]
         return out, connections
@@ -322,9 +331,7 @@ async def _after_a_drop(pause_s: float) -> tuple[list[int], int]:
         writers.append(w)
         try:
             while True:
-                head = await r.readuntil(b"\r\n\r\n")
-                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-                await r.readexactly(length)
+                await _read_request(r)
                 w.write(_answer("200 OK", b"{}"))
                 await w.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -333,7 +340,7 @@ async def _after_a_drop(pause_s: float) -> tuple[list[int], int]:
             w.close()
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    http = FastHttp("127.0.0.1", server.sockets[0].getsockname()[1], None, lambda refresh: "t0k")
+    http = _client(server)
     try:
         await asyncio.gather(*(http.request("POST", "/x", b"{}", "application/json") for _ in range(8)))
         assert len(writers) == 8
