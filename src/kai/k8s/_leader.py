@@ -109,8 +109,12 @@ class LeaderElector:
             ok = False
             self._renew_until = valid_until
             if left > 0:
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result, dropping the
+                # cancellation, when it is cancelled as the renewal completes; the loop then renewed for ever
+                # and the scheduler's stop never ended (seen in CI under load)
                 try:
-                    ok = await asyncio.wait_for(self._attempt(), timeout=left)
+                    async with asyncio.timeout(left):
+                        ok = await self._attempt()
                 except TimeoutError:
                     ok = False
             if ok:

@@ -401,8 +401,9 @@ class KaiScheduler:
         # The first cycle waits for the first decisions (bare pods: microseconds each; owners: one GET
         # each): it then schedules every pod at once, and counts every bound pod to its queue, those whose
         # PodGroup a crash kept from being made included.
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.grouper.drained(), timeout=FIRST_DECISIONS_WAIT_S)
+        with contextlib.suppress(TimeoutError):  # asyncio.timeout: a stop meanwhile is not dropped (3.11's wait_for)
+            async with asyncio.timeout(FIRST_DECISIONS_WAIT_S):
+                await self.grouper.drained()
         await self._reservation_image()
         self.usage = UsageFetcher(self.store, self.options.shard, self._pool(), self.metrics)
         self.supervisor.start("usage", self.usage.run)  # reads Prometheus only: no writer, no fence
