@@ -216,9 +216,11 @@ def snapshot_of(
     now: float = NOW,
     conf: SchedulerConf | None = None,
     queue_usage: dict[str, tuple[float, float, float]] | None = None,
+    bare_pods_return: bool = True,
 ) -> Snapshot:
     """The Snapshot of *docs* (parsed as ``kai sim`` and the informers parse them), with Helm's PriorityClasses
-    unless *docs* bring their own; *queue_usage*: time-based fair share's normalized usage per queue."""
+    unless *docs* bring their own; *queue_usage*: time-based fair share's normalized usage per queue;
+    *bare_pods_return*: False as a Kubernetes backend builds it."""
     objects, ignored = load_manifests([("cluster.yaml", yaml.safe_dump_all(docs, sort_keys=False))])
     assert not ignored, ignored
     by_kind: dict[type, list[Any]] = {}
@@ -235,6 +237,7 @@ def snapshot_of(
         topologies=by_kind.get(Topology, []),
         task_order=task_order_of(conf or SchedulerConf()),
         queue_usage=queue_usage,
+        bare_pods_return=bare_pods_return,
         dra=build_dra(
             *(by_kind.get(k, []) for k in (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate))
         ),

@@ -37,7 +37,7 @@ async def run_dashboard(kubeconfig: str | None, listen: str, shard: str, ready: 
         history = History()
 
         def capture() -> Any:
-            return ClusterState.from_store(store, time.time(), shard=shard)
+            return ClusterState.from_store(store, time.time(), shard=shard, bare_pods_return=False)
 
         def compute(state: Any) -> dict[str, Any]:
             dry = run(state)

@@ -33,11 +33,15 @@ class ClusterState:
     pdbs: tuple[PodDisruptionBudget, ...] = ()
     topologies: tuple[Topology, ...] = ()
     shard: SchedulingShard | None = None
+    bare_pods_return: bool = True  # False for a real cluster (``Snapshot.bare_pods_return``)
 
     @classmethod
-    def from_store(cls, store: Store, now: float, shard: str = "default") -> ClusterState:
+    def from_store(
+        cls, store: Store, now: float, shard: str = "default", *, bare_pods_return: bool = True
+    ) -> ClusterState:
         """The Store's objects; *shard* names the SchedulingShard whose settings apply (as ``kai scheduler
-        --shard``); when it is absent, the first by name (as ``kai sim``) or none."""
+        --shard``); when it is absent, the first by name (as ``kai sim``) or none. *bare_pods_return*: False
+        for a real cluster's Store, where an evicted pod no controller owns is gone."""
         shards = sorted(store.list("SchedulingShard"), key=lambda s: (s.meta.name != shard, s.meta.name))
         return cls(
             nodes=tuple(store.list("Node")),
@@ -49,6 +53,7 @@ class ClusterState:
             pdbs=tuple(store.list("PodDisruptionBudget")),
             topologies=tuple(store.list("Topology")),
             shard=shards[0] if shards else None,
+            bare_pods_return=bare_pods_return,
         )
 
     def snapshot(self, conf: SchedulerConf | None = None) -> Snapshot:
@@ -65,6 +70,7 @@ class ClusterState:
             topologies=self.topologies,
             task_order=task_order_of(conf) if conf is not None else default_task_order,
             stuck_in_releasing_s=(conf or SchedulerConf()).stuck_in_releasing_threshold,
+            bare_pods_return=self.bare_pods_return,
         )
 
     def conf(self, actions: tuple[str, ...] | None = None) -> SchedulerConf:

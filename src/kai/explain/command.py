@@ -60,7 +60,7 @@ def state_from_cluster(kubeconfig: str | None, shard: str) -> Any:
     read = read_live(kubeconfig)
     for line in read.invalid:
         click.echo(f"warning: {line}", err=True)
-    return ClusterState.from_store(read.store, now=time.time(), shard=shard)
+    return ClusterState.from_store(read.store, now=time.time(), shard=shard, bare_pods_return=False)
 
 
 def read_live(kubeconfig: str | None) -> Any:

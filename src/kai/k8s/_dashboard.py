@@ -27,7 +27,7 @@ async def start_dashboard(scheduler: Any, listen: str) -> asyncio.Server:  # a K
     store, shard = scheduler.store, scheduler.options.shard
 
     def capture() -> Any:  # on the loop thread, where the informers write the Store
-        return ClusterState.from_store(store, time.time(), shard=shard)
+        return ClusterState.from_store(store, time.time(), shard=shard, bare_pods_return=False)
 
     def compute(state: Any) -> dict[str, Any]:
         dry = run(state, scheduler.options.actions)  # the actions this scheduler runs

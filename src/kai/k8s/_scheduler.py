@@ -630,6 +630,7 @@ class KaiScheduler:
             storage=storage_of(self.store),
             queue_usage=self.usage.current() if self.usage is not None else None,
             dra=dra_of(self.store, self.applier.claims.claims()),  # with claims written, not yet watched
+            bare_pods_return=False,  # an evicted pod no controller owns is gone: consolidation leaves it be
         )
         self.metrics.record_capacity(self._pool(), snap.total)
         t1 = time.perf_counter()

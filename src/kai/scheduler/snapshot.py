@@ -81,6 +81,9 @@ class Snapshot:
     # some pod (task or other) has inter-pod affinity, spread constraints, host ports or claims: without any, the
     # stateful node rules have nothing to do
     pod_rules: bool = False
+    # an evicted pod that no controller owns comes back as the same pod (the embedded cluster does that); on a
+    # real cluster it is gone for good, so consolidation must not "move" it (kai.scheduler.actions.consolidation)
+    bare_pods_return: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,12 +391,15 @@ def build_snapshot(
     namespaces: Iterable[Namespace] = (),
     storage: Storage = NO_STORAGE,
     dra: Dra = NO_DRA,
+    bare_pods_return: bool = True,
 ) -> Snapshot:
     """The snapshot of one cycle, built from scratch. Pods of other schedulers only take node capacity; pods
     of kai's scheduler belong to the PodGroup named by their ``pod-group-name`` annotation. *task_order*: the
     pod order inside a job (``kai.scheduler.plugins.task_order_of(conf)``; KAI's default tiers otherwise).
     *stuck_in_releasing_s*: a terminating Running pod older than this is StuckInReleasing (``task_status``):
     its resources stay used but are not releasing (``SchedulerConf.stuck_in_releasing_threshold``).
+    *bare_pods_return*: whether an evicted pod no controller owns comes back (the embedded cluster's rule);
+    a Kubernetes backend says False, since there such a pod is gone and moving it would kill it.
     A backend that builds one per cycle keeps a ``SnapshotBuilder`` instead: same arguments, same Snapshot,
     at a cost that follows what changed."""
     return SnapshotBuilder().build(
@@ -412,6 +418,7 @@ def build_snapshot(
         namespaces=namespaces,
         storage=storage,
         dra=dra,
+        bare_pods_return=bare_pods_return,
     )
 
 
@@ -600,6 +607,7 @@ class SnapshotBuilder:
         namespaces: Iterable[Namespace] = (),
         storage: Storage = NO_STORAGE,
         dra: Dra = NO_DRA,
+        bare_pods_return: bool = True,
     ) -> Snapshot:
         """The Snapshot ``build_snapshot`` would give for these arguments."""
         pods = list(pods)
@@ -621,7 +629,8 @@ class SnapshotBuilder:
             self._full(nodes, pods, podgroups, queues, priority_classes)
         self._had_dra = bool(dra)
         self._built = True
-        return self._snapshot(pods, pdbs, queue_usage, topologies, namespaces, storage, dra)
+        snap = self._snapshot(pods, pdbs, queue_usage, topologies, namespaces, storage, dra)
+        return snap if bare_pods_return else dataclasses.replace(snap, bare_pods_return=False)
 
     # ---- deriving one pod --------------------------------------------------------------------------------
 

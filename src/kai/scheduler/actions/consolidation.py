@@ -5,6 +5,11 @@ enough idle + releasing GPUs for them overall: moving pods never creates
 capacity, it only gathers it on one node. A scenario is accepted only if every
 victim is re-placed (pipelined on its new node), and at most
 ``max_consolidation_preemptees`` pods move for one job (kai-behaviour §4.2).
+
+A move is an eviction that the pod's controller answers with a new pod, which waits pipelined on its new
+node. A pod no controller owns has nobody to make it again: on a real cluster (``Snapshot.bare_pods_return``
+False) its move would kill it, and a gang of such pods would be left bound in part for good. Jobs with such
+pods are not moved there (KAI moves them; docs/differences.md).
 """
 
 from __future__ import annotations
@@ -45,7 +50,15 @@ class Consolidation(EvictingAction):
         return None
 
     def victims(self, ssn: Session, job: JobInfo, req: tuple[int, int, int]) -> list[JobInfo]:
-        return [v for v in preemptible_jobs(ssn) if v.index != job.index and ssn.evictable_tasks(v)]
+        tasks = ssn.snap.tasks
+        keep_bare = not ssn.snap.bare_pods_return
+        return [
+            v
+            for v in preemptible_jobs(ssn)
+            if v.index != job.index
+            and (evictable := ssn.evictable_tasks(v))
+            and not (keep_bare and any(not _has_controller(tasks[t]) for t in evictable))
+        ]
 
     def validate(self, ssn: Session, scenario: Scenario) -> str | None:
         cap = ssn.conf.max_consolidation_preemptees
@@ -55,6 +68,11 @@ class Consolidation(EvictingAction):
 
     def message(self, ssn: Session, scenario: Scenario, task: TaskInfo) -> str:
         return f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing"
+
+
+def _has_controller(task: TaskInfo) -> bool:
+    """Whether something makes the pod again once it is evicted (a ReplicaSet, a Job, a RayCluster...)."""
+    return any(o.controller for o in task.pod.meta.owner_references)
 
 
 def _free_gpus(ssn: Session) -> int:
