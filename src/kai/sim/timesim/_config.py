@@ -237,11 +237,7 @@ def parse_simulation(doc: dict[str, Any], source: str = "") -> SimulationSpec:
         else DEFAULT_PERIOD_S
     )
     idle = seconds(spec["idleRecheck"], "spec.idleRecheck", fail) if "idleRecheck" in spec else DEFAULT_IDLE_RECHECK_S
-    checkpoint = (
-        seconds(spec["checkpointInterval"], "spec.checkpointInterval", fail, positive=True)
-        if "checkpointInterval" in spec
-        else None
-    )
+    checkpoint = _checkpoint(spec, "spec", fail)
     occupancy = _each(spec, "occupancyAt", seconds, fail)
     pools = _each(spec, "nodePools", _node_pool, fail)
     events = _each(spec, "nodeEvents", _node_event, fail)
@@ -364,11 +360,7 @@ def _generator(value: Any, at: str, fail: Any) -> GeneratorSpec:
         memory_per_pod=_quantity(doc.get("memoryPerPod", "16Gi"), f"{at}.memoryPerPod", fail),
         duration=parse_duration_dist(doc["duration"], f"{at}.duration", fail),
         priority_class=priority,
-        checkpoint=(
-            seconds(doc["checkpointInterval"], f"{at}.checkpointInterval", fail, positive=True)
-            if "checkpointInterval" in doc
-            else None
-        ),
+        checkpoint=_checkpoint(doc, at, fail),
         field=at,
     )
 
@@ -468,10 +460,13 @@ def _trace(value: Any, at: str, fail: Any) -> TraceSpec:
         queues=_queue_choice(doc, at, fail),
         namespace=_name(doc.get("namespace", "default"), f"{at}.namespace", fail),
         priority_class=priority,
-        checkpoint=(
-            seconds(doc["checkpointInterval"], f"{at}.checkpointInterval", fail, positive=True)
-            if "checkpointInterval" in doc
-            else None
-        ),
+        checkpoint=_checkpoint(doc, at, fail),
         field=at,
     )
+
+
+def _checkpoint(doc: dict[str, Any], at: str, fail: Any) -> float | None:
+    """``checkpointInterval`` (positive seconds) at *at*, or None when absent: a restart from scratch."""
+    if "checkpointInterval" not in doc:
+        return None
+    return seconds(doc["checkpointInterval"], f"{at}.checkpointInterval", fail, positive=True)
