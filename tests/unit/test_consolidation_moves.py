@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from kai.explain._engine import dry_run
+from kai.explain._job import CONSOLIDATION as CONSOLIDATION_NOTE
+from kai.explain._job import NOT_MOVED, evictable_by
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_cycle
 from kai.scheduler.snapshot import Snapshot
@@ -50,3 +53,11 @@ def test_a_real_cluster_moves_only_pods_a_controller_makes_again(owned: bool, mo
     snap = snapshot_of(_docs(owned), bare_pods_return=False)
     assert snap.bare_pods_return is False
     assert _moved(snap) == moved
+
+
+@pytest.mark.parametrize(("owned", "moves"), [(False, False), (True, True)], ids=["bare", "owned"])
+def test_kai_explain_on_a_real_cluster_says_whether_consolidation_moves_it(owned: bool, moves: bool) -> None:
+    snap = snapshot_of(_docs(owned), bare_pods_return=False)
+    dry = dry_run(snap, CONSOLIDATION)
+    note = evictable_by(dry, next(j for j in snap.jobs if j.name == "mover"))["consolidation"]
+    assert note == (CONSOLIDATION_NOTE if moves else NOT_MOVED)

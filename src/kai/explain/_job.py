@@ -16,9 +16,11 @@ from kai.explain import _engine as E
 from kai.explain._nodes import missing_per_class
 from kai.explain._order import QueueOrder
 from kai.explain._queue import queue_numbers
+from kai.scheduler.actions.consolidation import can_move
 from kai.scheduler.model import ACTIVE_ALLOCATED, MILLI, JobInfo, TaskStatus
 from kai.scheduler.plugins.minruntime import preempt_min_runtime, reclaim_min_runtime
 from kai.scheduler.plugins.proportion import reclaim_rules
+from kai.scheduler.snapshot import Snapshot
 
 EVICTING_ACTIONS = ("consolidation", "reclaim", "preempt")
 _STATUS_WORDS = {
@@ -37,6 +39,7 @@ _STATUS_WORDS = {
 
 
 CONSOLIDATION = "consolidation may move its pods to other nodes (they restart there); it never evicts them"
+NOT_MOVED = "consolidation does not move it: a pod of it has no controller to make it again on another node"
 
 
 def pods_of(dry: E.DryRun, job: JobInfo) -> list[dict[str, Any]]:
@@ -157,7 +160,7 @@ def evictable_by(dry: E.DryRun, job: JobInfo) -> dict[str, Any]:
     if rules is None:
         out["reclaim"] = []
         out["reclaimNote"] = "no queue may reclaim it: the proportion plugin, which decides reclaims, is disabled"
-        out["consolidation"] = CONSOLIDATION
+        out["consolidation"] = _consolidation(snap, job)
         return out
     # the probe: a one-GPU job (a job of the victim's pod size if it holds no GPU), the smallest reclaimer
     first = snap.tasks[job.tasks[0]] if job.tasks else None
@@ -190,5 +193,10 @@ def evictable_by(dry: E.DryRun, job: JobInfo) -> dict[str, Any]:
             if others
             else "no other queue may reclaim it: there is no other queue"
         )
-    out["consolidation"] = CONSOLIDATION
+    out["consolidation"] = _consolidation(snap, job)
     return out
+
+
+def _consolidation(snap: Snapshot, job: JobInfo) -> str:
+    """What consolidation may do to the running *job*: move it, unless a pod of it would be lost."""
+    return CONSOLIDATION if can_move(snap, job.tasks) else NOT_MOVED

@@ -14,11 +14,14 @@ pods are not moved there (KAI moves them; docs/differences.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kai.scheduler.actions.evicting import EvictingAction, preemptible_jobs
 from kai.scheduler.actions.solver import Scenario
 from kai.scheduler.explain import fmt_amount
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import Session
+from kai.scheduler.snapshot import Snapshot
 
 
 class Consolidation(EvictingAction):
@@ -50,14 +53,11 @@ class Consolidation(EvictingAction):
         return None
 
     def victims(self, ssn: Session, job: JobInfo, req: tuple[int, int, int]) -> list[JobInfo]:
-        tasks = ssn.snap.tasks
-        keep_bare = not ssn.snap.bare_pods_return
+        snap = ssn.snap
         return [
             v
             for v in preemptible_jobs(ssn)
-            if v.index != job.index
-            and (evictable := ssn.evictable_tasks(v))
-            and not (keep_bare and any(not _has_controller(tasks[t]) for t in evictable))
+            if v.index != job.index and (evictable := ssn.evictable_tasks(v)) and can_move(snap, evictable)
         ]
 
     def validate(self, ssn: Session, scenario: Scenario) -> str | None:
@@ -70,9 +70,13 @@ class Consolidation(EvictingAction):
         return f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing"
 
 
-def _has_controller(task: TaskInfo) -> bool:
-    """Whether something makes the pod again once it is evicted (a ReplicaSet, a Job, a RayCluster...)."""
-    return any(o.controller for o in task.pod.meta.owner_references)
+def can_move(snap: Snapshot, tasks: Iterable[int]) -> bool:
+    """Whether moving these tasks' pods loses none of them: each comes back once evicted, made again by its
+    controller (a ReplicaSet, a Job, a RayCluster...) or, where ``Snapshot.bare_pods_return``, by the cluster."""
+    if snap.bare_pods_return:
+        return True
+    pods = snap.tasks
+    return all(any(o.controller for o in pods[t].pod.meta.owner_references) for t in tasks)
 
 
 def _free_gpus(ssn: Session) -> int:
