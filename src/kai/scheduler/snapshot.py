@@ -629,8 +629,7 @@ class SnapshotBuilder:
             self._full(nodes, pods, podgroups, queues, priority_classes)
         self._had_dra = bool(dra)
         self._built = True
-        snap = self._snapshot(pods, pdbs, queue_usage, topologies, namespaces, storage, dra)
-        return snap if bare_pods_return else dataclasses.replace(snap, bare_pods_return=False)
+        return self._snapshot(pods, pdbs, queue_usage, topologies, namespaces, storage, dra, bare_pods_return)
 
     # ---- deriving one pod --------------------------------------------------------------------------------
 
@@ -1215,7 +1214,7 @@ class SnapshotBuilder:
         attach_gang(job, self._tasks)
         return job
 
-    def _snapshot(self, pods, pdbs, queue_usage, topologies, namespaces, storage, dra) -> Snapshot:
+    def _snapshot(self, pods, pdbs, queue_usage, topologies, namespaces, storage, dra, bare_pods_return) -> Snapshot:
         for ji in sorted(self._dirty_jobs):
             if ji < len(self._jobs):
                 self._finish_job(ji)
@@ -1294,4 +1293,5 @@ class SnapshotBuilder:
             storage=storage,
             dra=dra,
             pod_rules=self._rules > 0,
+            bare_pods_return=bare_pods_return,
         )
