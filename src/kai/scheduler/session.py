@@ -519,6 +519,12 @@ class Session:
         self.journal.clear()
         return 0
 
+    def dissolve(self) -> None:
+        """Drop all this Session holds, once its cycle is closed and nothing will read it again. Its Placer and
+        plugins point back at it, so without this it would wait, with its journal and per-task lists, for the
+        cyclic collector to find it (``run_cycle`` calls this; ``run_session`` hands the Session on instead)."""
+        self.__dict__.clear()
+
     def undo_to(self, mark: int) -> None:
         """Undo every change after journal position *mark* (``len(journal)`` taken earlier), newest first."""
         _undo(self, mark)
