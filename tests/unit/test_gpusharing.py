@@ -250,10 +250,10 @@ def _random_node(rng: np.random.Generator) -> tuple[int, list[int], list[int], l
 
 
 def test_every_fit_function_answers_as_the_one_rule() -> None:
-    """fit_rows (NumPy, many nodes), fit_one (one node), fit_rows_single and one_device_fit (one device, from
+    """fit_rows (NumPy, many nodes), fit_one (one node), fit_rows_single and one_device_room (one device, from
     the largest groups) count the inputs of ``portion_fits`` differently; on 3,000 random nodes and portions
     they all give what portion_fits gives on counts taken straight from the GPU slots."""
-    from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single, one_device_fit, portion_fits, whole_gpus
+    from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single, one_device_room, portion_fits, whole_gpus
 
     rng = np.random.default_rng(7)
     for _ in range(3000):
@@ -278,7 +278,8 @@ def test_every_fit_function_answers_as_the_one_rule() -> None:
         assert tuple(bool(a[0]) for a in got) == want
         if share.devices == 1:
             max_now, max_later = max(free_now, default=-1), max(free_later, default=-1)
-            assert one_device_fit(need, cap, max_now, max_later, whole_now, whole_later) == want
+            room_now, room_later, room_shared = one_device_room(cap, max_now, max_later, w_idle, w_rel)
+            assert (need <= room_now, need <= room_later, need <= room_shared) == want
             one = [np.array([v]) for v in (cap, max_now, max_later, w_idle, w_rel)]
             single = fit_rows_single(share, *one)
             assert tuple(bool(a[0]) for a in single) == want

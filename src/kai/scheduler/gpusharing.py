@@ -208,17 +208,16 @@ def portion_fits(need: Any, cap: Any, fitting_groups: Any, whole: Any, devices: 
     return (need <= cap) & (fitting_groups + whole >= devices)
 
 
-def one_device_fit(
-    need: int, cap: int, max_now: int, max_later: int, whole_now: int, whole_later: int
-) -> tuple[bool, bool, bool]:
-    """``portion_fits`` for a one-device portion on one node, from its largest free group now and later (-1 if
-    none) and its whole GPUs: (fits now, fits later, has a group it fits on). The rule with one device
-    written out (fitting + whole >= 1 is fitting or whole), for the Placer's row rescoring, which asks it for
-    every changed row of every cache; a test checks it answers as ``portion_fits``."""
-    if need > cap:
-        return False, False, False
-    shared = max_later >= need
-    return max_now >= need or whole_now >= 1, shared or whole_later >= 1, shared
+def one_device_room(cap: int, max_now: int, max_later: int, idle_milli: int, releasing_milli: int) -> tuple[int, int, int]:
+    """``portion_fits`` for a one-device portion on one node, as the largest portion that fits: from the node's
+    largest free group now and later (-1 if none) and its whole-GPU pool (milli-GPU, idle and releasing), the
+    largest *need* that fits now, that fits later, and that fits on a group (has a group it fits on). The rule
+    with one device written out (fitting + whole >= 1 is fitting or whole; ``need <= cap`` caps all three),
+    for the Placer's row rescoring: it asks once per changed row, and each cache then compares its portion
+    with three numbers. A test checks it answers as ``portion_fits``."""
+    whole_now, whole_later = whole_gpus(idle_milli, releasing_milli)
+    shared = min(max_later, cap)
+    return cap if whole_now >= 1 else min(max_now, cap), cap if whole_later >= 1 else shared, shared
 
 
 def whole_gpus(idle_milli: int, releasing_milli: int) -> tuple[int, int]:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kai.scheduler.framework import Choice, NodeRules
-from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single, one_device_fit, whole_gpus
+from kai.scheduler.gpusharing import fit_one, fit_rows, fit_rows_single, one_device_room
 from kai.scheduler.model import CPU, GPU, GpuShare, TaskInfo
 from kai.scheduler.session import Session
 
@@ -107,7 +107,7 @@ class Placer:
         self._scale = {c: float(ssn.score_scale[c]) for c in (CPU, GPU)}
         self._cap = ssn.snap.gpus.cap.tolist()
         # per changed row, facts every cache's rescoring reads (see _score_row_list); dropped when the row changes again
-        self._facts: dict[int, list] = {}  # row -> [idle row, (releasing CPU, GPU), whole GPUs now, later (-1: unread)]
+        self._facts: dict[int, list] = {}  # row -> [idle row, (releasing CPU, GPU), one-device room (None: unread)]
         self._facts_synced = 0  # position in Session.node_log up to which _facts is current
         self._extras: dict[int, np.ndarray | None] = {}  # signature -> node_order plugins' scores
         self._choices: dict[int, Choice] = {}  # 2 * row + fits now -> its Choice (no GPUs chosen)
@@ -168,8 +168,8 @@ class Placer:
 
         Per changed row, what every cache's rescoring reads (the idle row as Python ints, releasing CPU and
         GPU) is read from NumPy once, by the first cache to rescore the row since it changed, and kept in
-        ``_facts``; the whole-GPU counts only a shared-GPU cache needs (``gpusharing.whole_gpus``) are added
-        by the first such cache."""
+        ``_facts``; the largest one-device portion the row takes now, later and on a group, which only a
+        shared-GPU cache needs (``gpusharing.one_device_room``), is added by the first such cache."""
         ssn = self.ssn
         log = ssn.node_log
         facts = self._facts
@@ -192,10 +192,9 @@ class Placer:
                 f = facts[row] = [
                     ssn.idle[row].tolist(),
                     (releasing_rows.item(row, CPU), releasing_rows.item(row, GPU)),
-                    -1,  # whole GPUs now, then later: filled by the first shared-GPU cache that asks
-                    -1,
+                    None,  # the largest one-device portion that fits: filled by the first shared-GPU cache that asks
                 ]
-            idle, rel_cg, whole_now, whole_later = f
+            idle, rel_cg, room = f
             now = later = True
             for k, need in req_cols:
                 if idle[k] < need:
@@ -206,12 +205,14 @@ class Placer:
             shared = False
             if later and share is not None:
                 if needs is not None:  # one device: the node's largest free group decides (fit_rows_single's counts)
-                    if whole_now < 0:
-                        whole_now, whole_later = f[2], f[3] = whole_gpus(idle[GPU], rel_cg[1])
-                    g_now, later, shared = one_device_fit(
-                        needs[row], cap[row], ssn.group_max_now[row], ssn.group_max_later[row], whole_now, whole_later
-                    )
-                    now = now and g_now
+                    if room is None:
+                        room = f[2] = one_device_room(
+                            cap[row], ssn.group_max_now[row], ssn.group_max_later[row], idle[GPU], rel_cg[1]
+                        )
+                    need = needs[row]
+                    now = now and need <= room[0]
+                    later = need <= room[1]
+                    shared = need <= room[2]
                 else:
                     free_now, free_later = ssn.group_free(row)
                     g_now, g_later, shared = fit_one(share, cap[row], free_now, free_later, idle[GPU], rel_cg[1])
