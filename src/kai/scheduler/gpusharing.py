@@ -208,7 +208,9 @@ def portion_fits(need: Any, cap: Any, fitting_groups: Any, whole: Any, devices: 
     return (need <= cap) & (fitting_groups + whole >= devices)
 
 
-def one_device_room(cap: int, max_now: int, max_later: int, idle_milli: int, releasing_milli: int) -> tuple[int, int, int]:
+def one_device_room(
+    cap: int, max_now: int, max_later: int, idle_milli: int, releasing_milli: int
+) -> tuple[int, int, int]:
     """``portion_fits`` for a one-device portion on one node, as the largest portion that fits: from the node's
     largest free group now and later (-1 if none) and its whole-GPU pool (milli-GPU, idle and releasing), the
     largest *need* that fits now, that fits later, and that fits on a group (has a group it fits on). The rule
