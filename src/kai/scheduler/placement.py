@@ -358,7 +358,7 @@ class Placer:
             if allowed is not None:
                 score = np.where(allowed, score, -np.inf)
             row = int(score.argmax())
-        if score.item(row) == -np.inf:
+        if score.item(row) == _NEG_INF:
             return None
         key = 2 * row + kept.fits_now.item(row)
         choice = self._choices.get(key)
