@@ -372,11 +372,13 @@ class _TreeOrder:
         nc = len(cols)
         inv = tree.domain[depth][inside]
         n_dom = len(tree.domain_names[depth])
-        # one bincount for the needed columns and a column of ones (the allowed nodes per domain)
-        weights = np.ones((len(inside), nc + 1))
-        weights[:, :nc] = free_inside[:, cols]
-        bins = (inv[:, None] * (nc + 1) + np.arange(nc + 1)).ravel()
-        sums = np.bincount(bins, weights=weights.ravel(), minlength=n_dom * (nc + 1)).reshape(n_dom, nc + 1)
+        # per domain, the needed columns summed and the allowed nodes counted (last column): one bincount per
+        # column, each over the nodes in order (the same float sums as one bincount over interleaved bins,
+        # without building the bins: 670 calls a subgroups cycle)
+        sums = np.empty((n_dom, nc + 1))
+        for j, c in enumerate(cols.tolist()):
+            sums[:, j] = np.bincount(inv, weights=free_inside[:, c], minlength=n_dom)
+        sums[:, nc] = np.bincount(inv, minlength=n_dom)
         per_level = [sums]
         for level in range(depth, 0, -1):
             starts = tree.child_start[level]
