@@ -70,6 +70,7 @@ from kai.store import Key, Store
 if TYPE_CHECKING:
     from kai.k8s._webhookproc import WebhookProcess
     from kai.scheduler.conf import SchedulerConf
+    from kai.scheduler.memo import CycleMemo
     from kai.scheduler.snapshot import SnapshotBuilder
 
 log = logging.getLogger("kai.k8s.scheduler")
@@ -129,6 +130,7 @@ class CycleRecord:
     pipelined: int
     seconds: float
     engine_s: float
+    repeated: bool = False  # the input equalled the last cycle's: its decisions were handed back, not worked out
 
 
 class KaiScheduler:
@@ -161,6 +163,9 @@ class KaiScheduler:
         self._started_sync = False
         self._conf_error = ""
         self.snapshot_builder: SnapshotBuilder | None = None
+        # the last cycle's input and result: a cycle on an unchanged cluster (the periodic recheck of jobs that
+        # cannot run) hands back that result instead of running the actions again (kai.scheduler.memo)
+        self.memo: CycleMemo | None = None
         self._relists_counted: dict[str, int] = {}
         self._cycle_wanted_since: float | None = None  # monotonic: a cycle was due and none has completed since
         self.last_cycle_end: float | None = None
@@ -634,7 +639,8 @@ class KaiScheduler:
         )
         self.metrics.record_capacity(self._pool(), snap.total)
         t1 = time.perf_counter()
-        result = await asyncio.to_thread(run_cycle, snap, conf)
+        result = await asyncio.to_thread(run_cycle, snap, conf, self.memo, keep_memo=True)
+        self.memo = result.memo
         t2 = time.perf_counter()
         uids = {(p.meta.namespace or "", p.meta.name): p.meta.uid for p in pods}
         stats = await self.applier.apply(result, uids, term=term)
@@ -662,6 +668,7 @@ class KaiScheduler:
             pipelined=len(result.pipelines),
             seconds=t3 - t0,
             engine_s=t2 - t1,
+            repeated=bool(result.stats.get("cycle_repeated")),
         )
         self.cycles.append(rec)
         self.cycles_run += 1
