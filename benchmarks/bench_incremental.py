@@ -20,6 +20,10 @@ Measured:
     Store's order, so every later task's index moves), and N/2 new pods (N/10 new gangs) arrive.
   After each step the cycle's binds are applied (they are the next step's in-place changes), and the
   snapshot is compared with a fresh ``build_snapshot`` (untimed): a figure of a wrong snapshot is a FAIL.
+* ``recheck``: after the steps, nothing changes but the clock (10 s a recheck, as a scheduler's periodic cycle
+  finds a saturated cluster): ``--rechecks`` updates + cycles handed the last cycle's memo
+  (``run_cycle(snap, conf, memo, keep_memo=True)``, as both backends run), then as many without one (every
+  action runs again), alternating. A repeat must decide what the run decides (FAIL otherwise).
 """
 
 from __future__ import annotations
@@ -156,6 +160,30 @@ class Churn:
         return changed
 
 
+def recheck(builder: SnapshotBuilder, store: Store, now: float, n: int) -> tuple[dict[str, list[float]], bool]:
+    """*n* rechecks of the unchanged cluster with the last cycle's memo and *n* without, alternating: update +
+    cycle CPU ms of each, and whether a repeat decided otherwise than the run beside it."""
+    memo = run_cycle(builder.build(**args_of(store, now)), CONF, keep_memo=True).memo  # untimed: the memo
+    out: dict[str, list[float]] = {"memo": [], "no memo": []}
+    failed = False
+    for _ in range(n):
+        decided = []
+        for kind in ("memo", "no memo"):
+            now += 10.0
+            args = args_of(store, now)
+            gc.collect()
+            c0 = process_time()
+            snap = builder.build(**args)
+            result = run_cycle(snap, CONF, memo, keep_memo=True) if kind == "memo" else run_cycle(snap, CONF)
+            out[kind].append((process_time() - c0) * 1e3)
+            if kind == "memo":
+                failed |= not result.stats.get("cycle_repeated")  # the cluster did not change: a repeat
+                memo = result.memo
+            decided.append((result.binds, result.pipelines, result.evictions, result.podgroups, result.queues))
+        failed |= decided[0] != decided[1]
+    return out, failed
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=5_000)
@@ -164,6 +192,7 @@ def main() -> int:
     ap.add_argument("--changes", type=int, default=100)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--first-runs", type=int, default=5)
+    ap.add_argument("--rechecks", type=int, default=3)
     ap.add_argument("--ref", default="main")
     ap.add_argument("--json", action="store_true")
     opts = ap.parse_args()
@@ -228,6 +257,8 @@ def main() -> int:
                 "equal_to_fresh": not diff,
             }
         )
+    rechecks, repeat_failed = recheck(builder, store, now, opts.rechecks)
+    failed |= repeat_failed
     out = {
         "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
         "pods": len(cluster.pods),
@@ -245,6 +276,8 @@ def main() -> int:
             for kind in ("in place", "churn")
             if any(s["kind"] == kind for s in steps)
         },
+        "recheck_cpu_ms": rechecks,
+        "median_recheck_cpu_ms": {k: round(statistics.median(v), 1) for k, v in rechecks.items() if v},
     }
     if opts.json:
         print(json.dumps(out, indent=2))
@@ -264,6 +297,8 @@ def main() -> int:
                 f" binds {s['binds']}{notes}"
             )
         print("median update + cycle, wall:", out["median_total_ms"], "CPU:", out["median_total_cpu_ms"])
+        for k, v in rechecks.items():
+            print(f"recheck, {k:7s}: update + cycle CPU {', '.join(f'{x:.1f}' for x in v)} ms")
     if failed:
         print("FAIL: an updated snapshot differs from a fresh build", file=sys.stderr)
     return 1 if failed else 0
