@@ -168,6 +168,7 @@ def step(draw: st.DrawFn, w: World) -> str:
                 "add-podgroup",
                 "remove-podgroup",
                 "change-podgroup",
+                "rewrite-podgroup",
                 "change-queue",
                 "change-priority-class",
                 "clock",
@@ -243,6 +244,11 @@ def step(draw: st.DrawFn, w: World) -> str:
         s.delete("PodGroup", key_of(pg))
     elif op == "change-podgroup" and (pg := _pick(draw, pgs)) is not None:
         s.put(dataclasses.replace(pg, min_member=draw(st.integers(1, 3)), priority_class_name="build"))
+    elif op == "rewrite-podgroup" and (pg := _pick(draw, pgs)) is not None:
+        # the same key with another uid and creation: kai's decided PodGroup once the API server has written it
+        # (it moves in the job order, mostly to the end), or one deleted and made again between two cycles
+        created = w.now + draw(st.sampled_from([0.0, 1.0, -1000.0]))
+        s.put(_meta(pg, uid=f"{pg.meta.uid}-w{w.fresh('')}", creation_timestamp=created))
     elif op == "change-queue":
         q = s.get("Queue", ("", draw(st.sampled_from(["team-a", "team-b"]))))
         s.put(dataclasses.replace(q, priority=draw(st.integers(0, 200))))
@@ -324,6 +330,32 @@ def test_changes_in_place_patch_the_last_build() -> None:
     assert second.tasks[0] is first.tasks[0] and second.tasks[2] is not first.tasks[2]
     assert first.tasks[2].node == -1 and second.tasks[2].node >= 0
     assert len(first.tasks) == 6 and len(second.tasks) == 7
+
+
+def test_a_podgroup_written_anew_moves_in_the_job_order_without_a_full_build() -> None:
+    """kai's decided PodGroup (a placeholder uid, the owner's creation) becomes the API server's (its own uid and
+    creation, later): the job moves to its new place in the (creation, uid) order, and only the pods from its
+    first task on are laid out again; a new PodGroup older than some jobs goes in among them the same way."""
+    w = _cluster()
+    for name, created in (("pg-b", NOW + 1), ("pg-c", NOW + 2)):
+        w.store.put(PodGroup(ObjectMeta(name, "ns", f"uid-{name}", creation_timestamp=created), queue="team-a"))
+        meta = ObjectMeta(f"{name}-0", "ns", f"uid-{name}-0", annotations={C.ANNOTATION_POD_GROUP_NAME: name})
+        w.store.put(Pod(meta, {C.RESOURCE_CPU: 1000, C.RESOURCE_GPU: 1}, scheduler_name=C.SCHEDULER_NAME))
+    builder = SnapshotBuilder()
+    first = builder.build(**w.args())
+    assert [j.podgroup.meta.name for j in first.jobs] == ["pg", "pg-b", "pg-c"]
+    written = w.store.get("PodGroup", ("ns", "pg-b"))
+    w.store.put(_meta(written, uid="uid-pg-b-written", creation_timestamp=NOW + 30))  # now the newest
+    second = builder.build(**w.args())
+    assert not snapshot_diff(second, build_snapshot(**w.args()))
+    assert [j.podgroup.meta.name for j in second.jobs] == ["pg", "pg-c", "pg-b"]
+    assert second.tasks[0] is first.tasks[0]  # the six pods of "pg" come before every moved job's: kept
+    older = ObjectMeta("pg-a", "ns", "uid-pg-a", creation_timestamp=NOW + 0.5)  # sorts between "pg" and "pg-c"
+    w.store.put(PodGroup(older, queue="team-a"))
+    third = builder.build(**w.args())
+    assert not snapshot_diff(third, build_snapshot(**w.args()))
+    assert [j.podgroup.meta.name for j in third.jobs] == ["pg", "pg-a", "pg-c", "pg-b"]
+    assert (builder.full_builds, builder.updates) == (1, 2)
 
 
 MULTICYCLE = sorted(p.parent for p in (Path(__file__).parents[1] / "scenarios" / "multicycle").glob("*/expect.yaml"))

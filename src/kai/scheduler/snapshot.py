@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -548,6 +548,11 @@ def _ids(objs: list) -> np.ndarray:
     return np.fromiter(map(id, objs), dtype=np.int64, count=len(objs))
 
 
+def _job_order(job: JobInfo) -> tuple[float, str]:
+    """A job's place in the snapshot's job order: its PodGroup's (creation, uid), as the full build sorts them."""
+    return (job.creation, job.uid)
+
+
 def _pod_key(pod: Pod) -> tuple[str, str]:
     return (pod.meta.namespace or "", pod.meta.name)
 
@@ -982,11 +987,13 @@ class SnapshotBuilder:
             raise _Rebuild  # near the sums the fresh build saturates: let it
 
     def _update_jobs(self, podgroups: list[PodGroup]) -> None:
-        """Follow the PodGroups, from the objects that changed (by identity). A changed one keeps its index; new
-        ones that sort after every job are appended; removed ones move every later job's index, so every pod
-        from the first task of a moved job on is laid out again (``_relay_from``). _Rebuild when a new PodGroup
-        sorts before a job, when one's creation or uid changed, or when pods already named a new one (they
-        become tasks in the middle of the layout)."""
+        """Follow the PodGroups, from the objects that changed (by identity). A changed one keeps its index. Jobs
+        are in (creation, uid) order, as a fresh build sorts them: new ones go where that order puts them, one
+        whose creation or uid changed (kai's decided PodGroup, once the API server has written it) moves there,
+        and removed ones leave. Every job from the first place that changes on gets a new index, so every pod
+        from the first task of such a job on is laid out again (``_relay_from``): in a cluster where PodGroups
+        come in creation order, that is the newest pods only. _Rebuild when pods already named a new PodGroup
+        (they become tasks before the place the layout is redone from)."""
         old_by_id = {id(pg): pg for pg in self._pgs_in}
         new_ids = set(map(id, podgroups))
         came = (
@@ -1001,24 +1008,26 @@ class SnapshotBuilder:
         came_by_key = {_pod_key(pg): pg for pg in came}  # type: ignore[arg-type]
         if len(came_by_key) != len(came):
             raise _Rebuild
-        removed = sorted(pg_index[k] for pg in went if (k := _pod_key(pg)) not in came_by_key)  # type: ignore[arg-type]
-        gone = set(removed)
-        last = next(((jobs[j].creation, jobs[j].uid) for j in range(len(jobs) - 1, -1, -1) if j not in gone), None)
-        added = []
+        removed = [pg_index[k] for pg in went if (k := _pod_key(pg)) not in came_by_key]  # type: ignore[arg-type]
+        added: list[tuple[tuple[float, str], PodGroup]] = []
         for key, pg in came_by_key.items():
             sort_key = (pg.meta.creation_timestamp or 0.0, pg.meta.uid)
             ji = pg_index.get(key)
             if ji is not None:
-                if sort_key != (jobs[ji].creation, jobs[ji].uid):
-                    raise _Rebuild
-            elif (last is not None and sort_key <= last) or self._refs.get(key, 0):
-                raise _Rebuild
-            else:
-                added.append((sort_key, pg))
+                if sort_key == (jobs[ji].creation, jobs[ji].uid):
+                    continue  # changed in place
+                removed.append(ji)  # its place in the order changed: it leaves it and comes again
+            elif self._refs.get(key, 0):
+                raise _Rebuild  # pods named it before it came: they become tasks in the middle of the layout
+            added.append((sort_key, pg))
         if len(pg_index) - len(removed) + len(added) != len(podgroups):
             raise _Rebuild  # a key twice among the PodGroups
+        removed.sort()
+        gone = set(removed)
         first = removed[0] if removed else len(jobs)
-        if removed:
+        for sort_key, _ in added:  # where the order puts each new one (the jobs after it move up)
+            first = min(first, bisect_right(jobs, sort_key, hi=first, key=_job_order))
+        if first < len(jobs):
             # the first task of a job whose index moves, in pod order: the layout is redone from its pod on
             at = next((self._task_pos[t.index] for t in self._tasks if t.job >= first), None)
             if at is not None:
@@ -1029,8 +1038,17 @@ class SnapshotBuilder:
             del jobs[first:], self._raw[first:]
             for key, _ in moved:
                 del pg_index[key]
-            for key, job in moved:
-                if job.index in gone:
+            # the jobs that stay and the new and moved PodGroups, in (creation, uid) order (sort is stable, and the
+            # jobs that stay are in that order already)
+            entries: list[tuple[tuple[float, str], tuple[str, str], JobInfo | None, PodGroup | None]] = [
+                ((job.creation, job.uid), key, job, None) for key, job in moved if job.index not in gone
+            ]
+            entries += [(sort_key, _pod_key(pg), None, pg) for sort_key, pg in added]  # type: ignore[misc]
+            entries.sort(key=lambda e: e[0])
+            added = []
+            for _, key, job, new in entries:
+                if job is None:
+                    self._append_job(new)  # type: ignore[arg-type]
                     continue
                 pg = came_by_key.get(key, job.podgroup)
                 if pg is job.podgroup and job.gang is not None:  # the same job at a new index
