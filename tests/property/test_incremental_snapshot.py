@@ -170,6 +170,7 @@ def step(draw: st.DrawFn, w: World) -> str:
                 "change-podgroup",
                 "rewrite-podgroup",
                 "change-queue",
+                "rewrite-queue",
                 "change-priority-class",
                 "clock",
                 "nothing",
@@ -252,6 +253,9 @@ def step(draw: st.DrawFn, w: World) -> str:
     elif op == "change-queue":
         q = s.get("Queue", ("", draw(st.sampled_from(["team-a", "team-b"]))))
         s.put(dataclasses.replace(q, priority=draw(st.integers(0, 200))))
+    elif op == "rewrite-queue":  # a status write: a new object, the same values
+        q = s.get("Queue", ("", draw(st.sampled_from(["team-a", "team-b", "dept"]))))
+        s.put(dataclasses.replace(q))
     elif op == "change-priority-class":
         pc = s.get("PriorityClass", ("", "train"))
         s.put(dataclasses.replace(pc, value=draw(st.sampled_from([40, 50, 150]))))
@@ -355,6 +359,24 @@ def test_a_podgroup_written_anew_moves_in_the_job_order_without_a_full_build() -
     third = builder.build(**w.args())
     assert not snapshot_diff(third, build_snapshot(**w.args()))
     assert [j.podgroup.meta.name for j in third.jobs] == ["pg", "pg-a", "pg-c", "pg-b"]
+    assert (builder.full_builds, builder.updates) == (1, 2)
+
+
+def test_a_queue_written_with_the_same_values_makes_no_job_again() -> None:
+    """A Queue's status write comes back as a new object with the same values: the jobs are kept as they were
+    (a busy stream writes queue status every cycle, with thousands of jobs); a changed spec still makes them again."""
+    w = _cluster()
+    builder = SnapshotBuilder()
+    first = builder.build(**w.args())
+    q = w.store.get("Queue", ("", "team-a"))
+    w.store.put(dataclasses.replace(q))
+    second = builder.build(**w.args())
+    assert not snapshot_diff(second, build_snapshot(**w.args()))
+    assert second.jobs[0] is first.jobs[0] and second.tasks[0] is first.tasks[0]
+    w.store.put(dataclasses.replace(q, priority=q.priority + 1))
+    third = builder.build(**w.args())
+    assert not snapshot_diff(third, build_snapshot(**w.args()))
+    assert third.jobs[0] is not first.jobs[0]
     assert (builder.full_builds, builder.updates) == (1, 2)
 
 
