@@ -31,6 +31,10 @@ def test_cycles_on_an_unchanged_cluster_are_repeats_and_a_change_ends_them(
         before = sched.cycles_run
         nodes("memo-large", gpus=12)  # the change: a node that takes all three
         wait_for(lambda: len(bound(admin, ns)) == 3, "the three pods bound on the new node")
-        binding = [c for c in list(sched.cycles) if c.index >= before and c.binds]
-        assert binding and not any(c.repeated for c in binding)  # the cycle that bound them ran the actions
-        assert sum(c.binds for c in binding) == 3
+
+        def binding() -> list:
+            return [c for c in list(sched.cycles) if c.index >= before and c.binds]
+
+        # a cycle is recorded when it ends, after its status writes, which can come after the binds are seen
+        wait_for(lambda: sum(c.binds for c in binding()) == 3, "the cycles that bound them to end")
+        assert not any(c.repeated for c in binding())  # the cycles that bound them ran the actions
