@@ -9,6 +9,8 @@ imports of this package).
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from time import perf_counter
 
 from kai.api.objects import object_ref
@@ -50,29 +52,33 @@ def run_cycle(
     again = repeat(memo, snap, conf)
     if again is not None:
         return again
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         ssn, result = _run_actions(snap, conf)
         if keep_memo:  # (a stale stamp is the Session's ``now``: such a cycle is not repeated)
             result.memo = remember(snap, conf, result, any(v is not None for v in ssn.stale_since.values()))
         ssn.dissolve()  # freed now by reference counting, not left for the collector (see _run_actions)
         del ssn
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     return result
 
 
 def run_session(snap: Snapshot, conf: SchedulerConf) -> tuple[Session, CycleResult]:
     """``run_cycle``, also handing back the closed Session: ``kai explain`` reads its final state (queue
     accounting, failures, the eviction actions' notes) to say why a job waits. Nothing more is computed."""
-    gc_was_enabled = gc.isenabled()
+    with collector_paused():
+        return _run_actions(snap, conf)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic collector for a cycle (or anything that builds a snapshot and runs one, as ``kai
+    explain`` does): such work makes many short-lived objects and no cycles worth collecting, and the collector
+    would otherwise rescan every object of the cluster (50,000 pods) several times."""
+    enabled = gc.isenabled()
     gc.disable()
     try:
-        return _run_actions(snap, conf)
+        yield
     finally:
-        if gc_was_enabled:
+        if enabled:
             gc.enable()
 
 
