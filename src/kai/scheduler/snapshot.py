@@ -1020,7 +1020,7 @@ class SnapshotBuilder:
             sort_key = (pg.meta.creation_timestamp or 0.0, pg.meta.uid)
             ji = pg_index.get(key)
             if ji is not None:
-                if sort_key == (jobs[ji].creation, jobs[ji].uid):
+                if sort_key == _job_order(jobs[ji]):
                     continue  # changed in place
                 removed.append(ji)  # its place in the order changed: it leaves it and comes again
             elif self._refs.get(key, 0):
@@ -1047,11 +1047,11 @@ class SnapshotBuilder:
             # the jobs that stay and the new and moved PodGroups, in (creation, uid) order (sort is stable, and the
             # jobs that stay are in that order already)
             entries: list[tuple[tuple[float, str], tuple[str, str], JobInfo | None, PodGroup | None]] = [
-                ((job.creation, job.uid), key, job, None) for key, job in moved if job.index not in gone
+                (_job_order(job), key, job, None) for key, job in moved if job.index not in gone
             ]
             entries += [(sort_key, _pod_key(pg), None, pg) for sort_key, pg in added]  # type: ignore[misc]
             entries.sort(key=lambda e: e[0])
-            added = []
+            added = []  # all placed by the merge below: nothing is left to append after it
             for _, key, job, new in entries:
                 if job is None:
                     self._append_job(new)  # type: ignore[arg-type]
