@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kai.api import constants as C
 from kai.api.objects import parse_pod, parse_podgroup
-from kai.k8s._assume import DOUBT_S, Assumed, AssumedBind, AssumedEviction
+from kai.k8s._assume import DOUBT_S, Assumed, AssumedBind, AssumedEviction, gone_since
 from kai.scheduler.decisions import PodGroupStatus
 from kai.store import Store
 
@@ -124,3 +124,36 @@ def test_a_gang_evicted_in_part_stays_broken_until_its_evicted_pods_are_gone() -
     store.delete("Pod", ("ns", "b"))  # gone: now a cycle that finds the gang not stale makes it whole
     assumed.settle(not_stale, store)
     assert not assumed.broken
+
+
+def test_the_assumptions_are_laid_over_the_stores_pods_in_their_places() -> None:
+    """``Assumed.lay_over`` changes only the pods it has entries for, each in its place in the Store's order:
+    a bind gives its node, an eviction a deletionTimestamp, a held-back pod leaves, and a pod made again under
+    the same name (another uid) is not touched. The Store keeps its own objects."""
+    store = Store()
+    for name in ("a", "b", "c", "d", "e"):
+        store.put(pod(name))
+    store.put(pod("e", uid="uid-e-again"))  # made again since the bind was sent
+    assumed = Assumed()
+    assumed.binds[("ns", "b")] = AssumedBind("uid-b", "n1", 10.0, ())
+    assumed.binds[("ns", "e")] = AssumedBind("uid-e", "n1", 10.0, ())
+    assumed.evictions[("ns", "c")] = AssumedEviction("uid-c", 10.0)
+    assumed.hold_back(("ns", "d"), "uid-d", 10.0)
+    by_key = store.by_key("Pod")
+    assumed.lay_over(by_key, now=50.0, mono=10.5)
+    assert list(by_key) == [("ns", "a"), ("ns", "b"), ("ns", "c"), ("ns", "e")]
+    assert by_key[("ns", "a")] is store.get("Pod", ("ns", "a"))
+    assert by_key[("ns", "b")].node_name == "n1" and not store.get("Pod", ("ns", "b")).node_name
+    assert by_key[("ns", "c")].meta.deletion_timestamp == 50.0
+    assert by_key[("ns", "e")] is store.get("Pod", ("ns", "e"))
+    later = store.by_key("Pod")
+    assumed.lay_over(later, now=50.0, mono=10.0 + 60.0)  # the backoff is over: the pod comes back
+    assert ("ns", "d") in later
+
+
+def test_a_decision_is_not_sent_for_a_pod_gone_or_made_again_since_the_snapshot() -> None:
+    then = {("ns", "a"): pod("a"), ("ns", "b"): pod("b")}
+    assert not gone_since(("ns", "a"), pod("a"), then)
+    assert gone_since(("ns", "a"), None, then)
+    assert gone_since(("ns", "b"), pod("b", uid="another"), then)
+    assert not gone_since(("ns", "c"), pod("c"), then)  # not in the snapshot: the Store's pod stands

@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 
 from kai.api import constants as C
-from kai.api.objects import parse_pod
+from kai.api.objects import Pod, PodGroup, parse_pod
 from kai.k8s._decided import Decided
 from kai.podgrouper import group_pod
 from kai.scheduler.snapshot import build_snapshot
-from kai.store import Store
+from kai.store import Key, Store, key_of
 
 
 def bare(name: str, uid: str = "", **annotations: str) -> dict:
@@ -31,13 +31,20 @@ def bare(name: str, uid: str = "", **annotations: str) -> dict:
     }
 
 
+def _lay_over(d: Decided, pods: list[Pod]) -> tuple[list[Pod], list[PodGroup], set[Key]]:
+    """``Decided.lay_over`` on the pods and no PodGroups, as the cycle calls it: copies by key, changed in place."""
+    by_key, pgs = {key_of(p): p for p in pods}, {}
+    laid = d.lay_over(by_key, pgs)
+    return list(by_key.values()), list(pgs.values()), laid
+
+
 def test_a_decided_pod_is_laid_over_with_its_podgroup() -> None:
     pod = parse_pod(bare("a"))
     grouping = group_pod(pod)
     assert grouping is not None
     d = Decided()
     d.add(pod, grouping.podgroup)
-    pods, pgs, laid = d.lay_over([pod], [])
+    pods, pgs, laid = _lay_over(d, [pod])
     assert laid == {("ns", "a")}
     assert pods[0].meta.annotations[C.ANNOTATION_POD_GROUP_NAME] == "pg-a-uid-a"
     assert C.ANNOTATION_POD_GROUP_NAME not in pod.meta.annotations  # a copy: the Store's pod is untouched
@@ -52,7 +59,7 @@ def test_the_snapshot_takes_the_pod_as_a_member_of_its_decided_group() -> None:
     assert grouping is not None
     d = Decided()
     d.add(pod, grouping.podgroup)
-    pods, pgs, _ = d.lay_over([pod], [])
+    pods, pgs, _ = _lay_over(d, [pod])
     snap = build_snapshot(nodes=[], pods=pods, podgroups=pgs, queues=[], priority_classes=[], now=0.0)
     assert len(snap.tasks) == 1 and snap.jobs[snap.tasks[0].job].podgroup.meta.name == "pg-a-uid-a"
     empty = build_snapshot(nodes=[], pods=[pod], podgroups=[], queues=[], priority_classes=[], now=0.0)
@@ -76,7 +83,7 @@ def test_entries_leave_once_the_store_shows_them() -> None:
     store.put(annotated)  # the bind (or patch) landed
     d.expire(store)
     assert not d.pods and d.podgroups  # the PodGroup is still only decided: the snapshot keeps taking it
-    _, pgs, laid = d.lay_over([annotated], [])
+    _, pgs, laid = _lay_over(d, [annotated])
     assert not laid and [p.meta.name for p in pgs] == [pg.meta.name]
     store.put(pg)
     d.expire(store)
@@ -92,7 +99,7 @@ def test_a_pod_that_names_a_podgroup_or_was_recreated_is_not_laid_over() -> None
     named = parse_pod(bare("a", **{C.ANNOTATION_POD_GROUP_NAME: "users-own"}))
     recreated = parse_pod(bare("a", uid="new"))
     for other in (named, recreated):
-        pods, _, laid = d.lay_over([other], [])
+        pods, _, laid = _lay_over(d, [other])
         assert not laid and pods[0].meta.annotations == other.meta.annotations
 
 
@@ -112,7 +119,7 @@ def test_a_podgroup_that_came_and_went_between_two_cycles_leaves_on_its_deleted_
     assert not d.pods and key in d.podgroups  # what expire alone leaves behind
     assert d.podgroup_deleted(key)
     assert not d.podgroups
-    _, pgs, _ = d.lay_over([], [])
+    _, pgs, _ = _lay_over(d, [])
     assert pgs == []
     assert not d.podgroup_deleted(key)  # once only
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -229,3 +230,38 @@ def test_subscriber_not_called_for_missing_delete() -> None:
     s.subscribe(seen.append)
     s.delete("Node", ("", "ghost"))
     assert seen == []
+
+
+def test_an_index_follows_every_write_of_its_kind() -> None:
+    """``Store.index`` is filled from the objects there and then kept by each write: an object that starts or
+    stops matching comes in or leaves, a deleted one leaves, and other kinds are not asked."""
+    s = Store()
+    s.put(pod("a"))
+    s.put(dataclasses.replace(pod("b"), nominated_node_name="n1"))
+    asked: list[str] = []
+
+    def nominated(p: Pod) -> bool:
+        asked.append(p.meta.name)
+        return bool(p.nominated_node_name)
+
+    found = s.index("Pod", nominated)
+    assert list(found) == [("default", "b")]
+    s.put(dataclasses.replace(pod("a"), nominated_node_name="n2"))  # starts matching
+    s.put(pod("b"))  # stops
+    assert list(found) == [("default", "a")] and found[("default", "a")].nominated_node_name == "n2"
+    s.put(node("n1"))
+    assert "n1" not in asked
+    s.delete("Pod", ("default", "a"))
+    assert found == {}
+
+
+def test_by_key_is_a_copy_in_insertion_order() -> None:
+    s = Store()
+    for name in ("c", "a", "b"):
+        s.put(pod(name))
+    copied = s.by_key("Pod")
+    assert list(copied) == [("default", "c"), ("default", "a"), ("default", "b")]
+    copied[("default", "a")] = pod("x")  # laid over in its place; the Store keeps its own
+    del copied[("default", "c")]
+    assert [p.meta.name for p in s.list("Pod")] == ["c", "a", "b"]
+    assert s.by_key("Queue") == {}

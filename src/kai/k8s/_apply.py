@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ from kai.api import constants as C
 from kai.api.gpugroups import gpu_group_labels, is_gpu_group_label
 from kai.api.objects import Pod, object_ref
 from kai.k8s._api import Api, ApiError
-from kai.k8s._assume import Assumed, AssumedBind
+from kai.k8s._assume import Assumed, AssumedBind, gone_since
 from kai.k8s._decided import Decided
 from kai.k8s._dra import ClaimWriteError, ClaimWriter
 from kai.k8s._events import EventRecorder
@@ -106,7 +106,7 @@ class Applier:
         self._concurrency = bind_concurrency
         self._bound = metrics.binds.labels("bound")  # labelled once: .labels() locks and looks up per call
         self._scheduled = metrics.scheduled.labels("allocate")
-        self._uids: dict[Key, str] = {}
+        self._decided_on: Mapping[Key, Pod] = {}
         self._w: Any = api  # the writer of the cycle being applied (fenced to its term)
         self.gpu_sharing: GpuSharingBinder | None = None  # set by the scheduler: shared binds go through it
         self.decided: Decided | None = None  # the pod-grouper's decisions: a Binding carries the pod's PodGroup
@@ -117,11 +117,13 @@ class Applier:
         """Until no binds are in flight: PodGroup creates and pod patches yield to binds."""
         await self.idle.wait()
 
-    async def apply(self, result: CycleResult, uids: dict[Key, str] | None = None, *, term: int = 0) -> ApplyStats:
+    async def apply(
+        self, result: CycleResult, decided_on: Mapping[Key, Pod] | None = None, *, term: int = 0
+    ) -> ApplyStats:
         """Send *result*, writing under Lease *term* (Fenced is raised, and the writes still under way
-        cancelled, once the Lease is lost). *uids* are the pods' uids in the snapshot the cycle decided
-        on: a pod deleted and made again under the same name since then is not bound or evicted."""
-        self._uids = uids or {}
+        cancelled, once the Lease is lost). *decided_on* are the pods of the snapshot the cycle decided on, by
+        key: a pod deleted and made again under the same name since then (another uid) is not bound or evicted."""
+        self._decided_on = decided_on or {}
         self._w = self.fence.api(self.api, term)
         self.assumed.settle(result.podgroups, self.store)  # before this cycle's binds mark gangs broken again
         stats = ApplyStats()
@@ -137,7 +139,7 @@ class Applier:
                 self.assumed,
                 self.metrics,
                 pdb_api_version=self.pdb_api_version,
-                uids=self._uids,
+                decided_on=self._decided_on,
             )
             outcome = await evictor.run(result.evictions, self._gather)
             stats.evicted, stats.evict_failed = outcome.evicted, outcome.failed
@@ -198,7 +200,7 @@ class Applier:
     async def _bind(self, b: Bind, stats: ApplyStats, extra: list[Event]) -> None:
         key = (b.pod.namespace, b.pod.name)
         pod = self.store.get("Pod", key)
-        if pod is None or self._uids.get(key, pod.meta.uid) != pod.meta.uid:
+        if gone_since(key, pod, self._decided_on):
             return
         if b.gpu_groups and self.gpu_sharing is not None:
             # GPU sharing: reservation pods, ConfigMaps and labels first, in the background (kai.k8s._gpushare),

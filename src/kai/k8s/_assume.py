@@ -36,7 +36,7 @@ time alone, kubernetes#106361):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -53,6 +53,16 @@ HOLD_BACK = Backoff(initial=1.0, cap=10.0)
 _DONE = ("Succeeded", "Failed")
 
 HeardSince = Callable[[float], bool]  # the pod watch was heard from after monotonic time t
+
+
+def gone_since(key: Key, pod: Pod | None, decided_on: Mapping[Key, Pod]) -> bool:
+    """Whether the Store's *pod* (None: deleted) is not the pod *key* a cycle decided on (*decided_on*: the
+    snapshot's pods by key): deleted, or made again under the same name (another uid) since the snapshot. A
+    decision about it is not sent."""
+    if pod is None:
+        return True
+    then = decided_on.get(key)
+    return then is not None and then.meta.uid != pod.meta.uid
 
 
 class AssumedBind(NamedTuple):
@@ -137,30 +147,28 @@ class Assumed:
                 marked.append(key)
         return marked
 
-    def pods(self, store: Store, now: float, mono: float) -> list[Pod]:
-        """The Store's pods with the assumptions laid over them (copies; the Store is not changed), less
-        the pods held back. *now* is wall time, *mono* monotonic time."""
-        pods = store.list("Pod")
-        if not self.binds and not self.evictions and not self.held_back:
-            return pods
-        out = []
-        for pod in pods:
-            key = (pod.meta.namespace or "", pod.meta.name)
-            h = self.held_back.get(key)
-            if h is not None and h.uid == pod.meta.uid and mono < h.until:
+    def lay_over(self, pods: dict[Key, Pod], now: float, mono: float) -> None:
+        """Lay the assumptions over *pods* (a copy of the Store's pods by key, changed here in place: a pod is
+        replaced by a copy in its place; the Store is not changed) and leave out the pods held back. *now* is
+        wall time, *mono* monotonic time. Costs the assumptions, not the Store's pods: this runs every cycle."""
+        for key, h in self.held_back.items():
+            pod = pods.get(key)
+            if pod is not None and h.uid == pod.meta.uid and mono < h.until:
+                del pods[key]
+        for key, b in self.binds.items():
+            pod = pods.get(key)
+            if pod is None or b.uid != pod.meta.uid or pod.node_name:
                 continue
-            b = self.binds.get(key)
-            if b is not None and b.uid == pod.meta.uid and not pod.node_name:
-                pod = dataclasses.replace(pod, node_name=b.node)
-                if b.gpu_groups and set(group_labels(pod)) != set(b.gpu_groups):
-                    labels = {k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)}
-                    labels.update(gpu_group_labels(b.gpu_groups))
-                    pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, labels=labels))
-            ev = self.evictions.get(key)
-            if ev is not None and ev.uid == pod.meta.uid and pod.meta.deletion_timestamp is None:
-                pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, deletion_timestamp=now))
-            out.append(pod)
-        return out
+            pod = dataclasses.replace(pod, node_name=b.node)
+            if b.gpu_groups and set(group_labels(pod)) != set(b.gpu_groups):
+                labels = {k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)}
+                labels.update(gpu_group_labels(b.gpu_groups))
+                pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, labels=labels))
+            pods[key] = pod
+        for key, ev in self.evictions.items():
+            pod = pods.get(key)
+            if pod is not None and ev.uid == pod.meta.uid and pod.meta.deletion_timestamp is None:
+                pods[key] = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, deletion_timestamp=now))
 
     def podgroups(self, pgs: list[PodGroup]) -> list[PodGroup]:
         """*pgs* (the Store's PodGroups with the pod-grouper's decisions laid over), broken gangs shown stale

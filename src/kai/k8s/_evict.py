@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from kai.api import constants as C
 from kai.api.objects import Pod, object_ref
 from kai.api.pdb import PodDisruptionBudget
 from kai.k8s._api import ApiError
-from kai.k8s._assume import Assumed, AssumedEviction
+from kai.k8s._assume import Assumed, AssumedEviction, gone_since
 from kai.k8s._metrics import Metrics
 from kai.scheduler.decisions import Event, Evict
 from kai.store import Key, Store
@@ -64,7 +64,7 @@ class GangEvictor:
         metrics: Metrics,
         *,
         pdb_api_version: str,
-        uids: dict[Key, str],
+        decided_on: Mapping[Key, Pod],
     ) -> None:
         self.api = api
         self.store = store
@@ -72,7 +72,7 @@ class GangEvictor:
         self.assumed = assumed
         self.metrics = metrics
         self.pdb_api_version = pdb_api_version
-        self.uids = uids
+        self.decided_on = decided_on  # the snapshot's pods by key
         self.out = EvictionOutcome()
 
     async def run(self, evictions: list[Evict], gather: Gather) -> EvictionOutcome:
@@ -80,7 +80,7 @@ class GangEvictor:
         for e in evictions:
             key = (e.pod.namespace, e.pod.name)
             pod = self.store.get("Pod", key)
-            if pod is None or self.uids.get(key, pod.meta.uid) != pod.meta.uid:
+            if gone_since(key, pod, self.decided_on):
                 continue  # gone, or made again under the same name since the snapshot
             gangs.setdefault((e.pod.namespace, e.podgroup), []).append((e, pod))
         pdbs = self.store.list("PodDisruptionBudget")

@@ -169,6 +169,9 @@ class GpuSharingBinder:
         self._created: dict[str, float] = {}  # group -> when its reservation pod was made here
         self._refused: set[str] = set()  # uids of pods without the webhook's env
         self._tasks: set[asyncio.Task[None]] = set()
+        # the pods ``sync`` reads, kept by the Store as they change: a walk of every pod each cycle cost 4.5% of
+        # kai's time in a stream of 12,000 pods, on clusters with no shared GPU at all
+        self._sharing = store.index("Pod", self._reads)
 
     # ---- binds -----------------------------------------------------------------------------
 
@@ -340,6 +343,16 @@ class GpuSharingBinder:
             if e.code != 404:
                 log.warning("reservation pod not deleted", extra={"pod": name, "error": str(e)})
 
+    def _reads(self, pod: Pod) -> bool:
+        """Whether ``sync`` reads *pod*: a reservation pod in the reservation namespace, or a pod elsewhere with a
+        GPU-group label."""
+        labels = pod.meta.labels
+        if not labels:
+            return False
+        if (pod.meta.namespace or "") == self.options.namespace:
+            return sharedgpu.is_reservation_pod(labels)
+        return any(is_gpu_group_label(k) for k in labels)
+
     async def sync(self, assumed_groups: set[str], writer: Any) -> None:
         """KAI's SyncForPodsList over the Store, writing through *writer*; see the module docstring."""
         ns = self.options.namespace
@@ -349,7 +362,7 @@ class GpuSharingBinder:
             used.update(groups)
         reservations: dict[str, Pod] = {}
         running: list[tuple[Pod, list[str]]] = []
-        for pod in self.store.list("Pod"):
+        for pod in self._sharing.values():  # no await in this loop: the Store does not change under it
             if (pod.meta.namespace or "") == ns:
                 if sharedgpu.is_reservation_pod(pod.meta.labels):
                     group = pod.meta.labels.get(C.LABEL_GPU_GROUP)

@@ -606,10 +606,14 @@ class KaiScheduler:
         mono = time.monotonic()
         assumed.expire(self.store, mono, self.informers["Pod"].heard_since)
         self.grouper.expire()
-        pods = assumed.pods(self.store, now, mono)
+        # the Store's pods and PodGroups by key, with what kai did or decided and the watch does not show yet laid
+        # over them in place: each overlay costs its own entries, not a walk of every pod (kai.k8s._assume)
+        by_key, pg_by_key = self.store.by_key("Pod"), self.store.by_key("PodGroup")
+        assumed.lay_over(by_key, now, mono)
         # the pod-grouper's decisions not written yet: scheduled in this cycle (kai.k8s._decided)
-        pods, podgroups, laid = self.grouper.decided.lay_over(pods, self.store.list("PodGroup"))
-        podgroups = assumed.podgroups(podgroups)
+        laid = self.grouper.decided.lay_over(by_key, pg_by_key)
+        pods = list(by_key.values())
+        podgroups = assumed.podgroups(list(pg_by_key.values()))
         conf = self.conf()
         mine = partition_input(
             self.partition,
@@ -642,8 +646,7 @@ class KaiScheduler:
         result = await asyncio.to_thread(run_cycle, snap, conf, self.memo, keep_memo=True)
         self.memo = result.memo
         t2 = time.perf_counter()
-        uids = {(p.meta.namespace or "", p.meta.name): p.meta.uid for p in pods}
-        stats = await self.applier.apply(result, uids, term=term)
+        stats = await self.applier.apply(result, by_key, term=term)
         self.grouper.settle(laid, set(self.applier.assumed.binds))
         t3 = time.perf_counter()
         self.last_result = result

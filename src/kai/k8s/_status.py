@@ -86,6 +86,15 @@ class TokenBucket:
         return False
 
 
+def _waiting(pod: Pod) -> bool:
+    """One of kai's pods, not bound, that names a PodGroup: its PodGroup's conditions are written on it."""
+    return (
+        pod.scheduler_name == C.SCHEDULER_NAME
+        and not pod.node_name
+        and bool(pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME))
+    )
+
+
 class StatusWriter:
     """Decides which status writes a cycle needs, and makes them (module docstring)."""
 
@@ -109,6 +118,10 @@ class StatusWriter:
         self.bucket = TokenBucket(qps, burst)
         self.refresh_s = refresh_s
         self._sent: dict[Which, tuple[Conds, float]] = {}  # the conditions last written, and when
+        # the pods that name a nominated node, kept by the Store as they change (few: a walk of every pod each
+        # cycle to find them cost as much as the rest of the status writes in a stream of pods)
+        self._nominated = store.index("Pod", lambda pod: bool(pod.nominated_node_name))
+        self._waiting = store.index("Pod", _waiting)  # kai's unbound pods that name a PodGroup (the same reason)
         self.api: Any = None  # the cycle's writer, set by writes()
 
     def writes(
@@ -166,12 +179,15 @@ class StatusWriter:
         return call()
 
     def _nominations(self, result: CycleResult) -> list[Write]:
+        """status.nominatedNodeName as the cycle wants it: the node of each pod pipelined there by an eviction,
+        none on any other of kai's pending pods (only pods held, or holding a node now, can differ)."""
         held = {(p.pod.namespace, p.pod.name): p.node for p in result.pipelines if p.nominated}
         out = []
-        for pod in self.store.list("Pod"):
-            if pod.scheduler_name != C.SCHEDULER_NAME or pod.node_name:
+        keys = list(held) + [key for key in self._nominated if key not in held]
+        for key in keys:
+            pod = self.store.get("Pod", key)
+            if pod is None or pod.scheduler_name != C.SCHEDULER_NAME or pod.node_name:
                 continue
-            key = (pod.meta.namespace or "", pod.meta.name)
             want = held.get(key, "")
             if pod.nominated_node_name != want:
                 path = f"/api/v1/namespaces/{key[0]}/pods/{key[1]}/status"
@@ -203,11 +219,9 @@ class StatusWriter:
         pg_out: list[Write] = []
         pod_out: list[Write] = []
         members: dict[Key, list[Pod]] = {}
-        for pod in self.store.list("Pod"):
-            if pod.scheduler_name == C.SCHEDULER_NAME and not pod.node_name:
-                pg = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME)
-                if pg:
-                    members.setdefault((pod.meta.namespace or "", pg), []).append(pod)
+        for pod in self._waiting.values():
+            pg = pod.meta.annotations[C.ANNOTATION_POD_GROUP_NAME]
+            members.setdefault((pod.meta.namespace or "", pg), []).append(pod)
         for st in statuses:
             key = (st.namespace, st.name)
             pg = self.store.get("PodGroup", key)
