@@ -222,13 +222,16 @@ class StatusWriter:
         for pod in self._waiting.values():
             pg = pod.meta.annotations[C.ANNOTATION_POD_GROUP_NAME]
             members.setdefault((pod.meta.namespace or "", pg), []).append(pod)
+        pg_statuses = self.podgroups.statuses
         for st in statuses:
             key = (st.namespace, st.name)
+            old = (pg_statuses.get(key) or {}).get("schedulingConditions") or []
+            if not st.conditions and not old and not st.stale_changed:
+                continue  # most jobs of a busy cluster, every cycle: nothing to say, nothing said (no write below)
             pg = self.store.get("PodGroup", key)
             if pg is None:
                 continue
             path = f"/apis/{C.PODGROUP_API_VERSION}/namespaces/{st.namespace}/podgroups/{st.name}"
-            old = (self.podgroups.statuses.get(key) or {}).get("schedulingConditions") or []
             new = [
                 {
                     "type": c.type,
