@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -89,6 +91,13 @@ async def arrive(api: Api, args: argparse.Namespace, *, kai: bool) -> int:
     return pods + made
 
 
+KINDS = (("bare", "p-"), ("job", "j-"))
+
+
+def _quantiles(lat: list[float]) -> list[float]:
+    return statistics.quantiles(lat, n=100) if len(lat) >= 2 else lat * 99
+
+
 async def watch_latencies(api: Api, stop_after: asyncio.Future[int], deadline_s: float) -> dict[str, Any]:
     """Stamp each pod when first seen and when first seen bound, until every pod asked for is bound."""
     seen: dict[str, float] = {}
@@ -109,13 +118,20 @@ async def watch_latencies(api: Api, stop_after: asyncio.Future[int], deadline_s:
         if stop_after.done() and len(bound) >= stop_after.result():
             break
     lat = sorted(bound[n] - seen[n] for n in bound)
-    q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else lat * 99
+    q = _quantiles(lat)
     first, last = min(bound.values()), max(bound.values())
+    if os.environ.get("KAI_E2E_LATENCIES"):  # each pod's creation (s after the first) and latency, for a look
+        t0 = min(seen.values())
+        rows = sorted((seen[n] - t0, bound[n] - seen[n], n) for n in bound)
+        Path(os.environ["KAI_E2E_LATENCIES"]).write_text("".join(f"{a:.3f} {b:.3f} {n}\n" for a, b, n in rows))
+    # bare pods (p-*) and the Jobs' pods (j-*, made by kube-controller-manager, grouped by their owner) apart
+    by_kind = {kind: sorted(bound[n] - seen[n] for n in bound if n.startswith(prefix)) for kind, prefix in KINDS}
     return {
         "pods": len(bound),
         "p50_s": round(q[49], 3),
         "p99_s": round(q[98], 3),
         "max_s": round(lat[-1], 3),
+        **{f"p99_{kind}_s": round(_quantiles(v)[98], 3) for kind, v in by_kind.items() if v},
         "sustained_pods_per_s": round(len(bound) / (last - first), 1) if last > first else None,
     }
 
@@ -159,6 +175,8 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
     finally:
         if proc is not None:
             stop_scheduler(proc)
+            if os.environ.get("KAI_E2E_LOG") and cp.workdir is not None:  # the scheduler's log, kept for a look
+                shutil.copy(cp.workdir / f"{which}-scheduler.log", os.environ["KAI_E2E_LOG"])
         cp.stop()
 
 
@@ -191,7 +209,8 @@ def main() -> int:
         for r in results:
             print(
                 f"  run {r['run']} {r['scheduler']:5s} {r['pods']} pods: creation to bind p50 {r['p50_s']} s, "
-                f"p99 {r['p99_s']} s, max {r['max_s']} s; sustained {r['sustained_pods_per_s']} pods/s; "
+                f"p99 {r['p99_s']} s (bare {r.get('p99_bare_s')} s, Jobs' {r.get('p99_job_s')} s), "
+                f"max {r['max_s']} s; sustained {r['sustained_pods_per_s']} pods/s; "
                 f"CPU s {r['cpu_s']}"
             )
     return 0

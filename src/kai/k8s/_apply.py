@@ -20,13 +20,15 @@ Rules:
 * **Whole gangs**: a gang whose binds partly failed is marked broken, so the next cycle either
   completes it or evicts its bound part at once (``Assumed.broken``); victims are evicted gang by gang,
   whole or not at all where a PodDisruptionBudget covers them (``kai.k8s._evict``).
-* **Status** (``kai.k8s._status``): only meaningful changes, rate-limited.
+* **Status** (``kai.k8s._status``): only meaningful changes, rate-limited, sent while the next cycle runs
+  (the next cycle waits for them before it makes its own, so writes to one object never pass each other).
 * **Events** go to the EventRecorder, which writes them in the background.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Iterable, Mapping
@@ -42,7 +44,7 @@ from kai.k8s._decided import Decided
 from kai.k8s._dra import ClaimWriteError, ClaimWriter
 from kai.k8s._events import EventRecorder
 from kai.k8s._evict import GangEvictor
-from kai.k8s._fence import Fence
+from kai.k8s._fence import Fence, Fenced
 from kai.k8s._informer import Informer
 from kai.k8s._metrics import Metrics
 from kai.k8s._status import StatusWriter
@@ -65,10 +67,10 @@ class ApplyStats:
     bind_failed: int = 0
     evicted: int = 0
     evict_failed: int = 0
-    status_writes: int = 0
+    status_writes: int = 0  # made by this cycle (sent while the next one runs)
     bind_s: float = 0.0  # evictions and binds
     bind_cpu_s: float = 0.0
-    status_s: float = 0.0  # statuses, conditions, nominations (events are written in the background)
+    status_s: float = 0.0  # the last cycle's status writes' end, this cycle's made, the GPU-sharing upkeep
 
 
 class Applier:
@@ -112,6 +114,7 @@ class Applier:
         self.decided: Decided | None = None  # the pod-grouper's decisions: a Binding carries the pod's PodGroup
         self.idle = asyncio.Event()  # no cycle deciding, no binds or evictions in flight (the grouper's writes wait)
         self.idle.set()
+        self._statuses: asyncio.Future[None] | None = None  # the last cycle's status writes, still going
 
     async def quiet(self) -> None:
         """Until no binds are in flight: PodGroup creates and pod patches yield to binds."""
@@ -160,8 +163,15 @@ class Applier:
             and not (e.reason == "NotReady" and e.object in broken)  # the cycle saw only part of the gang
         ]
         self.events.record(events + extra)
+        # Status writes (queues, PodGroup and pod conditions, nominations) go out while the next cycle decides and
+        # binds: they decide nothing, and waiting for them made every cycle of a pod stream longer by two API
+        # round trips or more. The last cycle's writes end before this cycle's are made: writes to one object never
+        # pass each other, and what they wrote counts in this cycle's comparison (kai.k8s._status).
+        await self.statuses_sent()
         writes = self.status.writes(result, bound, self._w, quiet=self.assumed.broken)
-        await self._gather(self._counted(w, stats) for w in writes)
+        stats.status_writes = len(writes)
+        if writes:
+            self._statuses = asyncio.ensure_future(self._gather(writes))
         if self.gpu_sharing is not None:  # reservation pods of emptied GPU groups go (kai.k8s._gpushare)
             await self.gpu_sharing.sync({g for a in self.assumed.binds.values() for g in a.gpu_groups}, self._w)
         stats.status_s = time.perf_counter() - t0 - stats.bind_s
@@ -191,9 +201,29 @@ class Applier:
                 raise asyncio.CancelledError from None  # would otherwise let the error hide the cancellation)
             raise group.exceptions[0] from None
 
-    async def _counted(self, call: Awaitable[None], stats: ApplyStats) -> None:
-        await call
-        stats.status_writes += 1
+    async def statuses_sent(self) -> None:
+        """Wait until the last cycle's status writes are done. ``Fenced`` (the Lease was lost meanwhile) is raised
+        as from any write of the cycle; any other failure is logged and costs only those writes."""
+        task, self._statuses = self._statuses, None
+        if task is None:
+            return
+        try:
+            await task
+        except Fenced:
+            raise
+        except Exception:
+            log.exception("status writes failed")
+
+    async def close(self) -> None:
+        """At shutdown: the status writes still going are given a moment if the Lease is held, then cancelled."""
+        task, self._statuses = self._statuses, None
+        if task is None:
+            return
+        if self.fence.current() is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), timeout=2)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     # ---- bind ------------------------------------------------------------------------------
 

@@ -295,6 +295,8 @@ class KaiScheduler:
                 await self.grouper.close()
             if self.webhook is not None:
                 await self.webhook.stop()
+            if self.applier is not None:
+                await self.applier.close()
             if self.applier is not None and self.applier.gpu_sharing is not None:
                 await self.applier.gpu_sharing.close()
             if self.events is not None:

@@ -163,11 +163,13 @@ class StatusWriter:
     # ---- the writes ----------------------------------------------------------------------------
 
     def _patch(self, w: Write, now: float) -> Awaitable[None]:
-        """The write; once it succeeded, its conditions count as what the object says (``_compare``)."""
+        """The write; once it succeeded, its conditions count as what the object says (``_compare``). It goes out
+        through the writer of the cycle that made it (fenced to that cycle's Lease term), whenever it is sent."""
+        api = self.api
 
         async def call() -> None:
             try:
-                await self.api.request("PATCH", w.path, body=w.body, content_type=w.content_type)
+                await api.request("PATCH", w.path, body=w.body, content_type=w.content_type)
             except ApiError as e:
                 if e.code != 404:
                     self.metrics.api_errors.labels(w.op).inc()
