@@ -52,6 +52,7 @@ from kai.api import constants as C
 from kai.api.errors import ManifestError
 from kai.k8s._api import Api, ApiError, load_config
 from kai.k8s._apply import Applier
+from kai.k8s._collector import CollectorPacing
 from kai.k8s._decode import KINDS, PDB_V1BETA1, KindSpec
 from kai.k8s._events import EventRecorder
 from kai.k8s._fence import Fence, Fenced
@@ -108,6 +109,9 @@ class SchedulerOptions:
     # collector is enabled again once the initial objects are frozen (end of _start_informers), by a
     # leader and a standby alike.
     gc_paused_until_synced: bool = False
+    # run_scheduler also paces the collector (kai.k8s._collector): what each cycle leaves is frozen, and one full
+    # collection runs every full_every_s. Off in-process (the tests): the collector there is the test process's.
+    pace_collector: bool = False
     # GPU sharing and admission (docs/gpu-sharing.md): the webhooks' HTTPS address (None: not served), the
     # namespace of their certificate Secret, the runtime class given to fraction pods, the reservation pods
     webhook_listen: tuple[str, int] | None = None
@@ -166,6 +170,7 @@ class KaiScheduler:
         # the last cycle's input and result: a cycle on an unchanged cluster (the periodic recheck of jobs that
         # cannot run) hands back that result instead of running the actions again (kai.scheduler.memo)
         self.memo: CycleMemo | None = None
+        self.collector = CollectorPacing() if options.pace_collector else None
         self._relists_counted: dict[str, int] = {}
         self._cycle_wanted_since: float | None = None  # monotonic: a cycle was due and none has completed since
         self.last_cycle_end: float | None = None
@@ -562,6 +567,8 @@ class KaiScheduler:
                 self._cycle_wanted_since = None
                 self.last_cycle_end = time.monotonic()
             finally:
+                if self.collector is not None:  # what the cycle left is frozen: no full walk every few seconds
+                    self.collector.after_cycle()
                 if self.applier is not None:
                     self.applier.idle.set()
             if self.last_cycle_end is not None:
@@ -739,7 +746,7 @@ def run_scheduler(options: SchedulerOptions, *, event_loop: str = "uvloop") -> i
     import signal
 
     gc.disable()  # until the initial objects are frozen (SchedulerOptions.gc_paused_until_synced)
-    options = dataclasses.replace(options, gc_paused_until_synced=True)
+    options = dataclasses.replace(options, gc_paused_until_synced=True, pace_collector=True)
 
     async def main() -> int:
         s = KaiScheduler(options)
