@@ -181,25 +181,31 @@ class Applier:
         """Await *calls*, at most ``bind_concurrency`` at a time: that many workers take the next call
         from one iterator, so 4,000 binds are 64 tasks, not 4,000 tasks queued on a semaphore, and a
         call's coroutine is only made when a worker is free for it. The first error (``Fenced``, say)
-        cancels the other workers and is raised; calls never started are closed unawaited."""
+        cancels the other workers and is raised; a cancellation of the caller cancels them and is raised;
+        calls never started are closed unawaited.
+
+        Not a TaskGroup: on Python 3.11 a TaskGroup whose child fails after its body has ended leaves the
+        parent task's cancellation count raised (fixed in 3.12), so the caller could not tell a call's error
+        from being cancelled, and a lost Lease during the binds came out as CancelledError instead of Fenced."""
         it = iter(calls)
 
         async def worker() -> None:
             for c in it:
                 await c
 
+        workers = [asyncio.ensure_future(worker()) for _ in range(self._concurrency)]
         try:
-            async with asyncio.TaskGroup() as tg:
-                for _ in range(self._concurrency):
-                    tg.create_task(worker())
-        except BaseExceptionGroup as group:
+            await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
+        finally:  # an error, or the caller cancelled: the other workers stop, nothing is left running
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
             for c in it:  # coroutines made but never awaited: closed, so no "never awaited" warning
                 if asyncio.iscoroutine(c):
                     c.close()
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():  # cancelled meanwhile: that wins (3.11's TaskGroup
-                raise asyncio.CancelledError from None  # would otherwise let the error hide the cancellation)
-            raise group.exceptions[0] from None
+        for w in workers:
+            if not w.cancelled() and w.exception() is not None:
+                raise w.exception()  # type: ignore[misc]
 
     async def statuses_sent(self) -> None:
         """Wait until the last cycle's status writes are done. ``Fenced`` (the Lease was lost meanwhile) is raised

@@ -1,0 +1,145 @@
+"""The Applier (kai.k8s._apply), with the API server played by a fake that holds each PATCH until released (the
+live tests cover the writes themselves against a real one).
+
+* Status writes go out while the next cycle runs: a cycle's apply returns with its status writes in flight, and
+  the next cycle's apply waits for them before it makes its own, so two writes to one object never pass each
+  other.
+* ``_gather`` raises a call's error as itself (Fenced stays Fenced), and a cancellation as a cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from kai.api.objects import ObjectMeta, Queue
+from kai.k8s._apply import Applier
+from kai.k8s._fence import Fence, Fenced
+from kai.k8s._metrics import Metrics
+from kai.scheduler.decisions import CycleResult, QueueStatus
+from kai.store import Store
+
+
+class HeldApi:
+    """Records each request; a PATCH waits for ``release``."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, Any]] = []
+        self.finished: list[tuple[str, Any]] = []
+        self.release = asyncio.Event()
+
+    async def request(self, method: str, path: str, **kw: Any) -> Any:
+        self.started.append((path, kw.get("body")))
+        if method == "PATCH":
+            await self.release.wait()
+        if "gate" in kw:
+            kw["gate"]()  # as the real client does just before the bytes go out
+        self.finished.append((path, kw.get("body")))
+        return {}
+
+
+def applier(api: HeldApi, fence: Fence | None = None) -> Applier:
+    store = Store()
+    store.put(Queue(ObjectMeta("q", None, "uid-q")))
+    informer = SimpleNamespace(statuses={})
+    return Applier(
+        api,  # type: ignore[arg-type]
+        store,
+        informer,  # type: ignore[arg-type]
+        informer,  # type: ignore[arg-type]
+        informer,  # type: ignore[arg-type]
+        informer,  # type: ignore[arg-type]
+        SimpleNamespace(record=lambda events: None),  # type: ignore[arg-type]
+        Metrics(),
+        fence=fence,
+    )
+
+
+def queue_allocated(gpus: float) -> CycleResult:
+    return CycleResult(queues=[QueueStatus("q", "", {}, {"gpu": gpus}, {}, {}, {}, {})])
+
+
+def test_a_cycles_status_writes_end_before_the_next_cycle_makes_its_own() -> None:
+    async def scenario() -> None:
+        api = HeldApi()
+        a = applier(api)
+        stats = await asyncio.wait_for(a.apply(queue_allocated(1.0)), 1.0)  # returns with its write in flight
+        assert stats.status_writes == 1 and len(api.started) == 1 and not api.finished
+        second = asyncio.create_task(a.apply(queue_allocated(2.0)))
+        await asyncio.sleep(0.05)
+        assert not second.done() and len(api.started) == 1  # waits for the first cycle's write
+        api.release.set()
+        await asyncio.wait_for(second, 1.0)
+        await a.statuses_sent()
+        gpus = [body["status"]["allocated"]["nvidia.com/gpu"] for _, body in api.finished]
+        assert gpus == ["1", "2"]  # in the cycles' order: the second was made after the first had landed
+        await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_lost_lease_during_the_writes_reaches_the_next_cycle() -> None:
+    """The writes were made under the first cycle's term and the Lease is lost before they go out: they are not
+    sent, and the next cycle's apply raises Fenced, as a write of its own would."""
+
+    async def scenario() -> None:
+        api = HeldApi()
+        fence = Fence()
+        fence.grant(1, time.monotonic() + 60.0)
+        a = applier(api, fence)
+        await asyncio.wait_for(a.apply(queue_allocated(1.0), term=1), 1.0)
+        fence.revoke()
+        api.release.set()
+        with pytest.raises(Fenced):
+            await asyncio.wait_for(a.apply(queue_allocated(2.0), term=1), 1.0)
+        assert api.finished == []
+        await a.close()
+
+    asyncio.run(scenario())
+
+
+def test_gather_raises_the_first_error_as_itself_and_closes_the_calls_not_started() -> None:
+    async def scenario() -> None:
+        a = applier(HeldApi())
+        a._concurrency = 2
+        ran: list[int] = []
+
+        async def call(i: int) -> None:
+            ran.append(i)
+            await asyncio.sleep(0.01 if i else 0.0)
+            if i == 0:
+                raise Fenced("lost")
+
+        calls = [call(i) for i in range(10)]
+        with pytest.raises(Fenced):
+            await a._gather(calls)
+        assert len(ran) < 10  # the first error stopped the rest
+        assert all(c.cr_frame is None for c in calls)  # started or not, each is finished or closed
+
+    asyncio.run(scenario())
+
+
+def test_gather_cancelled_stops_its_calls_and_is_cancelled() -> None:
+    async def scenario() -> None:
+        a = applier(HeldApi())
+        going = asyncio.Event()
+        stopped: list[int] = []
+
+        async def call(i: int) -> None:
+            going.set()
+            try:
+                await asyncio.sleep(10)
+            finally:
+                stopped.append(i)
+
+        task = asyncio.create_task(a._gather(call(i) for i in range(3)))
+        await going.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert sorted(stopped) == [0, 1, 2]
+
+    asyncio.run(scenario())
