@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-import cel
-
 from kai.api.errors import ManifestError
 from kai.api.quantity import parse_quantity
 
@@ -63,15 +61,27 @@ FUNCTIONS = {
 }
 
 
-def _context() -> Any:
-    ctx = cel.Context()
-    for name, fn in FUNCTIONS.items():
-        ctx.add_function(name, fn)
-    return ctx
-
-
-_CONTEXT = _context()
 _LOCK = threading.Lock()  # a cel.Context is not thread-safe (the Kubernetes backend runs cycles in a worker thread)
+_CONTEXT: Any = None  # made on first use, under _LOCK
+
+
+def _cel() -> Any:
+    """The ``cel`` package, imported on first use: its ``__init__`` imports its command line (typer, rich,
+    prompt_toolkit), 0.13 s that every ``kai`` process paid at start-up although only DRA selectors need it."""
+    import cel
+
+    return cel
+
+
+def _context() -> Any:
+    """The shared evaluation context with Kubernetes' CEL functions; call under _LOCK."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        ctx = _cel().Context()
+        for name, fn in FUNCTIONS.items():
+            ctx.add_function(name, fn)
+        _CONTEXT = ctx
+    return _CONTEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +106,9 @@ class CelSelector:
         if got is None:
             try:
                 with _LOCK:
-                    _CONTEXT.add_variable("device", device.value)
-                    result = self.program.execute(_CONTEXT)
+                    ctx = _context()
+                    ctx.add_variable("device", device.value)
+                    result = self.program.execute(ctx)
             except Exception:  # a CEL runtime error means "no match", never a failed cycle
                 result = None
             got = result is True
@@ -116,7 +127,7 @@ def compile_selector(expression: str, path: str) -> CelSelector:
     if program is not None:
         return CelSelector(expression, program)
     try:
-        program = cel.compile(expression)
+        program = _cel().compile(expression)
     except Exception as e:  # the bindings raise ValueError for syntax, others for the rest
         text = " ".join(str(e).split())
         raise ManifestError(f"CEL expression does not compile: {text[:300]}", field=path) from e

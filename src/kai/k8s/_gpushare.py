@@ -51,7 +51,6 @@ from kai.k8s._fence import Fenced
 from kai.k8s._metrics import Metrics
 from kai.k8s._supervisor import Supervisor
 from kai.scheduler.decisions import Bind, Event
-from kai.scheduler.gpusharing import parse_share
 from kai.store import Key, Store
 
 
@@ -240,6 +239,8 @@ class GpuSharingBinder:
             raise BindRefused(self._no_env_text(pod))
         tolerations = (full.get("spec") or {}).get("tolerations") or []
         uuids = [await self.reserve(b.node, g, tolerations, writer) for g in b.gpu_groups]
+        from kai.scheduler.gpusharing import parse_share  # the engine's module: off the start-up path (NumPy)
+
         share, _ = parse_share(pod)
         node = self.store.get("Node", ("", b.node))
         label = node.meta.labels.get(C.LABEL_GPU_MEMORY, "") if node is not None else ""

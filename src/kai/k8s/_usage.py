@@ -34,15 +34,17 @@ import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 from kai.api.duration import parse_duration
 from kai.api.objects import SchedulingShard
 from kai.k8s._fasthttp import FastHttp, HttpError
 from kai.k8s._metrics import Metrics
-from kai.scheduler.usage import Vector
 from kai.store import Store
+
+if TYPE_CHECKING:  # the engine's module (NumPy) stays off the start-up path
+    from kai.scheduler.usage import Vector
 
 log = logging.getLogger("kai.k8s.usage")
 
