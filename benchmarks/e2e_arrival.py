@@ -17,7 +17,10 @@ For each scheduler, on a fresh control plane (etcd on tmpfs + kube-apiserver + k
    first seen bound; the latency is the difference, both on the harness's clock. The sustained rate is
    pods bound per second between the first and the last bind.
 
-Figures: p50, p99 and max latency, the sustained rate, and the CPU seconds of each process.
+Figures: p50, p99 and max latency (p99 also for the bare pods and the Jobs' pods apart), the sustained rate,
+and the CPU seconds of each process. For a closer look: ``KAI_E2E_LOG=FILE`` keeps the scheduler's log (kai
+logs each binding cycle's phases), ``KAI_E2E_LATENCIES=FILE`` writes each pod's creation (seconds after the
+first) and latency, ``KAI_E2E_PYSPY=FILE`` profiles kai (as in ``e2e_fill.py``).
 """
 
 from __future__ import annotations
