@@ -20,8 +20,9 @@ Rules:
 * **Whole gangs**: a gang whose binds partly failed is marked broken, so the next cycle either
   completes it or evicts its bound part at once (``Assumed.broken``); victims are evicted gang by gang,
   whole or not at all where a PodDisruptionBudget covers them (``kai.k8s._evict``).
-* **Status** (``kai.k8s._status``): only meaningful changes, rate-limited, sent while the next cycle runs
-  (the next cycle waits for them before it makes its own, so writes to one object never pass each other).
+* **Status** (``kai.k8s._status``): only meaningful changes, rate-limited. Those that only report are sent
+  while the next cycle runs (it waits for them before it makes its own, so writes to one object never pass
+  each other); nominations and the stale-gang timestamp, which the next cycle reads, before the cycle ends.
 * **Events** go to the EventRecorder, which writes them in the background.
 """
 
@@ -163,13 +164,17 @@ class Applier:
             and not (e.reason == "NotReady" and e.object in broken)  # the cycle saw only part of the gang
         ]
         self.events.record(events + extra)
-        # Status writes (queues, PodGroup and pod conditions, nominations) go out while the next cycle decides and
-        # binds: they decide nothing, and waiting for them made every cycle of a pod stream longer by two API
-        # round trips or more. The last cycle's writes end before this cycle's are made: writes to one object never
-        # pass each other, and what they wrote counts in this cycle's comparison (kai.k8s._status).
+        # Status writes that only report (Queue status, PodGroup and pod conditions) go out while the next cycle
+        # decides and binds: waiting for them made every cycle of a pod stream longer by two API round trips or
+        # more. The last cycle's writes end before this cycle's are made: writes to one object never pass each
+        # other, and what they wrote counts in this cycle's comparison (kai.k8s._status). Those the next cycle
+        # reads back (nominations, the stale-gang timestamp its grace period is timed from) are sent here, as
+        # before: sent later, the next cycle would stamp the gang again, later.
         await self.statuses_sent()
-        writes = self.status.writes(result, bound, self._w, quiet=self.assumed.broken)
-        stats.status_writes = len(writes)
+        read, writes = self.status.writes(result, bound, self._w, quiet=self.assumed.broken)
+        stats.status_writes = len(read) + len(writes)
+        if read:
+            await self._gather(read)
         if writes:
             self._statuses = asyncio.ensure_future(self._gather(writes))
         if self.gpu_sharing is not None:  # reservation pods of emptied GPU groups go (kai.k8s._gpushare)

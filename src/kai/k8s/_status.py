@@ -126,13 +126,16 @@ class StatusWriter:
 
     def writes(
         self, result: CycleResult, bound: set[Key], api: Any, quiet: Collection[Key] = ()
-    ) -> list[Awaitable[None]]:
-        """The writes *result* calls for, in order of precedence, within the rate limit. The conditions
-        of the PodGroups in *quiet* (broken gangs, some of whose pods are held back from the cycle) and of
-        their pods are left as they are: the cycle saw only part of them."""
+    ) -> tuple[list[Awaitable[None]], list[Awaitable[None]]]:
+        """The writes *result* calls for, in order of precedence, within the rate limit: those the next cycle
+        reads back (nominations and the stale-gang timestamp: the engine decides from them), and the rest
+        (conditions and Queue status: they only report). The conditions of the PodGroups in *quiet* (broken
+        gangs, some of whose pods are held back from the cycle) and of their pods are left as they are: the
+        cycle saw only part of them."""
         self.api = api
         now = time.monotonic()
         self._forget_old(now)
+        read: list[Awaitable[None]] = []
         out: list[Awaitable[None]] = []
         deferred = 0
         statuses = result.podgroups
@@ -141,12 +144,12 @@ class StatusWriter:
             result = dataclasses.replace(result, podgroups=statuses)
         for w in self._wanted(result, bound, now, quiet):
             if w.why == "always" or self.bucket.take():
-                out.append(self._patch(w, now))
+                (read if w.why == "always" or w.op == "nominate" else out).append(self._patch(w, now))
             else:
                 deferred += 1
         if deferred:
             self.metrics.status_deferred.inc(deferred)
-        return out
+        return read, out
 
     def _forget_old(self, now: float) -> None:
         if len(self._sent) > 10_000:
