@@ -265,3 +265,18 @@ def test_by_key_is_a_copy_in_insertion_order() -> None:
     del copied[("default", "c")]
     assert [p.meta.name for p in s.list("Pod")] == ["c", "a", "b"]
     assert s.by_key("Queue") == {}
+
+
+def test_a_predicate_that_raises_costs_the_object_its_place_in_the_view_not_the_write() -> None:
+    s = Store()
+
+    def picky(p: Pod) -> bool:
+        if p.meta.name == "bad":
+            raise ValueError("a reader's bug")
+        return True
+
+    found = s.index("Pod", picky)
+    s.put(pod("bad"))
+    s.put(pod("good"))
+    assert s.get("Pod", ("default", "bad")) is not None
+    assert list(found) == [("default", "good")]

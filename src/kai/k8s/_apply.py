@@ -68,7 +68,7 @@ class ApplyStats:
     bind_failed: int = 0
     evicted: int = 0
     evict_failed: int = 0
-    status_writes: int = 0  # made by this cycle (sent while the next one runs)
+    status_writes: int = 0  # made by this cycle (those that only report are sent while the next one runs)
     bind_s: float = 0.0  # evictions and binds
     bind_cpu_s: float = 0.0
     status_s: float = 0.0  # the last cycle's status writes' end, this cycle's made, the GPU-sharing upkeep

@@ -548,8 +548,13 @@ def _ids(objs: list) -> np.ndarray:
     return np.fromiter(map(id, objs), dtype=np.int64, count=len(objs))
 
 
+def _podgroup_order(pg: PodGroup) -> tuple[float, str]:
+    """A PodGroup's place in the snapshot's job order: (creation, uid)."""
+    return (pg.meta.creation_timestamp or 0.0, pg.meta.uid)
+
+
 def _job_order(job: JobInfo) -> tuple[float, str]:
-    """A job's place in the snapshot's job order: its PodGroup's (creation, uid), as the full build sorts them."""
+    """A job's place in the snapshot's job order: its PodGroup's (``_podgroup_order``), as the full build sorts them."""
     return (job.creation, job.uid)
 
 
@@ -783,7 +788,7 @@ class SnapshotBuilder:
 
     def _set_jobs(self, podgroups: list[PodGroup]) -> None:
         self._pgs_in = list(podgroups)
-        ordered = sorted(podgroups, key=lambda g: (g.meta.creation_timestamp or 0.0, g.meta.uid))
+        ordered = sorted(podgroups, key=_podgroup_order)
         self._pg_index = {_pod_key(pg): i for i, pg in enumerate(ordered)}  # type: ignore[arg-type]
         self._jobs = [self._job(i, pg) for i, pg in enumerate(ordered)]
         self._raw: list[list[int]] = [[] for _ in ordered]  # per job, its task indices in index order
@@ -1017,7 +1022,7 @@ class SnapshotBuilder:
         removed = [pg_index[k] for pg in went if (k := _pod_key(pg)) not in came_by_key]  # type: ignore[arg-type]
         added: list[tuple[tuple[float, str], PodGroup]] = []
         for key, pg in came_by_key.items():
-            sort_key = (pg.meta.creation_timestamp or 0.0, pg.meta.uid)
+            sort_key = _podgroup_order(pg)
             ji = pg_index.get(key)
             if ji is not None:
                 if sort_key == _job_order(jobs[ji]):

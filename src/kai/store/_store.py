@@ -26,6 +26,13 @@ class Change:
     obj: Any
 
 
+def _matches(matches: Callable[[Any], bool], obj: Any) -> bool:
+    try:
+        return bool(matches(obj))
+    except Exception:  # a reader's bug costs that object its place in the reader's view, not the write
+        return False
+
+
 def key_of(obj: Any) -> Key:
     return (obj.meta.namespace or "", obj.meta.name)
 
@@ -50,7 +57,7 @@ class Store:
         change = Change(self._rv, op, kind, key, obj)
         self._feed.append(change)
         for matches, found in self._indexes.get(kind, ()):
-            if op != "DELETED" and matches(obj):
+            if op != "DELETED" and _matches(matches, obj):
                 found[key] = obj
             else:
                 found.pop(key, None)
@@ -115,9 +122,10 @@ class Store:
         """A live view of the objects of *kind* that *matches* accepts, by key, kept up to date on every write
         from now on (filled from the objects there now). Why: a reader that wants the few objects with some
         mark (pods naming a GPU group, pods holding a nomination) each cycle would otherwise walk every object
-        of the kind each cycle; this costs one *matches* call per write instead. The dict is the Store's: read it,
-        never write it."""
-        found = {key: obj for key, obj in self._objects.get(kind, {}).items() if matches(obj)}
+        of the kind each cycle; this costs one *matches* call per write instead. An object *matches* raises for is
+        left out of the view: a write to the Store never fails for a reader's predicate. The dict is the Store's:
+        read it, never write it."""
+        found = {key: obj for key, obj in self._objects.get(kind, {}).items() if _matches(matches, obj)}
         self._indexes.setdefault(kind, []).append((matches, found))
         return found
 
