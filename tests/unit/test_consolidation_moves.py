@@ -1,9 +1,11 @@
-"""Consolidation moves only pods that come back (kai.scheduler.actions.consolidation).
+"""Consolidation, preempt and reclaim move only pods that come back (kai.scheduler.actions.solver.can_move).
 
 A move evicts the pod and waits for its controller to make it again. On a real cluster a pod that no
 controller owns is gone once evicted, so there (``bare_pods_return=False``) consolidation leaves such pods
-where they are; the embedded cluster makes them again, so ``kai sim`` moves them as KAI does. The CI chaos
-suite found the case: a gang of bare pods lost one member to a move and stayed bound in part for good.
+where they are, and preempt and reclaim put such a victim back only on its own node or evict it (its whole
+gang with it); the embedded cluster makes them again, so ``kai sim`` moves them as KAI does. The CI chaos
+suite found both cases: a gang of bare pods lost one member to a move (consolidation's first, later a
+preemptor's) and stayed bound in part.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from kai.scheduler.snapshot import Snapshot
 from tests.unit.builders import job_docs, node, queue, snapshot_of
 
 CONSOLIDATION = SchedulerConf(actions=("allocate", "consolidation"))
+PREEMPT = SchedulerConf(actions=("allocate", "preempt"))
 OWNER = {"apiVersion": "batch/v1", "kind": "Job", "name": "mover", "uid": "u-mover", "controller": True}
 
 
@@ -61,3 +64,47 @@ def test_kai_explain_on_a_real_cluster_says_whether_consolidation_moves_it(owned
     dry = dry_run(snap, CONSOLIDATION)
     note = evictable_by(dry, next(j for j in snap.jobs if j.name == "mover"))["consolidation"]
     assert note == (CONSOLIDATION_NOTE if moves else NOT_MOVED)
+
+
+def _preempt_docs(owned: bool) -> list[dict[str, Any]]:
+    """A 2-pod preemptible gang on n0 (5 GPUs, 2 held by a pod that is not preemptible, 1 idle) and n1 (1 idle):
+    a 2-GPU inference pod fits on n0 once the gang is evicted, and then the gang fits back only split, one pod
+    at home and one on n1: a move."""
+    docs = [
+        node("n0", gpu=5),
+        node("n1", gpu=4),
+        queue("team"),
+        *job_docs("stays", "team", 1, on="n0", gpu=2, priority_class="build"),
+        *job_docs("busy", "team", 1, on="n1", gpu=3, priority_class="build"),
+        *job_docs("gang", "team", 2, on="n0", gpu=1),
+        *job_docs("urgent", "team", 1, gpu=2, priority_class="inference"),
+    ]
+    if owned:
+        for d in docs:
+            if d["metadata"]["name"].startswith("gang-"):
+                d["metadata"]["ownerReferences"] = [OWNER]
+    return docs
+
+
+def _preempted(snap: Snapshot) -> tuple[list[str], list[str]]:
+    """(evicted pods, of them the ones moved: pipelined to a node again); the preemptor is always pipelined."""
+    result = run_cycle(snap, PREEMPT)
+    pipelined = sorted(p.pod.name for p in result.pipelines)
+    assert "urgent-0" in pipelined
+    return sorted(e.pod.name for e in result.evictions), [n for n in pipelined if n.startswith("gang-")]
+
+
+@pytest.mark.parametrize(
+    ("bare_pods_return", "owned", "evicted", "moved"),
+    [
+        (True, False, ["gang-1"], ["gang-1"]),  # kai sim: the evicted pod comes back, pipelined to n1
+        (False, True, ["gang-1"], ["gang-1"]),  # a controller makes it again
+        (False, False, ["gang-0", "gang-1"], []),  # nobody would: the gang is evicted whole, not split
+    ],
+    ids=["embedded", "owned", "bare"],
+)
+def test_preempt_moves_a_victim_only_if_it_comes_back(
+    bare_pods_return: bool, owned: bool, evicted: list[str], moved: list[str]
+) -> None:
+    snap = snapshot_of(_preempt_docs(owned), bare_pods_return=bare_pods_return)
+    assert _preempted(snap) == (evicted, moved)

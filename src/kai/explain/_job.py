@@ -16,7 +16,7 @@ from kai.explain import _engine as E
 from kai.explain._nodes import missing_per_class
 from kai.explain._order import QueueOrder
 from kai.explain._queue import queue_numbers
-from kai.scheduler.actions.consolidation import can_move
+from kai.scheduler.actions.solver import can_move
 from kai.scheduler.model import ACTIVE_ALLOCATED, MILLI, JobInfo, TaskStatus
 from kai.scheduler.plugins.minruntime import preempt_min_runtime, reclaim_min_runtime
 from kai.scheduler.plugins.proportion import reclaim_rules

@@ -14,14 +14,11 @@ pods are not moved there (KAI moves them; docs/differences.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from kai.scheduler.actions.evicting import EvictingAction, preemptible_jobs
-from kai.scheduler.actions.solver import Scenario
+from kai.scheduler.actions.solver import Scenario, can_move
 from kai.scheduler.explain import fmt_amount
 from kai.scheduler.model import JobInfo, TaskInfo
 from kai.scheduler.session import Session
-from kai.scheduler.snapshot import Snapshot
 
 
 class Consolidation(EvictingAction):
@@ -68,15 +65,6 @@ class Consolidation(EvictingAction):
 
     def message(self, ssn: Session, scenario: Scenario, task: TaskInfo) -> str:
         return f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing"
-
-
-def can_move(snap: Snapshot, tasks: Iterable[int]) -> bool:
-    """Whether moving these tasks' pods loses none of them: each comes back once evicted, made again by its
-    controller (a ReplicaSet, a Job, a RayCluster...) or, where ``Snapshot.bare_pods_return``, by the cluster."""
-    if snap.bare_pods_return:
-        return True
-    pods = snap.tasks
-    return all(any(o.controller for o in pods[t].pod.meta.owner_references) for t in tasks)
 
 
 def _free_gpus(ssn: Session) -> int:

@@ -34,6 +34,7 @@ from kai.scheduler.actions.gang import is_simple, job_constraints, place_fixed
 from kai.scheduler.model import GPU, JobInfo, TaskInfo, TaskStatus
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session, Statement
+from kai.scheduler.snapshot import Snapshot
 from kai.scheduler.topology import TopologyError
 from kai.scheduler.victims import VictimUnit
 
@@ -79,6 +80,18 @@ class SolveResult:
     out_of_budget: bool = False
 
 
+def can_move(snap: Snapshot, tasks: Iterable[int]) -> bool:
+    """Whether moving these tasks' pods loses none of them: each comes back once evicted, made again by its
+    controller (a ReplicaSet, a Job, a RayCluster...) or, where ``Snapshot.bare_pods_return``, by the cluster.
+    A move is an eviction that the controller answers with a new pod; on a real cluster a pod nobody owns is
+    simply gone, so reclaim and preempt put such a victim back only on its own node, and consolidation
+    leaves its job alone."""
+    if snap.bare_pods_return:
+        return True
+    pods = snap.tasks
+    return all(any(o.controller for o in pods[t].pod.meta.owner_references) for t in tasks)
+
+
 CapacityCheck = Callable[[], str | None]  # with the victims gone: why the job's queue still cannot take it
 
 
@@ -101,6 +114,7 @@ class Solver:
         self.capacity = capacity
         self._over: str | None = None  # why the last simulation's job was still over capacity
         self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
+        self._can_move: dict[int, bool] = {}  # a victim unit's first task -> whether its pods may move
 
     # --- search ---------------------------------------------------------------------------------------
 
@@ -376,24 +390,21 @@ class Solver:
             for u in units:
                 if not u.core and u.job in away:
                     homeless.append(u)
-                    continue
-                mark = stmt.checkpoint()
-                for t in u.tasks:
-                    task = snap.tasks[t]
-                    node, gpus = home[t]
-                    shared_gpus = gpus if task.share is not None else None
-                    if not ssn.fit_on(task, node, shared_gpus):
-                        stmt.rollback(mark)
-                        homeless.append(u)
-                        if u.core:
-                            away.add(u.job)
-                        break
-                    stmt.pipeline(task, node, shared_gpus)
-                else:
+                elif self._at_home(stmt, u, home):
                     back_home.update(u.tasks)
+                else:
+                    homeless.append(u)
+                    if u.core:
+                        away.add(u.job)
         for u in homeless:
             if not u.core and u.job in broken:
                 continue  # a surplus pod never comes back without its job's core
+            if not self._movable(u):  # nobody makes its pods again elsewhere: home, or evicted
+                if not home_first and self._at_home(stmt, u, home):
+                    back_home.update(u.tasks)
+                elif u.core:
+                    broken.add(u.job)
+                continue
             mark = stmt.checkpoint()
             spots = []
             for t in u.tasks:
@@ -414,6 +425,29 @@ class Solver:
             if u.core:
                 broken.add(u.job)
         return back_home, moved
+
+    def _at_home(self, stmt: Statement, u: VictimUnit, home: dict[int, tuple[int, tuple[int, ...]]]) -> bool:
+        """Pipeline every pod of *u* back where it was (node, and GPUs if shared); False, rolled back, if one
+        does not fit there any more."""
+        ssn = self.ssn
+        mark = stmt.checkpoint()
+        for t in u.tasks:
+            task = ssn.snap.tasks[t]
+            node, gpus = home[t]
+            shared_gpus = gpus if task.share is not None else None
+            if not ssn.fit_on(task, node, shared_gpus):
+                stmt.rollback(mark)
+                return False
+            stmt.pipeline(task, node, shared_gpus)
+        return True
+
+    def _movable(self, u: VictimUnit) -> bool:
+        """Whether *u*'s pods may move to other nodes (``can_move``), remembered per unit's first task: the
+        answer is the snapshot's, and victim searches put the same units back many times."""
+        got = self._can_move.get(u.tasks[0])
+        if got is None:
+            got = self._can_move[u.tasks[0]] = can_move(self.ssn.snap, u.tasks)
+        return got
 
     def _replay(
         self,
