@@ -33,7 +33,8 @@ per pod (``apiserver_request_total``, by resource) until all are bound and after
 more, the CPU seconds of each process while filling, and (bare mode) when every PodGroup exists.
 
 For experiments: ``KAI_E2E_ARGS="--bind-concurrency=16"`` adds flags to ``kai scheduler``;
-``KAI_E2E_PYSPY=out.txt`` runs kai under py-spy (raw collapsed stacks, written on exit).
+``KAI_E2E_PYSPY=out.txt`` runs kai under py-spy (raw collapsed stacks, written on exit);
+``KAI_E2E_APISERVER_PPROF=prefix`` profiles kube-apiserver while the scheduler fills (``_apiserver_profile``).
 """
 
 from __future__ import annotations
@@ -306,6 +307,22 @@ def scheduler_cmd(which: str, binaries: Binaries, cp: ControlPlane) -> list[str]
     ]
 
 
+def _apiserver_profile(api: Api, which: str) -> asyncio.Task[None] | None:
+    """With ``KAI_E2E_APISERVER_PPROF=<prefix>``: kube-apiserver's CPU profile (Go pprof, its default
+    ``--profiling``) of the first ``KAI_E2E_PPROF_S`` seconds (default 4) after the scheduler starts, written
+    to ``<prefix>-<which>.pb.gz`` for ``go tool pprof``: where the API server's time goes during the binds."""
+    prefix = os.environ.get("KAI_E2E_APISERVER_PPROF")
+    if not prefix:
+        return None
+    seconds = os.environ.get("KAI_E2E_PPROF_S", "4")
+
+    async def fetch() -> None:
+        data = await api.get_raw("/debug/pprof/profile", {"seconds": seconds})
+        Path(f"{prefix}-{which}.pb.gz").write_bytes(data)
+
+    return asyncio.create_task(fetch())
+
+
 def stop_scheduler(proc: subprocess.Popen[bytes]) -> None:
     if os.environ.get("KAI_E2E_PYSPY"):
         proc.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
@@ -355,8 +372,11 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                     started = time.perf_counter()
                     cpu["started_wall"] = time.time()
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+                profile = _apiserver_profile(api, which)
                 bound = wait_all_bound(api, "fill", args.pods, started, deadline_s=args.deadline)
                 seconds = await while_alive(bound, proc, log)
+                if profile is not None:
+                    await profile
                 cpu["scheduler_cpu_s"] = round(cpu_seconds(proc.pid), 2)
                 cpu["apiserver_cpu_s"] = round(cpu_seconds(apiserver) - before[0], 2)
                 cpu["etcd_cpu_s"] = round(cpu_seconds(etcd) - before[1], 2)
