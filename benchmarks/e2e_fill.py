@@ -336,7 +336,8 @@ def stop_scheduler(proc: subprocess.Popen[bytes]) -> None:
 
 def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
-    cp = ControlPlane(binaries)
+    profiling = ("--profiling=true",) if os.environ.get("KAI_E2E_APISERVER_PPROF") else ()  # envtest turns it off
+    cp = ControlPlane(binaries, apiserver_extra_args=profiling)
     cp.start()
     proc: subprocess.Popen[bytes] | None = None
     try:
@@ -438,7 +439,8 @@ def run_job(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
     Job's create until a watch has seen every pod bound: the user's path (a scheduler already running, a
     Job submitted), which includes kube-controller-manager making the pods (``pods_made_s``)."""
     load_before = os.getloadavg()[0]
-    cp = ControlPlane(binaries)
+    profiling = ("--profiling=true",) if os.environ.get("KAI_E2E_APISERVER_PPROF") else ()  # envtest turns it off
+    cp = ControlPlane(binaries, apiserver_extra_args=profiling)
     cp.start()
     proc: subprocess.Popen[bytes] | None = None
     try:
