@@ -6,10 +6,14 @@ harness, its parts and its invariants: tests/k8s/chaos.py), plays a timeline of 
 Each is seeded, and bounded in time by construction: a fixed timeline, then a settling wait that ends
 when kai stops making progress (tests/k8s/chaos.py, ``settle``). Wall times depend on the machine's
 load, so they are recorded in benchmarks/RESULTS.md, not asserted.
+
+``KAI_CHAOS_SEED_OFFSET=N`` adds N to every scenario's seed: other workloads and fault draws over the same
+timelines, for hunting (CI runs the fixed seeds).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +27,7 @@ from tests.k8s.chaos import LEADER_WAIT_S, ChaosRun
 from tests.k8s.sched import wait_for
 
 NODES = 6
+SEED_OFFSET = int(os.environ.get("KAI_CHAOS_SEED_OFFSET", "0"))
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +44,7 @@ def chaos(
     names = [nodes(f"chaos-{i}", gpus=8) for i in range(NODES)]
 
     def make(seed: int, replicas: int = 1) -> ChaosRun:
-        run = ChaosRun(chaos_cluster, ns, tmp_path, seed, names, replicas_wanted=replicas)
+        run = ChaosRun(chaos_cluster, ns, tmp_path, seed + SEED_OFFSET, names, replicas_wanted=replicas)
         made.append(run)
         return run
 
