@@ -14,7 +14,9 @@ A simulation runs inside a Statement: evict the set, place the job's pods
 (pipelined onto what is being released), then try to put each victim unit back
 (pipeline only, all pods of a unit or none). A victim put back on its own node
 was never needed and is left alone; one put back elsewhere is *moved* (evicted
-and pipelined to its new node: consolidation's whole point). The scenario is
+and pipelined to its new node: consolidation's whole point). A move counts on the
+pod's controller making it again; on a cluster a unit with a pod nobody owns is put
+back only on its own node, or stays evicted (``can_move``). The scenario is
 then replayed with exactly those evictions and moves, checked by the action's
 validator and by the cluster-wide guards (PodDisruptionBudgets, the eviction
 cap), and committed, or rolled back. Budgets count simulations, not seconds,
