@@ -23,7 +23,6 @@ from kai.scheduler.snapshot import Snapshot
 from tests.unit.builders import job_docs, node, queue, snapshot_of
 
 CONSOLIDATION = SchedulerConf(actions=("allocate", "consolidation"))
-PREEMPT = SchedulerConf(actions=("allocate", "preempt"))
 OWNER = {"apiVersion": "batch/v1", "kind": "Job", "name": "mover", "uid": "u-mover", "controller": True}
 
 
@@ -66,18 +65,28 @@ def test_kai_explain_on_a_real_cluster_says_whether_consolidation_moves_it(owned
     assert note == (CONSOLIDATION_NOTE if moves else NOT_MOVED)
 
 
-def _preempt_docs(owned: bool) -> list[dict[str, Any]]:
+def _split_gang_docs(action: str, owned: bool) -> list[dict[str, Any]]:
     """A 2-pod preemptible gang on n0 (5 GPUs, 2 held by a pod that is not preemptible, 1 idle) and n1 (1 idle):
-    a 2-GPU inference pod fits on n0 once the gang is evicted, and then the gang fits back only split, one pod
-    at home and one on n1: a move."""
+    a 2-GPU pod fits on n0 once the gang is evicted, and then the gang fits back only split, one pod at home and
+    one on n1: a move. For preempt the 2-GPU pod is an inference pod of the gang's queue; for reclaim a pod of
+    team-under (quota 4, nothing running), and the gang runs in team-over (quota 0), the rest in team-fixed,
+    within its quota."""
+    preempt = action == "preempt"
+    fixed, over, under = ("team", "team", "team") if preempt else ("team-fixed", "team-over", "team-under")
+    queues = [queue("team")] if preempt else [
+        queue("dept"),
+        queue("team-fixed", "dept", gpu=(5, -1, 0)),
+        queue("team-under", "dept", gpu=(4, -1, 0)),
+        queue("team-over", "dept", gpu=(0, -1, 0)),
+    ]  # fmt: skip
     docs = [
         node("n0", gpu=5),
         node("n1", gpu=4),
-        queue("team"),
-        *job_docs("stays", "team", 1, on="n0", gpu=2, priority_class="build"),
-        *job_docs("busy", "team", 1, on="n1", gpu=3, priority_class="build"),
-        *job_docs("gang", "team", 2, on="n0", gpu=1),
-        *job_docs("urgent", "team", 1, gpu=2, priority_class="inference"),
+        *queues,
+        *job_docs("stays", fixed, 1, on="n0", gpu=2, priority_class="build"),
+        *job_docs("busy", fixed, 1, on="n1", gpu=3, priority_class="build"),
+        *job_docs("gang", over, 2, on="n0", gpu=1),
+        *job_docs("wants", under, 1, gpu=2, priority_class="inference" if preempt else "train"),
     ]
     if owned:
         for d in docs:
@@ -86,14 +95,7 @@ def _preempt_docs(owned: bool) -> list[dict[str, Any]]:
     return docs
 
 
-def _preempted(snap: Snapshot) -> tuple[list[str], list[str]]:
-    """(evicted pods, of them the ones moved: pipelined to a node again); the preemptor is always pipelined."""
-    result = run_cycle(snap, PREEMPT)
-    pipelined = sorted(p.pod.name for p in result.pipelines)
-    assert "urgent-0" in pipelined
-    return sorted(e.pod.name for e in result.evictions), [n for n in pipelined if n.startswith("gang-")]
-
-
+@pytest.mark.parametrize("action", ["preempt", "reclaim"])
 @pytest.mark.parametrize(
     ("bare_pods_return", "owned", "evicted", "moved"),
     [
@@ -103,8 +105,13 @@ def _preempted(snap: Snapshot) -> tuple[list[str], list[str]]:
     ],
     ids=["embedded", "owned", "bare"],
 )
-def test_preempt_moves_a_victim_only_if_it_comes_back(
-    bare_pods_return: bool, owned: bool, evicted: list[str], moved: list[str]
+def test_a_victim_moves_only_if_it_comes_back(
+    action: str, bare_pods_return: bool, owned: bool, evicted: list[str], moved: list[str]
 ) -> None:
-    snap = snapshot_of(_preempt_docs(owned), bare_pods_return=bare_pods_return)
-    assert _preempted(snap) == (evicted, moved)
+    snap = snapshot_of(_split_gang_docs(action, owned), bare_pods_return=bare_pods_return)
+    result = run_cycle(snap, SchedulerConf(actions=("allocate", action)))
+    pipelined = sorted(p.pod.name for p in result.pipelines)
+    assert "wants-0" in pipelined
+    assert {e.action for e in result.evictions} == {action}
+    assert sorted(e.pod.name for e in result.evictions) == evicted
+    assert [n for n in pipelined if n.startswith("gang-")] == moved
