@@ -323,6 +323,12 @@ def _apiserver_profile(api: Api, which: str) -> asyncio.Task[None] | None:
     return asyncio.create_task(fetch())
 
 
+def _control_plane(binaries: Binaries) -> ControlPlane:
+    """A fresh control plane; its API server profiling on with ``KAI_E2E_APISERVER_PPROF`` (envtest turns it off)."""
+    profiling = ("--profiling=true",) if os.environ.get("KAI_E2E_APISERVER_PPROF") else ()
+    return ControlPlane(binaries, apiserver_extra_args=profiling)
+
+
 def stop_scheduler(proc: subprocess.Popen[bytes]) -> None:
     if os.environ.get("KAI_E2E_PYSPY"):
         proc.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
@@ -336,8 +342,7 @@ def stop_scheduler(proc: subprocess.Popen[bytes]) -> None:
 
 def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
-    profiling = ("--profiling=true",) if os.environ.get("KAI_E2E_APISERVER_PPROF") else ()  # envtest turns it off
-    cp = ControlPlane(binaries, apiserver_extra_args=profiling)
+    cp = _control_plane(binaries)
     cp.start()
     proc: subprocess.Popen[bytes] | None = None
     try:
@@ -439,8 +444,7 @@ def run_job(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
     Job's create until a watch has seen every pod bound: the user's path (a scheduler already running, a
     Job submitted), which includes kube-controller-manager making the pods (``pods_made_s``)."""
     load_before = os.getloadavg()[0]
-    profiling = ("--profiling=true",) if os.environ.get("KAI_E2E_APISERVER_PPROF") else ()  # envtest turns it off
-    cp = ControlPlane(binaries, apiserver_extra_args=profiling)
+    cp = _control_plane(binaries)
     cp.start()
     proc: subprocess.Popen[bytes] | None = None
     try:
