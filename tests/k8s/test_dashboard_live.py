@@ -30,7 +30,7 @@ from kai.k8s._gpushare import ReservationOptions
 from kai.k8s.envtest import ControlPlane
 from tests.browser import chromium, console_lines
 from tests.k8s.gpushare import GpuNode, fake_nvml, gpu_uuids, nvidia_runtime_class, webhook_port
-from tests.k8s.sched import InProcess, Kubelet, options, wait_for
+from tests.k8s.sched import InProcess, Kubelet, PodGroup, options, wait_for
 from tests.k8s.test_explain_live import pod, queue, waiting_condition
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,6 +117,45 @@ def test_the_dashboard_in_chromium(
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 30_000
         ARTIFACTS.mkdir(exist_ok=True)
         shutil.copy(png, ARTIFACTS / "dashboard.png")
+
+
+def test_the_dashboard_shows_what_the_next_cycle_decides_on(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """A bind that outran its PodGroup's create: the pod-grouper decided the group, the Binding carried the
+    annotation, and the create waits behind binds (docs/cluster.md, "What precedes a bind"). The Store then
+    has a bound pod of kai's and no PodGroup for it; the dashboard shows what the next cycle decides on, so
+    the pod holds its GPU for its queue. The window is held open by the test: the pod-grouper's writes wait
+    on the test's gate (its ``quiet`` hook, which otherwise waits for binds in flight)."""
+    nodes("dv-0", gpus=2)
+    admin.create(queue("dv-dept", 2))
+    admin.create(queue("dv-team", 2, "dv-dept"))
+    gate = threading.Event()
+
+    async def held() -> None:
+        while not gate.is_set():
+            await asyncio.sleep(0.05)
+
+    with InProcess(options(scheduler_cluster, dashboard_listen="127.0.0.1:0")) as run:
+        grouper = run.scheduler.grouper
+        assert grouper is not None
+        run.call(lambda: setattr(grouper, "quiet", held))
+        try:
+            admin.create(pod("dv-runs", ns, 1, queue="dv-team"))
+            wait_for(lambda: admin.get(Pod, "dv-runs", namespace=ns).spec.nodeName, "dv-runs to bind")
+            assert list(admin.list(PodGroup, namespace=ns)) == []  # its create is held
+            status, _, body = get(f"http://127.0.0.1:{run.scheduler.dashboard_port}/api/overview")
+            assert status == 200, body
+            doc = json.loads(body)
+            (row,) = [n for n in doc["gpuMap"]["nodes"] if n["name"] == "dv-0"]
+            assert sorted((h["pod"], h["queue"]) for cell in row["gpus"] for h in cell) == [
+                (f"{ns}/dv-runs", "dv-team")
+            ]
+            team = next(q for q in doc["queues"] if q["queue"] == "dv-team")
+            assert team["allocated"]["gpu"] == 1  # accounted to its queue, as the cycle accounts it
+        finally:
+            gate.set()
+        wait_for(lambda: list(admin.list(PodGroup, namespace=ns)), "its PodGroup, once the gate opens")
 
 
 def test_the_page_is_blocked_from_any_other_origin(tmp_path: Path) -> None:

@@ -12,12 +12,14 @@ from typing import Any
 import numpy as np
 
 from kai.api import constants as C
+from kai.api.sharedgpu import is_reservation_pod
 from kai.explain import _engine as E
 from kai.scheduler.explain import fmt_amount
 from kai.scheduler.model import ACTIVE_USED, CPU, GPU, MEMORY, MILLI, TaskInfo, TaskStatus
 from kai.scheduler.snapshot import Snapshot
 
 MAP_NODES = 400  # the GPU map lists at most this many nodes (the rest are counted)
+NO_QUEUE = "no queue"  # the GPU map's queue for a pod that is not kai's task and has no queue label
 
 
 def node_classes(snap: Snapshot) -> list[tuple[str, np.ndarray]]:
@@ -116,13 +118,15 @@ def missing_per_class(dry: E.DryRun, tasks: list[TaskInfo]) -> list[dict[str, An
 
 def gpu_map(snap: Snapshot, limit: int = MAP_NODES) -> dict[str, Any]:
     """Per node, its GPUs and who holds each: whole-GPU pods fill the GPUs their node has left after the
-    shared ones (the API does not say which device a whole-GPU pod got), shared pods their GPU groups."""
+    shared ones (the API does not say which device a whole-GPU pod got), shared pods their GPU groups.
+    Pods that are not kai's tasks hold their whole GPUs too (another scheduler's pod, or one of kai's whose
+    PodGroup is not there): shown by their queue label, or as having none, never as free GPUs."""
     nodes = snap.nodes
     cells: dict[int, list[list[dict[str, Any]]]] = {}
     gpus = (nodes.allocatable[:, GPU] // MILLI).tolist() if nodes.n else []
     for i, n in enumerate(gpus):
         cells[i] = [[] for _ in range(int(n))]
-    whole: dict[int, list[tuple[TaskInfo, int]]] = {}
+    whole: dict[int, list[tuple[str, str, dict[str, Any], int]]] = {}  # node -> (namespace, name, holder, GPUs)
     for t in snap.tasks:
         if t.status not in ACTIVE_USED or t.node < 0:
             continue
@@ -134,16 +138,28 @@ def gpu_map(snap: Snapshot, limit: int = MAP_NODES) -> dict[str, Any]:
                 if s < len(row):
                     row[s].append(_holder(t, job.queue_name, share))
         elif t.request[GPU] > 0:
-            whole.setdefault(t.node, []).append((t, int(t.request[GPU] // MILLI)))
+            whole.setdefault(t.node, []).append(
+                (t.namespace, t.name, _holder(t, job.queue_name, 1.0), int(t.request[GPU] // MILLI))
+            )
+    for o in snap.others:  # a GPU reservation pod's GPU is drawn as its shared pods' (above)
+        n = o.pod.requests.get(C.RESOURCE_GPU, 0)
+        if n > 0 and o.node >= 0 and not is_reservation_pod(o.pod.meta.labels):
+            ns = o.pod.meta.namespace or "default"
+            holder = {
+                "pod": f"{ns}/{o.pod.meta.name}",
+                "queue": o.pod.meta.labels.get(C.LABEL_QUEUE) or NO_QUEUE,
+                "share": 1.0,
+                "releasing": o.releasing,
+            }
+            whole.setdefault(o.node, []).append((ns, o.pod.meta.name, holder, n))
     for node, held in whole.items():
         row = cells.get(node, [])
         free = [s for s, c in enumerate(row) if not c]
-        for t, n in sorted(held, key=lambda h: (h[0].namespace, h[0].name)):
-            job = snap.jobs[t.job]
+        for _, _, holder, n in sorted(held, key=lambda h: (h[0], h[1])):
             for _ in range(n):
                 if not free:
                     break
-                row[free.pop(0)].append(_holder(t, job.queue_name, 1.0))
+                row[free.pop(0)].append(holder)
     shown = [i for i in range(nodes.n) if gpus[i] > 0][:limit]
     return {
         "nodes": [{"name": nodes.names[i], "gpus": cells[i]} for i in shown],

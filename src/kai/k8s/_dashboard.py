@@ -1,9 +1,10 @@
 """``kai scheduler --dashboard-listen HOST:PORT``: the live dashboard served by the scheduler process.
 
 Its one hook into the scheduler is a cycle listener (each applied cycle's result and timings feed the
-page's history); the page's document is ``kai.dashboard.overview`` of a dry run on the scheduler's own
-Store, made in a worker thread at most every few seconds while a page asks. Read-only: the server answers
-GET only. Off by default.
+page's history); the page's document is ``kai.dashboard.overview`` of a dry run on what the scheduler's
+next cycle would decide on (``KaiScheduler.view``: its Store with the binds and groupings kai made and the
+watch does not show yet), made in a worker thread at most every few seconds while a page asks. Read-only:
+the server answers GET only. Off by default.
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ async def start_dashboard(scheduler: Any, listen: str) -> asyncio.Server:  # a K
     store, shard = scheduler.store, scheduler.options.shard
 
     def capture() -> Any:  # on the loop thread, where the informers write the Store
-        return ClusterState.from_store(store, time.time(), shard=shard, bare_pods_return=False)
+        now = time.time()
+        if scheduler.applier is None or scheduler.grouper is None:  # not started yet: the Store as it is
+            return ClusterState.from_store(store, now, shard=shard, bare_pods_return=False)
+        mine = scheduler.view(now, time.monotonic()).mine  # what the next cycle decides on
+        return ClusterState.from_store(store, now, shard=shard, bare_pods_return=False).replace(
+            nodes=tuple(mine.nodes), pods=tuple(mine.pods), podgroups=tuple(mine.podgroups), queues=tuple(mine.queues)
+        )
 
     def compute(state: Any) -> dict[str, Any]:
         dry = run(state, scheduler.options.actions)  # the actions this scheduler runs

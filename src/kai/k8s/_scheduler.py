@@ -46,7 +46,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kai.api import constants as C
 from kai.api.errors import ManifestError
@@ -65,7 +65,7 @@ from kai.k8s._shard import lease_name, resolve_partition
 from kai.k8s._supervisor import Supervisor
 from kai.k8s._usage import UsageFetcher
 from kai.scheduler.decisions import CycleResult, Event
-from kai.scheduler.partition import Partition, partition_input
+from kai.scheduler.partition import Partition, PartitionedInput, partition_input
 from kai.store import Key, Store
 
 if TYPE_CHECKING:
@@ -135,6 +135,14 @@ class CycleRecord:
     seconds: float
     engine_s: float
     repeated: bool = False  # the input equalled the last cycle's: its decisions were handed back, not worked out
+
+
+class View(NamedTuple):
+    """What a cycle decides on (``KaiScheduler.view``)."""
+
+    by_key: dict[Key, Any]  # every pod of the Store by key, with kai's overlays (the applier checks uids on it)
+    laid: set[Key]  # the pods given their decided PodGroup's name here (the pod-grouper settles them after)
+    mine: PartitionedInput  # the objects of this scheduler's partition
 
 
 class KaiScheduler:
@@ -597,6 +605,27 @@ class KaiScheduler:
                 log.error("bad SchedulingShard; using the defaults", extra={"error": str(e)})
             return SchedulerConf.from_shard(None, actions=self.options.actions)
 
+    def view(self, now: float, mono: float) -> View:
+        """The cluster as a cycle now would see it: the Store's objects of this scheduler's partition, with
+        what kai did or decided and the watch does not show yet laid over them (a bind sent, a PodGroup
+        decided and not written). The cycle decides on it, and the dashboard shows it, so a pod kai bound
+        a moment ago is on the dashboard's map as it is in the next cycle. Reads only: on the loop thread."""
+        assert self.applier is not None and self.grouper is not None
+        # the Store's pods and PodGroups by key, with the overlays laid over them in place: each overlay costs
+        # its own entries, not a walk of every pod (kai.k8s._assume)
+        by_key, pg_by_key = self.store.by_key("Pod"), self.store.by_key("PodGroup")
+        self.applier.assumed.lay_over(by_key, now, mono)
+        # the pod-grouper's decisions not written yet: scheduled in this cycle (kai.k8s._decided)
+        laid = self.grouper.decided.lay_over(by_key, pg_by_key)
+        mine = partition_input(
+            self.partition,
+            nodes=self.store.list("Node"),
+            pods=list(by_key.values()),
+            podgroups=self.applier.assumed.podgroups(list(pg_by_key.values())),
+            queues=self.store.list("Queue"),
+        )
+        return View(by_key, laid, mine)
+
     async def cycle(self) -> CycleRecord:
         """One cycle: snapshot, engine, apply."""
         from kai.scheduler.cycle import run_cycle
@@ -615,22 +644,9 @@ class KaiScheduler:
         mono = time.monotonic()
         assumed.expire(self.store, mono, self.informers["Pod"].heard_since)
         self.grouper.expire()
-        # the Store's pods and PodGroups by key, with what kai did or decided and the watch does not show yet laid
-        # over them in place: each overlay costs its own entries, not a walk of every pod (kai.k8s._assume)
-        by_key, pg_by_key = self.store.by_key("Pod"), self.store.by_key("PodGroup")
-        assumed.lay_over(by_key, now, mono)
-        # the pod-grouper's decisions not written yet: scheduled in this cycle (kai.k8s._decided)
-        laid = self.grouper.decided.lay_over(by_key, pg_by_key)
-        pods = list(by_key.values())
-        podgroups = assumed.podgroups(list(pg_by_key.values()))
+        seen = self.view(now, mono)
+        by_key, laid, mine = seen.by_key, seen.laid, seen.mine
         conf = self.conf()
-        mine = partition_input(
-            self.partition,
-            nodes=self.store.list("Node"),
-            pods=pods,
-            podgroups=podgroups,
-            queues=self.store.list("Queue"),
-        )
         if self.snapshot_builder is None:  # made here: the engine is imported off the start-up path
             self.snapshot_builder = SnapshotBuilder()  # each cycle patches the last one where the Store changed
         snap = self.snapshot_builder.build(
