@@ -139,6 +139,8 @@ def test_the_dashboard_shows_what_the_next_cycle_decides_on(
     with InProcess(options(scheduler_cluster, dashboard_listen="127.0.0.1:0")) as run:
         grouper = run.scheduler.grouper
         assert grouper is not None
+        # the scheduler sets the grouper's hook to its applier's as it starts: the gate goes in after that
+        wait_for(lambda: run.call(lambda: run.scheduler.applier is not None), "kai's applier")
         run.call(lambda: setattr(grouper, "quiet", held))
         try:
             admin.create(pod("dv-runs", ns, 1, queue="dv-team"))
