@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from kai.api import constants as C
+from kai.api.objects import Pod
 from kai.api.sharedgpu import is_reservation_pod
 from kai.explain import _engine as E
 from kai.scheduler.explain import fmt_amount
@@ -136,22 +137,21 @@ def gpu_map(snap: Snapshot, limit: int = MAP_NODES) -> dict[str, Any]:
             for s in t.gpu_slots:
                 row = cells.get(t.node, [])
                 if s < len(row):
-                    row[s].append(_holder(t, job.queue_name, share))
+                    row[s].append(_holder(t.pod, job.queue_name, share, t.status == TaskStatus.RELEASING))
         elif t.request[GPU] > 0:
             whole.setdefault(t.node, []).append(
-                (t.namespace, t.name, _holder(t, job.queue_name, 1.0), int(t.request[GPU] // MILLI))
+                (
+                    t.namespace,
+                    t.name,
+                    _holder(t.pod, job.queue_name, 1.0, t.status == TaskStatus.RELEASING),
+                    int(t.request[GPU] // MILLI),
+                )
             )
     for o in snap.others:  # a GPU reservation pod's GPU is drawn as its shared pods' (above)
         n = o.pod.requests.get(C.RESOURCE_GPU, 0)
         if n > 0 and o.node >= 0 and not is_reservation_pod(o.pod.meta.labels):
-            ns = o.pod.meta.namespace or "default"
-            holder = {
-                "pod": f"{ns}/{o.pod.meta.name}",
-                "queue": o.pod.meta.labels.get(C.LABEL_QUEUE) or NO_QUEUE,
-                "share": 1.0,
-                "releasing": o.releasing,
-            }
-            whole.setdefault(o.node, []).append((ns, o.pod.meta.name, holder, n))
+            holder = _holder(o.pod, o.pod.meta.labels.get(C.LABEL_QUEUE) or NO_QUEUE, 1.0, o.releasing)
+            whole.setdefault(o.node, []).append((o.pod.meta.namespace or "", o.pod.meta.name, holder, n))
     for node, held in whole.items():
         row = cells.get(node, [])
         free = [s for s, c in enumerate(row) if not c]
@@ -167,10 +167,10 @@ def gpu_map(snap: Snapshot, limit: int = MAP_NODES) -> dict[str, Any]:
     }
 
 
-def _holder(t: TaskInfo, queue: str, share: float) -> dict[str, Any]:
+def _holder(pod: Pod, queue: str, share: float, releasing: bool) -> dict[str, Any]:
     return {
-        "pod": f"{t.namespace}/{t.name}",
+        "pod": f"{pod.meta.namespace or ''}/{pod.meta.name}",
         "queue": queue,
         "share": round(share, 3),
-        "releasing": t.status == TaskStatus.RELEASING,
+        "releasing": releasing,
     }

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kai.api.objects import Node, Pod, PodGroup, PriorityClass, Queue, SchedulingShard, Topology
 from kai.api.pdb import PodDisruptionBudget
 from kai.scheduler.conf import SchedulerConf
+from kai.scheduler.partition import PartitionedInput
 from kai.scheduler.plugins import check_conf, task_order_of
 from kai.scheduler.snapshot import Snapshot, build_snapshot
 from kai.scheduler.taskorder import default_task_order
@@ -37,17 +38,27 @@ class ClusterState:
 
     @classmethod
     def from_store(
-        cls, store: Store, now: float, shard: str = "default", *, bare_pods_return: bool = True
+        cls,
+        store: Store,
+        now: float,
+        shard: str = "default",
+        *,
+        bare_pods_return: bool = True,
+        seen: PartitionedInput | None = None,
     ) -> ClusterState:
         """The Store's objects; *shard* names the SchedulingShard whose settings apply (as ``kai scheduler
         --shard``); when it is absent, the first by name (as ``kai sim``) or none. *bare_pods_return*: False
-        for a real cluster's Store, where an evicted pod no controller owns is gone."""
+        for a real cluster's Store, where an evicted pod no controller owns is gone. *seen*: the nodes, pods,
+        PodGroups and queues a scheduler decides on instead of the Store's (``KaiScheduler.view``: its shard,
+        with what it did and the watch does not show yet)."""
         shards = sorted(store.list("SchedulingShard"), key=lambda s: (s.meta.name != shard, s.meta.name))
+        if seen is None:
+            seen = PartitionedInput(store.list("Node"), store.list("Pod"), store.list("PodGroup"), store.list("Queue"))
         return cls(
-            nodes=tuple(store.list("Node")),
-            pods=tuple(store.list("Pod")),
-            podgroups=tuple(store.list("PodGroup")),
-            queues=tuple(store.list("Queue")),
+            nodes=tuple(seen.nodes),
+            pods=tuple(seen.pods),
+            podgroups=tuple(seen.podgroups),
+            queues=tuple(seen.queues),
             priority_classes=tuple(store.list("PriorityClass")),
             now=now,
             pdbs=tuple(store.list("PodDisruptionBudget")),

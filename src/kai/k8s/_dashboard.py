@@ -29,12 +29,9 @@ async def start_dashboard(scheduler: Any, listen: str) -> asyncio.Server:  # a K
 
     def capture() -> Any:  # on the loop thread, where the informers write the Store
         now = time.time()
-        if scheduler.applier is None or scheduler.grouper is None:  # not started yet: the Store as it is
-            return ClusterState.from_store(store, now, shard=shard, bare_pods_return=False)
-        mine = scheduler.view(now, time.monotonic()).mine  # what the next cycle decides on
-        return ClusterState.from_store(store, now, shard=shard, bare_pods_return=False).replace(
-            nodes=tuple(mine.nodes), pods=tuple(mine.pods), podgroups=tuple(mine.podgroups), queues=tuple(mine.queues)
-        )
+        started = scheduler.applier is not None and scheduler.grouper is not None  # else: the Store as it is
+        seen = scheduler.view(now, time.monotonic()).mine if started else None  # what the next cycle decides on
+        return ClusterState.from_store(store, now, shard=shard, bare_pods_return=False, seen=seen)
 
     def compute(state: Any) -> dict[str, Any]:
         dry = run(state, scheduler.options.actions)  # the actions this scheduler runs
