@@ -153,6 +153,7 @@ def step(draw: st.DrawFn, w: World) -> str:
                 "add-pods",
                 "add-shared-gpu",
                 "delete-pod",
+                "move-pod",
                 "bind",
                 "bind",
                 "evict",
@@ -198,6 +199,11 @@ def step(draw: st.DrawFn, w: World) -> str:
             s.put(Pod(meta, requests, node_name=where, scheduler_name=scheduler, phase="Running", start_time=w.now))
     elif op == "delete-pod" and (pod := _pick(draw, pods)) is not None:
         s.delete("Pod", key_of(pod))
+    elif op == "move-pod" and (pod := _pick(draw, pods)) is not None:
+        # the same object at the end of the order (deleted and put back): the builder must not take the pods'
+        # relative order as kept (a job's tied tasks are ordered by it)
+        s.delete("Pod", key_of(pod))
+        s.put(pod)
     elif op == "bind" and nodes and (pod := _pick(draw, [p for p in pods if not p.node_name])) is not None:
         where = draw(st.sampled_from(nodes)).meta.name
         bound = dataclasses.replace(pod, node_name=where, phase="Running", start_time=w.now)

@@ -450,6 +450,7 @@ class _PodFacts:
         "sig",
         "spec_error",
         "status",
+        "ti",
         "used",
     )
 
@@ -473,6 +474,7 @@ class _PodFacts:
     placed: tuple[str, ...] | None  # a placed shared pod: the GPU groups its labels name
     now_dep: bool  # its status depends on the clock (terminating and Running: StuckInReleasing later)
     extra: tuple[str, ...]  # resource names beyond the base columns (requests and legacy MIG annotations)
+    ti: int  # the task index it was last laid out at (-1: not a task): where its task moved to (``_remap``)
 
 
 def _extra_names(pod: Pod) -> tuple[tuple[str, ...], dict[str, int] | None]:
@@ -646,6 +648,7 @@ class SnapshotBuilder:
     def _derive(self, pod: Pod, extra: tuple[str, ...], named: dict[str, int] | None) -> _PodFacts:
         f = _PodFacts()
         f.pod = pod
+        f.ti = -1
         f.extra = extra
         status = task_status(pod, self._now, self._stuck_s)
         nodes = self._nodes
@@ -742,6 +745,8 @@ class SnapshotBuilder:
         self._set_jobs(podgroups)
         self._fresh_jobs = set(range(len(self._jobs)))  # made in this build: finished in place
         self._moved = {}
+        self._remap = None
+        self._changed_jobs: set[int] = set()
         self._dirty_jobs.update(self._fresh_jobs)  # every job gets its gang, tasks or none
         n_nodes, n_res = len(self._nodes.names), self._n_res
         self._used = np.zeros((n_nodes, n_res), dtype=np.int64)
@@ -763,8 +768,8 @@ class SnapshotBuilder:
             self._account(f, 1)
             if f.used is not None and not f.mine and ready[f.node] and not f.reservation:
                 self._other_used += f.req
-            self._lay(count, f)
         _saturate(self._used, self._releasing, self._other_used)
+        self._lay_many(0, facts)
         self._pods = pods
         self._ids = _ids(pods)
         self._facts = facts
@@ -834,36 +839,54 @@ class SnapshotBuilder:
         self._resv: list[tuple[int, _PodFacts]] = []  # (pod position, facts) of bound GPU reservation pods
         self._resv_changed = True
 
-    def _lay(self, pos: int, f: _PodFacts) -> None:
-        """Put the pod at *pos* (after every pod laid so far) in its place: a task, another pod, or nothing."""
-        if f.now_dep:
-            self._now_dep.append(pos)
-        if f.reservation and f.used is not None:
-            self._resv.append((pos, f))
-            self._resv_changed = True
-        ji = self._pg_index.get(f.group) if f.mine else None
-        if ji is None:
-            if f.used is not None:
-                self._others.append(OtherPod(f.pod, f.node, f.status == TaskStatus.RELEASING))
-                self._other_pos.append(pos)
+    def _lay_many(self, start: int, facts: list[_PodFacts]) -> None:
+        """Put the pods at *start*, *start* + 1, ... (after every pod laid so far) in their places: a task, another
+        pod, or nothing. One loop with its lookups held in locals: a PodGroup or pod removed near the front lays
+        out tens of thousands of pods again, so the cost per pod is the update's cost."""
+        tasks, task_pos, raw, sig_ids = self._tasks, self._task_pos, self._raw, self._sig_ids
+        job_of = self._pg_index.get
+        remap = self._remap
+        dirty: list[int] = []
+        ti = len(tasks)
+        for pos, f in enumerate(facts, start):
+            if f.now_dep:
+                self._now_dep.append(pos)
+            if f.reservation and f.used is not None:
+                self._resv.append((pos, f))
+                self._resv_changed = True
+            ji = job_of(f.group) if f.mine else None
+            if ji is None:
+                if f.used is not None:
+                    self._others.append(OtherPod(f.pod, f.node, f.status == TaskStatus.RELEASING))
+                    self._other_pos.append(pos)
+                if f.placed is not None:
+                    self._placed.append((pos, -1, f))
+                    self._placed_changed = True
+                continue
+            sig = sig_ids.get(f.sig)  # type: ignore[arg-type]
+            if sig is None:
+                sig = sig_ids[f.sig] = len(self._sig_keys)  # type: ignore[index]
+                self._sig_keys.append(f.sig)  # type: ignore[arg-type]
+                self._sig_first.append(ti)
+                self._sig_pods.append(f.pod)
+            # positional, in TaskInfo's field order (50,000 of these in a full build: keywords cost more)
+            tasks.append(
+                TaskInfo(
+                    ti, ji, f.pod, f.status, f.node, f.req, sig, f.order_key, f.qreq, f.nominated, f.share, (),
+                    f.spec_error, f.reason,
+                )  # type: ignore[arg-type]
+            )  # fmt: skip
+            task_pos.append(pos)
+            raw[ji].append(ti)
+            dirty.append(ji)
+            if remap is not None and f.ti >= 0:
+                remap[f.ti] = ti
+            f.ti = ti
             if f.placed is not None:
-                self._placed.append((pos, -1, f))
+                self._placed.append((pos, ti, f))
                 self._placed_changed = True
-            return
-        ti = len(self._tasks)
-        sig = self._sig_ids.get(f.sig)  # type: ignore[arg-type]
-        if sig is None:
-            sig = self._sig_ids[f.sig] = len(self._sig_keys)  # type: ignore[index]
-            self._sig_keys.append(f.sig)  # type: ignore[arg-type]
-            self._sig_first.append(ti)
-            self._sig_pods.append(f.pod)
-        self._tasks.append(self._task(ti, ji, sig, f))
-        self._task_pos.append(pos)
-        self._raw[ji].append(ti)
-        self._dirty_jobs.add(ji)
-        if f.placed is not None:
-            self._placed.append((pos, ti, f))
-            self._placed_changed = True
+            ti += 1
+        self._dirty_jobs.update(dirty)
 
     @staticmethod
     def _task(ti: int, ji: int, sig: int, f: _PodFacts) -> TaskInfo:
@@ -918,13 +941,25 @@ class SnapshotBuilder:
             else:  # PodGroups come and go for months: keep only the names some pod still gives
                 del self._refs[f.group]
 
+    def _remapping(self) -> list[int]:
+        """Per task of the last snapshot, its index in this one, -1 while it has none (laid out again and not yet
+        placed, gone, or changed). Made as "nothing moved" at the update's first change to the layout; a job whose
+        every task maps is the last snapshot's job with its indices moved (``_renumbered``), which is how the
+        thousands of jobs after a removed pod or PodGroup are carried over without being made again."""
+        if self._remap is None:
+            self._remap = list(range(len(self._handed)))
+        return self._remap
+
     def _truncate(self, pos: int) -> None:
         """Forget the layout of pods at *pos* and after (they are laid out again)."""
         p = bisect_left(self._task_pos, pos)
-        for t in self._tasks[p:]:
-            raw = self._raw[t.job]
+        remap = self._remapping()
+        remap[p:] = [-1] * max(len(remap) - p, 0)
+        jobs = {t.job for t in self._tasks[p:]}
+        for ji in jobs:
+            raw = self._raw[ji]
             del raw[bisect_left(raw, p) :]
-            self._dirty_jobs.add(t.job)
+        self._dirty_jobs.update(jobs)
         del self._tasks[p:]
         del self._task_pos[p:]
         k = bisect_left(self._sig_first, p)
@@ -950,6 +985,8 @@ class SnapshotBuilder:
         A _Rebuild may come half-way: ``_full`` sets every part again, so nothing half-patched survives."""
         self.updates += 1
         self._moved: dict[int, JobInfo] = {}  # a job at a new index, by its new index: its old JobInfo
+        self._remap: list[int] | None = None  # made by the first change to the layout (``_remapping``)
+        self._changed_jobs = set()  # jobs with a task changed in place (``_replace``): made again
         self._dirty_jobs = set()
         self._fresh_jobs = set()
         self._placed_changed = False
@@ -1125,27 +1162,32 @@ class SnapshotBuilder:
             facts[i] = fn
             self._replace(i, fo, fn)
         if start < len(ids) or start < len(old_ids):
-            old = dict(zip(old_ids[start:].tolist(), facts[start:]))
+            # The kept pods' facts stand; only pods not there before (or whose status the clock moved) are derived.
+            # Sets and maps over ids, in C: tens of thousands of pods are laid out again when one near the front goes.
+            old_tail = old_ids[start:].tolist()
+            old = dict(zip(old_tail, facts[start:]))
+            clocked = [old_tail[p - start] for p in self._now_dep[bisect_left(self._now_dep, start) :]]
             self._truncate(start)
             del facts[start:]
             new_ids = ids[start:].tolist()
             kept = set(new_ids)
-            for oid, fo in old.items():
-                if oid not in kept:
-                    self._account(fo, -1)
-            for pos, oid in enumerate(new_ids, start):
-                fo = old.get(oid)
-                if fo is None:
-                    fn = self._derive_new(pods[pos])
+            for oid in old.keys() - kept:
+                self._account(old[oid], -1)
+            tail = list(map(old.get, new_ids))
+            came = kept - old.keys()
+            if came or clocked:
+                at = dict(zip(new_ids, range(len(new_ids))))
+                for k in sorted(at[oid] for oid in came):
+                    fn = tail[k] = self._derive_new(pods[start + k])
                     self._account(fn, 1)
-                elif fo.now_dep and task_status(pods[pos], self._now, self._stuck_s) != fo.status:
-                    fn = self._derive_new(pods[pos])
-                    self._account(fo, -1)
-                    self._account(fn, 1)
-                else:
-                    fn = fo
-                facts.append(fn)
-                self._lay(pos, fn)
+                for k in sorted(at[oid] for oid in clocked if oid in at):
+                    fo = tail[k]
+                    if task_status(pods[start + k], self._now, self._stuck_s) != fo.status:
+                        fn = tail[k] = self._derive_new(pods[start + k])
+                        self._account(fo, -1)
+                        self._account(fn, 1)
+            facts.extend(tail)
+            self._lay_many(start, tail)
         self._pods = pods
         self._ids = ids
 
@@ -1162,6 +1204,8 @@ class SnapshotBuilder:
             ti = bisect_left(self._task_pos, pos)
             old = self._tasks[ti]
             self._tasks[ti] = self._task(ti, old.job, old.signature, fn)
+            self._changed_jobs.add(old.job)  # made again, not carried over (``_renumbered``)
+            fn.ti = ti
             if self._sig_first[old.signature] == ti:
                 self._sig_pods[old.signature] = fn.pod
             self._dirty_jobs.add(old.job)
@@ -1206,8 +1250,10 @@ class SnapshotBuilder:
         tasks = self._tasks
         raw = self._raw[ji]
         moved = self._moved.pop(ji, None)
-        if moved is not None and self._same_tasks(moved, raw):
-            self._jobs[ji] = self._renumbered(ji, moved, raw)
+        if moved is None and ji not in self._fresh_jobs and ji not in self._changed_jobs:
+            moved = self._jobs[ji]  # the last snapshot's job: its tasks were laid out again, maybe only moved
+        if moved is not None and (job := self._renumbered(ji, moved, raw)) is not None:
+            self._jobs[ji] = job
             return
         job = self._jobs[ji] if ji in self._fresh_jobs else self._job(ji, self._jobs[ji].podgroup)
         last = None
@@ -1222,23 +1268,21 @@ class SnapshotBuilder:
         job.sums = job_sums(raw, tasks)
         self._jobs[ji] = job
 
-    def _same_tasks(self, old: JobInfo, raw: list[int]) -> bool:
-        """The job's pods are the same objects with the same status as in the last snapshot, in the same order
-        (only their indices moved): its task order, gang, sums and last start stand."""
-        if len(raw) != len(old.tasks):
-            return False
-        before, now = self._handed, self._tasks
-        return all(
-            now[a].pod is before[b].pod and now[a].status == before[b].status for a, b in zip(raw, sorted(old.tasks))
-        )
-
-    def _renumbered(self, ji: int, old: JobInfo, raw: list[int]) -> JobInfo:
-        """*old* at index *ji* with its task indices moved to *raw* (a relative order kept: ties stay ties)."""
-        index = dict(zip(sorted(old.tasks), raw))
+    def _renumbered(self, ji: int, old: JobInfo, raw: list[int]) -> JobInfo | None:
+        """*old* (the last snapshot's job) at index *ji* with its task indices moved, or None when its tasks are
+        not the same facts as then (one changed, came or went): its task order, gang, sums and last start stand,
+        since they follow from the tasks' facts alone (the task order ends in the pod's name: no two tasks of a
+        job tie, so where the pods are in the list does not matter)."""
+        remap = self._remap
+        if remap is None or len(raw) != len(old.tasks):
+            return None
+        tasks = [remap[t] for t in old.tasks]
+        if -1 in tasks:
+            return None
         o = old
         job = JobInfo(  # positional, in JobInfo's field order (thousands move when a PodGroup goes)
             ji, o.podgroup, o.queue, o.queue_name, o.priority, o.preemptible, o.min_available, o.creation,
-            [index[t] for t in o.tasks], o.unschedulable_reason, o.last_start, None, o.sums,
+            tasks, o.unschedulable_reason, o.last_start, None, o.sums,
         )  # fmt: skip
         attach_gang(job, self._tasks)
         return job
