@@ -12,6 +12,7 @@ import operator
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -564,6 +565,12 @@ def _pod_key(pod: Pod) -> tuple[str, str]:
     return (pod.meta.namespace or "", pod.meta.name)
 
 
+def _job_key(job: JobInfo) -> tuple[str, str]:
+    """A job's PodGroup's key (``_pg_index``'s)."""
+    meta = job.podgroup.meta
+    return (meta.namespace or "", meta.name)
+
+
 MAX_KEPT_VECTORS = 65_536  # request shapes kept by a SnapshotBuilder (a cache, cleared when full)
 
 
@@ -1071,52 +1078,60 @@ class SnapshotBuilder:
         if len(pg_index) - len(removed) + len(added) != len(podgroups):
             raise _Rebuild  # a key twice among the PodGroups
         removed.sort()
-        gone = set(removed)
         first = removed[0] if removed else len(jobs)
         for sort_key, _ in added:  # where the order puts each new one (the jobs after it move up)
             first = min(first, bisect_right(jobs, sort_key, hi=first, key=_job_order))
         if first < len(jobs):
             # the first task of a job whose index moves, in pod order: the layout is redone from its pod on
-            at = next((self._task_pos[t.index] for t in self._tasks if t.job >= first), None)
-            if at is not None:
+            heads = [r[0] for r in self._raw[first:] if r]
+            if heads:
+                at = self._task_pos[min(heads)]
                 self._truncate(at)
                 self._relay_from = at
-            moved = [(key, jobs[ji]) for key, ji in pg_index.items() if ji >= first]
-            moved.sort(key=lambda e: e[1].index)
+            tail = jobs[first:]
             del jobs[first:], self._raw[first:]
-            for key, _ in moved:
-                del pg_index[key]
-            # the jobs that stay and the new and moved PodGroups, in (creation, uid) order (sort is stable, and the
-            # jobs that stay are in that order already)
-            entries: list[tuple[tuple[float, str], tuple[str, str], JobInfo | None, PodGroup | None]] = [
-                (_job_order(job), key, job, None) for key, job in moved if job.index not in gone
-            ]
-            entries += [(sort_key, _pod_key(pg), None, pg) for sort_key, pg in added]  # type: ignore[misc]
-            entries.sort(key=lambda e: e[0])
-            added = []  # all placed by the merge below: nothing is left to append after it
-            for _, key, job, new in entries:
-                if job is None:
-                    self._append_job(new)  # type: ignore[arg-type]
-                    continue
-                pg = came_by_key.get(key, job.podgroup)
-                if pg is job.podgroup and job.gang is not None:  # the same job at a new index
-                    ji = len(jobs)
-                    pg_index[key] = ji
-                    jobs.append(job)  # kept until finished: renumbered, or made again (_finish_job)
-                    self._raw.append([])
-                    self._dirty_jobs.add(ji)
-                    self._moved[ji] = job
-                else:
+            kept: list[JobInfo] = []  # the jobs that stay, in (creation, uid) order still
+            prev = first
+            for ji in removed:
+                pg_index.pop(_job_key(tail[ji - first]), None)
+                kept += tail[prev - first : ji - first]
+                prev = ji + 1
+            kept += tail[prev - first :]
+            added.sort(key=lambda e: e[0])
+            if self._fresh_jobs:  # jobs made in this update (the queues changed): each is made again where it goes
+                merged = [(_job_order(j), j.podgroup) for j in kept] + added
+                for _, pg in sorted(merged, key=lambda e: e[0]):  # stable: a kept job before a new one it ties
                     self._append_job(pg)
-        for key, pg in came_by_key.items():
+            else:
+                prev = 0
+                for sort_key, pg in added:  # where the order puts each new one (after the kept jobs it ties)
+                    cut = bisect_right(kept, sort_key, lo=prev, key=_job_order)
+                    self._carry(kept[prev:cut])
+                    self._append_job(pg)
+                    prev = cut
+                self._carry(kept[prev:])
+            added = []  # all placed by the merge: nothing is left to append after it
+        for key, pg in came_by_key.items():  # changed in place: made again where it is
             ji = pg_index.get(key)
-            if ji is not None and ji < first:
+            if ji is not None and jobs[ji].podgroup is not pg:
                 jobs[ji] = self._job(ji, pg)
                 self._dirty_jobs.add(ji)
                 self._fresh_jobs.add(ji)
+                self._moved.pop(ji, None)
         for _, pg in sorted(added, key=lambda e: e[0]):
             self._append_job(pg)
         self._pgs_in = list(podgroups)
+
+    def _carry(self, kept: list[JobInfo]) -> None:
+        """Append the last snapshot's jobs *kept* at their new indices, as they are until finished: renumbered
+        (``_renumbered``) or made again (``_finish_job``). In bulk: thousands move when a PodGroup goes."""
+        ji = len(self._jobs)
+        at = range(ji, ji + len(kept))
+        self._jobs += kept
+        self._raw += [[] for _ in kept]
+        self._pg_index.update(zip(map(_job_key, kept), at))
+        self._dirty_jobs.update(at)
+        self._moved.update(zip(at, kept))
 
     def _append_job(self, pg: PodGroup) -> None:
         ji = len(self._jobs)
@@ -1163,24 +1178,22 @@ class SnapshotBuilder:
             self._replace(i, fo, fn)
         if start < len(ids) or start < len(old_ids):
             # The kept pods' facts stand; only pods not there before (or whose status the clock moved) are derived.
-            # Sets and maps over ids, in C: tens of thousands of pods are laid out again when one near the front goes.
-            old_tail = old_ids[start:].tolist()
-            old = dict(zip(old_tail, facts[start:]))
-            clocked = [old_tail[p - start] for p in self._now_dep[bisect_left(self._now_dep, start) :]]
+            # Maps over ids, in C: tens of thousands of pods are laid out again when one near the front goes.
+            old = dict(zip(old_ids[start:].tolist(), facts[start:]))
+            clocked = [facts[p] for p in self._now_dep[bisect_left(self._now_dep, start) :]]
             self._truncate(start)
             del facts[start:]
-            new_ids = ids[start:].tolist()
-            kept = set(new_ids)
-            for oid in old.keys() - kept:
-                self._account(old[oid], -1)
-            tail = list(map(old.get, new_ids))
-            came = kept - old.keys()
-            if came or clocked:
-                at = dict(zip(new_ids, range(len(new_ids))))
-                for k in sorted(at[oid] for oid in came):
-                    fn = tail[k] = self._derive_new(pods[start + k])
-                    self._account(fn, 1)
-                for k in sorted(at[oid] for oid in clocked if oid in at):
+            tail = list(map(old.pop, ids[start:].tolist(), repeat(None)))  # what stays in old: the pods that went
+            for fo in old.values():
+                self._account(fo, -1)
+            k = -1
+            for _ in range(tail.count(None)):  # the pods that came
+                k = tail.index(None, k + 1)
+                fn = tail[k] = self._derive_new(pods[start + k])
+                self._account(fn, 1)
+            if clocked:
+                at = dict(zip(map(id, tail), range(len(tail))))
+                for k in sorted(at[i] for f in clocked if (i := id(f)) in at):
                     fo = tail[k]
                     if task_status(pods[start + k], self._now, self._stuck_s) != fo.status:
                         fn = tail[k] = self._derive_new(pods[start + k])
