@@ -368,6 +368,43 @@ def test_a_podgroup_written_anew_moves_in_the_job_order_without_a_full_build() -
     assert (builder.full_builds, builder.updates) == (1, 2)
 
 
+def test_a_job_removed_at_the_front_carries_the_later_jobs_over() -> None:
+    """Jobs finish and leave with their PodGroups while new ones come: every later pod and job moves down. A job
+    whose tasks are the same as in the last snapshot is carried over with its indices moved, not made again (its
+    sums are the same object); one whose pod changed in the same update is made again."""
+    w = World()
+    for g in range(4):
+        name = f"pg-{g}"
+        w.store.put(PodGroup(ObjectMeta(name, "ns", f"uid-{name}", creation_timestamp=NOW + g), queue="team-a"))
+        for k in range(3):
+            meta = ObjectMeta(f"{name}-{k}", "ns", f"uid-{name}-{k}", annotations={C.ANNOTATION_POD_GROUP_NAME: name})
+            w.store.put(Pod(meta, {C.RESOURCE_CPU: 1000, C.RESOURCE_GPU: 1}, scheduler_name=C.SCHEDULER_NAME))
+    # the oldest PodGroup, whose pods came last: its index stays, its tasks move
+    w.store.put(PodGroup(ObjectMeta("early", "ns", "uid-early", creation_timestamp=NOW - 9), queue="team-a"))
+    meta = ObjectMeta("early-0", "ns", "uid-early-0", annotations={C.ANNOTATION_POD_GROUP_NAME: "early"})
+    w.store.put(Pod(meta, {C.RESOURCE_CPU: 1000, C.RESOURCE_GPU: 1}, scheduler_name=C.SCHEDULER_NAME))
+    builder = SnapshotBuilder()
+    first = builder.build(**w.args())
+    for k in range(3):
+        w.store.delete("Pod", ("ns", f"pg-0-{k}"))
+    w.store.delete("PodGroup", ("ns", "pg-0"))
+    pod = w.store.get("Pod", ("ns", "pg-3-1"))
+    w.store.put(dataclasses.replace(pod, node_name="node-1", phase="Running", start_time=NOW))
+    w.store.put(PodGroup(ObjectMeta("pg-new", "ns", "uid-pg-new", creation_timestamp=NOW + 9), queue="team-a"))
+    meta = ObjectMeta("pg-new-0", "ns", "uid-pg-new-0", annotations={C.ANNOTATION_POD_GROUP_NAME: "pg-new"})
+    w.store.put(Pod(meta, {C.RESOURCE_CPU: 1000, C.RESOURCE_GPU: 1}, scheduler_name=C.SCHEDULER_NAME))
+    second = builder.build(**w.args())
+    assert not snapshot_diff(second, build_snapshot(**w.args()))
+    assert (builder.full_builds, builder.updates) == (1, 1)
+    assert [j.name for j in second.jobs] == ["early", "pg-1", "pg-2", "pg-3", "pg-new"]
+    assert [j.tasks for j in second.jobs[:3]] == [[9], [0, 1, 2], [3, 4, 5]]  # moved down by three
+    assert first.jobs[0].tasks == [12]
+    assert second.jobs[0].sums is first.jobs[0].sums  # carried: only its task moved
+    assert second.jobs[1].sums is first.jobs[2].sums and second.jobs[2].sums is first.jobs[3].sums  # carried
+    assert second.jobs[3].sums is not first.jobs[4].sums  # its pod was bound: made again
+    assert second.jobs[3].sums.allocated == 1
+
+
 def test_a_queue_written_with_the_same_values_makes_no_job_again() -> None:
     """A Queue's status write comes back as a new object with the same values: the jobs are kept as they were
     (a busy stream writes queue status every cycle, with thousands of jobs); a changed spec still makes them again."""
