@@ -6,24 +6,28 @@ Run with ``.venv/bin/python benchmarks/bench_incremental.py`` (flags: ``--nodes`
 
 The cluster: ``synth`` with 5,000 nodes x 8 GPUs and 10,000 gangs of 5 one-GPU pods (50,000 pods), held in a
 real ``Store`` in the order a cluster adds them. One allocate cycle binds the first 40,000 (the cluster is
-then full; 2,000 gangs stay pending and every later cycle tries them again), and the binds are applied.
+then full; 2,000 gangs stay pending and every later cycle tries them again), the binds are applied and the
+pods turn Running (all but the last N/2, which the first step turns Running).
 
 Measured:
 * ``first build``: ``build_snapshot`` of the whole cluster, this tree against ``--ref``'s snapshot module
   (``git show REF:src/kai/scheduler/snapshot.py``, loaded beside this tree's), alternating, ``--first-runs``
   each, on the cluster before its first cycle.
 * ``cycle after N changed``: per step, the cluster changes, then the timed part: ``SnapshotBuilder.build``
-  (the update) + ``run_cycle`` (allocate). Two kinds of step, alternating:
+  (the update) + ``run_cycle`` (allocate). Three kinds of step, in turn in place, churn, in place, oldest:
   - ``in place``: N pods change where they are (N/2 running pods get a deletionTimestamp, as an eviction or
     a delete, and N/2 pods bound by the previous cycle turn Running);
   - ``churn``: N/2 running pods (N/10 gangs) finish and leave with their PodGroups (at random places in the
-    Store's order, so every later task's index moves), and N/2 new pods (N/10 new gangs) arrive.
+    Store's order, so every later task's index moves), and N/2 new pods (N/10 new gangs) arrive;
+  - ``oldest``: the same, but the gangs that finish are the oldest running ones, the first in the Store's
+    order (a cluster's oldest jobs often finish first): every task and job after them moves, the worst case.
   After each step the cycle's binds are applied (they are the next step's in-place changes), and the
   snapshot is compared with a fresh ``build_snapshot`` (untimed): a figure of a wrong snapshot is a FAIL.
-* ``recheck``: after the steps, nothing changes but the clock (10 s a recheck, as a scheduler's periodic cycle
-  finds a saturated cluster): ``--rechecks`` updates + cycles handed the last cycle's memo
-  (``run_cycle(snap, conf, memo, keep_memo=True)``, as both backends run), then as many without one (every
-  action runs again), alternating. A repeat must decide what the run decides (FAIL otherwise).
+* ``recheck``: after the steps (the terminating pods are deleted first), nothing changes but the clock (10 s
+  a recheck, as a scheduler's periodic cycle finds a saturated cluster): ``--rechecks`` updates + cycles
+  handed the last cycle's memo (``run_cycle(snap, conf, memo, keep_memo=True)``, as both backends run), then
+  as many without one (every action runs again), alternating. A repeat must decide what the run decides
+  (FAIL otherwise).
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ from kai.store import Store, key_of
 from synth import ClusterSpec, fixed, generate
 
 CONF = SchedulerConf(actions=("allocate",))
+KINDS = ("in place", "churn", "in place", "oldest")  # the steps' kinds, in turn
+KIND_NAMES = ("in place", "churn", "oldest")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -119,8 +125,9 @@ class Churn:
             changed += 1
         return changed
 
-    def churn(self, n: int, now: float) -> int:
-        """n/2 running pods finish (whole gangs, PodGroups too), n/2 new pods arrive (new gangs)."""
+    def churn(self, n: int, now: float, oldest: bool = False) -> int:
+        """n/2 running pods finish (whole gangs, PodGroups too), n/2 new pods arrive (new gangs). The gangs that
+        finish are drawn at random, or are the *oldest* running ones (the first in the Store's order)."""
         s = self.store
         gangs = n // 2 // self.gang
         by_group: dict[tuple[str, str], list[Pod]] = {}
@@ -128,7 +135,8 @@ class Churn:
             by_group.setdefault((p.meta.namespace or "", p.meta.annotations[C.ANNOTATION_POD_GROUP_NAME]), []).append(p)
         full = [k for k, ps in by_group.items() if all(p.phase == "Running" and p.node_name for p in ps)]
         changed = 0
-        for i in self.rng.choice(len(full), size=gangs, replace=False).tolist():
+        picked = range(gangs) if oldest else self.rng.choice(len(full), size=gangs, replace=False).tolist()
+        for i in picked:
             key = full[i]
             for p in by_group[key]:
                 s.delete("Pod", key_of(p))
@@ -190,7 +198,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--gang", type=int, default=5)
     ap.add_argument("--changes", type=int, default=100)
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--first-runs", type=int, default=5)
     ap.add_argument("--rechecks", type=int, default=3)
     ap.add_argument("--ref", default="main")
@@ -219,15 +227,20 @@ def main() -> int:
     snap = builder.build(**args_of(store, now))
     result = run_cycle(snap, CONF)
     bound_last = apply_binds(store, result)
+    for key in bound_last[: -opts.changes // 2]:  # the kubelets start them; the last few are the first step's
+        store.put(dataclasses.replace(store.get("Pod", key), phase="Running", start_time=now))
+    bound_last = bound_last[-opts.changes // 2 :]
     builder.build(**args_of(store, now))  # untimed: the first cycle's 40,000 binds are not "a few changes"
     churn = Churn(store, seed=7, gang=opts.gang)
     steps: list[dict[str, Any]] = []
     failed = False
     for step in range(opts.steps):
         now += 10.0
-        kind = "in place" if step % 2 == 0 else "churn"
+        kind = KINDS[step % len(KINDS)]
         changed = (
-            churn.in_place(opts.changes, bound_last, now) if kind == "in place" else churn.churn(opts.changes, now)
+            churn.in_place(opts.changes, bound_last, now)
+            if kind == "in place"
+            else churn.churn(opts.changes, now, oldest=kind == "oldest")
         )
         args = args_of(store, now)
         gc.collect()
@@ -257,6 +270,9 @@ def main() -> int:
                 "equal_to_fresh": not diff,
             }
         )
+    for pod in store.list("Pod"):  # the terminating pods finish (else the clock makes them StuckInReleasing)
+        if pod.meta.deletion_timestamp is not None:
+            store.delete("Pod", key_of(pod))
     rechecks, repeat_failed = recheck(builder, store, now, opts.rechecks)
     failed |= repeat_failed
     out = {
@@ -268,12 +284,12 @@ def main() -> int:
         "steps": steps,
         "median_total_cpu_ms": {
             kind: round(statistics.median(s["total_cpu_ms"] for s in steps if s["kind"] == kind), 1)
-            for kind in ("in place", "churn")
+            for kind in KIND_NAMES
             if any(s["kind"] == kind for s in steps)
         },
         "median_total_ms": {
             kind: round(statistics.median(s["total_ms"] for s in steps if s["kind"] == kind), 1)
-            for kind in ("in place", "churn")
+            for kind in KIND_NAMES
             if any(s["kind"] == kind for s in steps)
         },
         "recheck_cpu_ms": rechecks,
