@@ -448,3 +448,18 @@ def test_every_cycle_of_the_multicycle_scenarios_equals_a_fresh_build(monkeypatc
         code, _, err = run_sim([str(case / "cluster.yaml"), *scenario_args(case, expect.get("args", []))])
         assert code == 0, (case.name, err)
     assert seen["patched"] > len(MULTICYCLE), seen  # the updates were patches, not full builds
+
+
+@pytest.mark.parametrize("which", ["old", "new"])
+def test_a_podgroup_listed_twice_builds_what_a_fresh_build_does(which: str) -> None:
+    """No Store lists an object twice, but the builder is handed lists: a PodGroup object there twice (one the
+    last build saw, or a new one) is not taken for a change in place; the update gives what a fresh build gives."""
+    w = _cluster()
+    builder = SnapshotBuilder()
+    builder.build(**w.args())
+    if which == "new":
+        w.store.put(PodGroup(ObjectMeta("pg-2", "ns", "uid-pg-2", creation_timestamp=NOW + 1), queue="team-a"))
+    args = w.args()
+    args["podgroups"] = [*args["podgroups"], args["podgroups"][-1]]
+    got = builder.build(**args)
+    assert not snapshot_diff(got, build_snapshot(**args))

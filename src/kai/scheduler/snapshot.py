@@ -40,6 +40,8 @@ from kai.scheduler.model import (
     QRES,
     QRES_COLUMNS,
     UNITS_PER_MIB,
+    Gang,
+    GangNode,
     GpuShare,
     JobInfo,
     NodeTable,
@@ -957,12 +959,15 @@ class SnapshotBuilder:
             self._remap = list(range(len(self._handed)))
         return self._remap
 
-    def _truncate(self, pos: int) -> None:
-        """Forget the layout of pods at *pos* and after (they are laid out again)."""
+    def _truncate(self, pos: int, jobs_from: int | None = None) -> None:
+        """Forget the layout of pods at *pos* and after (they are laid out again). *jobs_from*: the jobs from this
+        index on are dropped by the caller, so their task lists are not trimmed."""
         p = bisect_left(self._task_pos, pos)
         remap = self._remapping()
         remap[p:] = [-1] * max(len(remap) - p, 0)
         jobs = {t.job for t in self._tasks[p:]}
+        if jobs_from is not None:
+            jobs = {ji for ji in jobs if ji < jobs_from}
         for ji in jobs:
             raw = self._raw[ji]
             del raw[bisect_left(raw, p) :]
@@ -1049,16 +1054,10 @@ class SnapshotBuilder:
         from the first task of such a job on is laid out again (``_relay_from``): in a cluster where PodGroups
         come in creation order, that is the newest pods only. _Rebuild when pods already named a new PodGroup
         (they become tasks before the place the layout is redone from)."""
-        old_by_id = {id(pg): pg for pg in self._pgs_in}
-        new_ids = set(map(id, podgroups))
-        came = (
-            [pg for pg in podgroups if id(pg) not in old_by_id]
-            if len(new_ids) != len(old_by_id) or not (new_ids.issuperset(old_by_id))
-            else []
-        )
-        went = [pg for i, pg in old_by_id.items() if i not in new_ids]
-        if len(new_ids) != len(podgroups):
-            raise _Rebuild  # the same object twice
+        old_by_id = dict(zip(map(id, self._pgs_in), self._pgs_in))
+        kept = list(map(old_by_id.pop, map(id, podgroups), repeat(None)))  # what stays in old_by_id: went
+        went = list(old_by_id.values())
+        came = [pg for pg, k in zip(podgroups, kept) if k is None]  # a second copy of an object comes (see below)
         pg_index, jobs = self._pg_index, self._jobs
         came_by_key = {_pod_key(pg): pg for pg in came}  # type: ignore[arg-type]
         if len(came_by_key) != len(came):
@@ -1086,7 +1085,7 @@ class SnapshotBuilder:
             heads = [r[0] for r in self._raw[first:] if r]
             if heads:
                 at = self._task_pos[min(heads)]
-                self._truncate(at)
+                self._truncate(at, first)
                 self._relay_from = at
             tail = jobs[first:]
             del jobs[first:], self._raw[first:]
@@ -1297,7 +1296,13 @@ class SnapshotBuilder:
             ji, o.podgroup, o.queue, o.queue_name, o.priority, o.preemptible, o.min_available, o.creation,
             tasks, o.unschedulable_reason, o.last_start, None, o.sums,
         )  # fmt: skip
-        attach_gang(job, self._tasks)
+        g = o.gang
+        if g is not None and not o.podgroup.sub_groups:  # flat: the same leaf (``_flat``) with the moved tasks
+            r = g.nodes[0]
+            root = GangNode(r.name, r.parent, [], r.min_member, r.min_subgroup, r.constraint, tasks, r.counted, r.leaf)
+            job.gang = Gang([root], {}, g.min_pods, g.constrained)
+        else:
+            attach_gang(job, self._tasks)
         return job
 
     def _snapshot(self, pods, pdbs, queue_usage, topologies, namespaces, storage, dra, bare_pods_return) -> Snapshot:
