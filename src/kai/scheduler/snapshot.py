@@ -878,7 +878,8 @@ class SnapshotBuilder:
                 self._sig_keys.append(f.sig)  # type: ignore[arg-type]
                 self._sig_first.append(ti)
                 self._sig_pods.append(f.pod)
-            # positional, in TaskInfo's field order (50,000 of these in a full build: keywords cost more)
+            # ``_task`` written out (a call per task costs as much as the rest of the loop); positional, in
+            # TaskInfo's field order (50,000 of these in a full build: keywords cost more)
             tasks.append(
                 TaskInfo(
                     ti, ji, f.pod, f.status, f.node, f.req, sig, f.order_key, f.qreq, f.nominated, f.share, (),
@@ -965,9 +966,8 @@ class SnapshotBuilder:
         p = bisect_left(self._task_pos, pos)
         remap = self._remapping()
         remap[p:] = [-1] * max(len(remap) - p, 0)
-        jobs = {t.job for t in self._tasks[p:]}
-        if jobs_from is not None:
-            jobs = {ji for ji in jobs if ji < jobs_from}
+        limit = len(self._jobs) if jobs_from is None else jobs_from
+        jobs = {ji for t in self._tasks[p:] if (ji := t.job) < limit}
         for ji in jobs:
             raw = self._raw[ji]
             del raw[bisect_left(raw, p) :]
