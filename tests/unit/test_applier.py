@@ -9,7 +9,9 @@ live tests cover the writes themselves against a real one).
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import warnings
 from types import SimpleNamespace
 from typing import Any
 
@@ -143,3 +145,25 @@ def test_gather_cancelled_stops_its_calls_and_is_cancelled() -> None:
         assert sorted(stopped) == [0, 1, 2]
 
     asyncio.run(scenario())
+
+
+def test_status_writes_cancelled_before_they_started_are_closed_not_left_unawaited() -> None:
+    """A shutdown right after a cycle, with the Lease gone: ``close`` cancels the task of the status writes
+    before it first ran, so ``_gather`` never saw its calls; they are closed, not collected "never awaited"
+    (a warning a CI log once showed)."""
+
+    async def scenario() -> None:
+        api = HeldApi()
+        fence = Fence()
+        fence.grant(1, time.monotonic() + 60.0)
+        a = applier(api, fence)
+        await a.apply(queue_allocated(1.0), term=1)  # no await in between: the writes' task has not run
+        fence.revoke()
+        await a.close()
+        assert api.started == []  # cancelled before it sent anything
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(scenario())
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Iterable, Mapping
@@ -72,6 +73,14 @@ class ApplyStats:
     bind_s: float = 0.0  # evictions and binds
     bind_cpu_s: float = 0.0
     status_s: float = 0.0  # the last cycle's status writes' end, this cycle's made, the GPU-sharing upkeep
+
+
+def close_unstarted(calls: Iterable[Awaitable[None]]) -> None:
+    """Close the coroutines of *calls* that never started, so none is reported "never awaited" when collected
+    (one that ran, or is running, is left as it is)."""
+    for c in calls:
+        if asyncio.iscoroutine(c) and inspect.getcoroutinestate(c) == inspect.CORO_CREATED:
+            c.close()
 
 
 class Applier:
@@ -177,6 +186,8 @@ class Applier:
             await self._gather(read)
         if writes:
             self._statuses = asyncio.ensure_future(self._gather(writes))
+            # cancelled before it first ran (a shutdown right after the cycle), ``_gather`` never sees its calls
+            self._statuses.add_done_callback(lambda _: close_unstarted(writes))
         if self.gpu_sharing is not None:  # reservation pods of emptied GPU groups go (kai.k8s._gpushare)
             await self.gpu_sharing.sync({g for a in self.assumed.binds.values() for g in a.gpu_groups}, self._w)
         stats.status_s = time.perf_counter() - t0 - stats.bind_s
@@ -205,9 +216,7 @@ class Applier:
             for w in workers:
                 w.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-            for c in it:  # coroutines made but never awaited: closed, so no "never awaited" warning
-                if asyncio.iscoroutine(c):
-                    c.close()
+            close_unstarted(it)
         for w in workers:
             if not w.cancelled() and w.exception() is not None:
                 raise w.exception()  # type: ignore[misc]
