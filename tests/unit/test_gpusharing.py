@@ -14,7 +14,7 @@ from kai.api.manifests import load_manifests
 from kai.api.objects import ObjectMeta, Pod
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import open_session
-from kai.scheduler.gpusharing import parse_share
+from kai.scheduler.gpusharing import choose, parse_share
 from kai.scheduler.model import GPU, MILLI, GpuShare, TaskStatus
 from kai.sim.cluster import EmbeddedCluster
 from tests.unit import builders as B
@@ -283,3 +283,20 @@ def test_every_fit_function_answers_as_the_one_rule() -> None:
             one = [np.array([v]) for v in (cap, max_now, max_later, w_idle, w_rel)]
             single = fit_rows_single(share, *one)
             assert tuple(bool(a[0]) for a in single) == want
+
+
+def test_a_pipelined_pod_ranks_gpus_as_they_will_be_once_the_releasing_pods_are_gone() -> None:
+    """Four GPUs of 1,000 units: slot 0 holds 700 units and 300 releasing, slot 1 holds 700, slots 2 and 3 are
+    free. A portion of 250 on 3 GPUs, gpupack. Bound now, it takes what is free now (1, 2, 3). Pipelined, it
+    is bound only once the releasing pod is gone; then slots 0 and 1 are equally full and pack takes them
+    first, so that is what it picks now: a victim solver's plan made around the releasing pod picks the GPUs
+    the next cycle will (else the next cycle fails the plan, and the solver makes it again, for ever)."""
+    share = GpuShare(250, 0, devices=3)
+    idle, rel, pods, gone = [0, 300, 1000, 1000], [300, 0, 0, 0], [2, 1, 0, 0], [1, 0, 0, 0]
+    assert choose(share, 1000, [300, 300, 1000, 1000], [0] * 4, [1, 1, 0, 0], [0] * 4, 2, 0, True, False) == [
+        (0, "group"),
+        (1, "group"),
+        (2, "fresh"),
+    ]  # the next cycle's choice, with the releasing pod gone
+    assert choose(share, 1000, idle, rel, pods, gone, 2, 0, True, False) == [(1, "group"), (2, "fresh"), (3, "fresh")]
+    assert choose(share, 1000, idle, rel, pods, gone, 2, 0, True, True) == [(0, "group"), (1, "group"), (2, "fresh")]

@@ -34,7 +34,8 @@ Choosing GPUs on a node (``choose``): the candidates are the groups the portion 
 one "whole GPU" candidate per GPU in the idle (then releasing) pool. Those that fit on what
 is free now come first (kai: a pod that can bind now is not made to wait), then KAI's
 GpuOrder: *gpupack* prefers the fullest group, a fresh GPU last; *gpuspread* a fresh GPU,
-then the emptiest group; ties go to the lower slot. The first N candidates are taken.
+then the emptiest group; ties go to the lower slot. The first N candidates are taken. A pipelined
+pod ranks them by GpuOrder as they will be once the releasing pods are gone (``choose``).
 """
 
 from __future__ import annotations
@@ -171,24 +172,29 @@ def choose(
         if best >= 0 and (pack or not fresh):
             return [(best, "group")]
         return [(pods.index(0), "fresh")] if fresh else None
-    ranked: list[tuple[int, float, int, str]] = []  # (later, score, slot, kind): smallest first
+    # (later, score, slot, kind): smallest first. A pod placed on releasing room (pipelined) is bound only once
+    # those pods are gone, and then its GPUs are chosen afresh: it ranks them as they will be then (no "later",
+    # releasing room counted free), or a plan made around releasing pods (a victim solver's) would pick GPUs
+    # the next cycle does not, and fail there, and be made again every other cycle.
+    ranked: list[tuple[int, float, int, str]] = []
     free_slots: list[int] = []
     releasing_slots: list[int] = []
+    later = 0 if allow_releasing else 1
     for s, n in enumerate(pods):
         if n == 0:
             free_slots.append(s)
         elif n == gone[s]:
             releasing_slots.append(s)
-        elif need <= idle[s]:
+        elif need <= idle[s] and not allow_releasing:
             ranked.append((0, (idle[s] - cap if pack else cap - idle[s]) / cap, s, "group"))
-        elif allow_releasing and need <= idle[s] + rel[s]:
-            ranked.append((1, (idle[s] - cap if pack else cap - idle[s]) / cap, s, "group"))
+        elif allow_releasing and need <= (room := idle[s] + rel[s]):
+            ranked.append((0, (room - cap if pack else cap - room) / cap, s, "group"))
     fresh_score = 0.0 if pack else -1.0
     k = min(max(whole_idle, 0), len(free_slots), d)
     ranked += [(0, fresh_score, free_slots[j], "fresh") for j in range(k)]
     if allow_releasing and whole_releasing > 0:
         spare = releasing_slots + free_slots[k:]
-        ranked += [(1, fresh_score, spare[j], "released") for j in range(min(whole_releasing, len(spare), d))]
+        ranked += [(later, fresh_score, spare[j], "released") for j in range(min(whole_releasing, len(spare), d))]
     if len(ranked) < d:
         return None
     if d == 1:
