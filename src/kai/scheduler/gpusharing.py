@@ -31,11 +31,11 @@ how they count those inputs (per node in Python, over many nodes in NumPy, from 
 for one device), so each stays as fast as the question it answers.
 
 Choosing GPUs on a node (``choose``): the candidates are the groups the portion fits on and
-one "whole GPU" candidate per GPU in the idle (then releasing) pool. Those that fit on what
-is free now come first (kai: a pod that can bind now is not made to wait), then KAI's
+one "whole GPU" candidate per GPU in the idle (then releasing) pool. A pod that binds now takes only
+what is free now (kai: a pod that can bind now is not made to wait); a pipelined pod, bound only
+once the releasing pods are gone, ranks the candidates as they will be then. The order is KAI's
 GpuOrder: *gpupack* prefers the fullest group, a fresh GPU last; *gpuspread* a fresh GPU,
-then the emptiest group; ties go to the lower slot. The first N candidates are taken. A pipelined
-pod ranks them by GpuOrder as they will be once the releasing pods are gone (``choose``).
+then the emptiest group; ties go to the lower slot. The first N candidates are taken.
 """
 
 from __future__ import annotations
@@ -172,36 +172,33 @@ def choose(
         if best >= 0 and (pack or not fresh):
             return [(best, "group")]
         return [(pods.index(0), "fresh")] if fresh else None
-    # (later, score, slot, kind): smallest first. A pod placed on releasing room (pipelined) is bound only once
-    # those pods are gone, and then its GPUs are chosen afresh: it ranks them as they will be then (no "later",
-    # releasing room counted free), or a plan made around releasing pods (a victim solver's) would pick GPUs
-    # the next cycle does not, and fail there, and be made again every other cycle.
-    ranked: list[tuple[int, float, int, str]] = []
+    # (score, slot, kind): smallest first. A pod bound now takes what is free now. A pod placed on releasing room
+    # (pipelined) is bound only once those pods are gone, and its GPUs are chosen afresh then: it ranks them as
+    # they will be then (releasing room counted free), or a plan made around releasing pods (a victim solver's)
+    # would pick GPUs the next cycle does not, fail there, and be made again every other cycle.
+    ranked: list[tuple[float, int, str]] = []
     free_slots: list[int] = []
     releasing_slots: list[int] = []
-    later = 0 if allow_releasing else 1
     for s, n in enumerate(pods):
         if n == 0:
             free_slots.append(s)
         elif n == gone[s]:
             releasing_slots.append(s)
-        elif need <= idle[s] and not allow_releasing:
-            ranked.append((0, (idle[s] - cap if pack else cap - idle[s]) / cap, s, "group"))
-        elif allow_releasing and need <= (room := idle[s] + rel[s]):
-            ranked.append((0, (room - cap if pack else cap - room) / cap, s, "group"))
+        elif need <= (room := idle[s] + rel[s] if allow_releasing else idle[s]):
+            ranked.append(((room - cap if pack else cap - room) / cap, s, "group"))
     fresh_score = 0.0 if pack else -1.0
     k = min(max(whole_idle, 0), len(free_slots), d)
-    ranked += [(0, fresh_score, free_slots[j], "fresh") for j in range(k)]
+    ranked += [(fresh_score, free_slots[j], "fresh") for j in range(k)]
     if allow_releasing and whole_releasing > 0:
         spare = releasing_slots + free_slots[k:]
-        ranked += [(later, fresh_score, spare[j], "released") for j in range(min(whole_releasing, len(spare), d))]
+        ranked += [(fresh_score, spare[j], "released") for j in range(min(whole_releasing, len(spare), d))]
     if len(ranked) < d:
         return None
     if d == 1:
         best = min(ranked)
-        return [(best[2], best[3])]
+        return [(best[1], best[2])]
     ranked.sort()
-    return [(r[2], r[3]) for r in ranked[:d]]
+    return [(r[1], r[2]) for r in ranked[:d]]
 
 
 def portion_fits(need: Any, cap: Any, fitting_groups: Any, whole: Any, devices: int) -> Any:
