@@ -183,11 +183,9 @@ class Applier:
         read, writes = self.status.writes(result, bound, self._w, quiet=self.assumed.broken)
         stats.status_writes = len(read) + len(writes)
         if read:
-            await self._gather(read)
-        if writes:
-            self._statuses = asyncio.ensure_future(self._gather(writes))
-            # cancelled before it first ran (a shutdown right after the cycle), ``_gather`` never sees its calls
-            self._statuses.add_done_callback(lambda _: close_unstarted(writes))
+            await self._gather(send() for send in read)
+        if writes:  # each call is made as a worker takes it: none is left unawaited if the task never runs
+            self._statuses = asyncio.ensure_future(self._gather(send() for send in writes))
         if self.gpu_sharing is not None:  # reservation pods of emptied GPU groups go (kai.k8s._gpushare)
             await self.gpu_sharing.sync({g for a in self.assumed.binds.values() for g in a.gpu_groups}, self._w)
         stats.status_s = time.perf_counter() - t0 - stats.bind_s

@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import Awaitable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, NamedTuple
 
 from kai.api import constants as C
@@ -45,6 +45,7 @@ _AGREEMENT = {"has": "have", "is": "are", "was": "were", "does": "do"}  # verbs 
 
 Which = tuple[str, Key]  # ("pod" | "podgroup", object): whose conditions
 Conds = list[tuple[str, ...]]  # (type, status, reason, message) per condition
+Send = Callable[[], Awaitable[None]]  # makes one write's call when it is its turn to go out
 
 
 class Write(NamedTuple):
@@ -126,17 +127,20 @@ class StatusWriter:
 
     def writes(
         self, result: CycleResult, bound: set[Key], api: Any, quiet: Collection[Key] = ()
-    ) -> tuple[list[Awaitable[None]], list[Awaitable[None]]]:
+    ) -> tuple[list[Send], list[Send]]:
         """The writes *result* calls for, in order of precedence, within the rate limit: those the next cycle
         reads back (nominations and the stale-gang timestamp: the engine decides from them), and the rest
         (conditions and Queue status: they only report). The conditions of the PodGroups in *quiet* (broken
         gangs, some of whose pods are held back from the cycle) and of their pods are left as they are: the
-        cycle saw only part of them."""
+        cycle saw only part of them.
+
+        Each write is returned as a function that makes its call, not as the call's coroutine: a coroutine made
+        and never run (the writes abandoned at shutdown) is reported "never awaited" when collected."""
         self.api = api
         now = time.monotonic()
         self._forget_old(now)
-        read: list[Awaitable[None]] = []
-        out: list[Awaitable[None]] = []
+        read: list[Send] = []
+        out: list[Send] = []
         deferred = 0
         statuses = result.podgroups
         if quiet:
@@ -165,7 +169,7 @@ class StatusWriter:
 
     # ---- the writes ----------------------------------------------------------------------------
 
-    def _patch(self, w: Write, now: float) -> Awaitable[None]:
+    def _patch(self, w: Write, now: float) -> Send:
         """The write; once it succeeded, its conditions count as what the object says (``_compare``). It goes out
         through the writer of the cycle that made it (fenced to that cycle's Lease term), whenever it is sent."""
         api = self.api
@@ -181,7 +185,7 @@ class StatusWriter:
             if w.which is not None and w.want is not None:
                 self._sent[w.which] = (w.want, now)
 
-        return call()
+        return call
 
     def _nominations(self, result: CycleResult) -> list[Write]:
         """status.nominatedNodeName as the cycle wants it: the node of each pod pipelined there by an eviction,
