@@ -34,6 +34,7 @@ from kai.api.objects import (
     Node,
     ObjectMeta,
     Pod,
+    PodGroup,
     PriorityClass,
     SchedulingShard,
     Topology,
@@ -56,6 +57,7 @@ from kai.scheduler.usage import UsageLedger, UsageParams
 from kai.sim import checks
 from kai.sim._changes import updated, updated_meta
 from kai.sim._controllermanager import ControllerManager
+from kai.sim._members import GroupMembers
 from kai.sim._origins import MAX_OWNER_CHAIN, Origins, SimObject
 from kai.sim._podgrouper import EmbeddedPodGrouper
 from kai.sim.controllers import controller_for
@@ -133,6 +135,11 @@ class EmbeddedCluster:
         self._events: list[Event] = []  # raised by the cluster itself, until taken
         self.controllers = ControllerManager(self.store, self.origins, self._events, self._put_new)
         self.podgrouper = EmbeddedPodGrouper(self.store, self.origins, self._events)
+        self._members = GroupMembers(self.store)  # kai's pods per PodGroup, for collect_finished
+        self._validated_rv: int | None = None  # the Store's version at the last ``_validate`` that passed
+        # the pods that name a nominated node, kept by the Store as they change (few; a walk of every pod per
+        # cycle to find them was a measurable part of a time simulation's cycle)
+        self._nominated = self.store.index("Pod", lambda pod: bool(pod.nominated_node_name))
         for pc in default_priority_classes():
             pc.meta.creation_timestamp = 0.0
             self.store.put(pc)
@@ -194,6 +201,49 @@ class EmbeddedCluster:
     # --- checks ---------------------------------------------------------------------------------
 
     def _validate(self) -> None:
+        """Check every reference (queues, priority classes, PodGroups, nodes) and, on kai sim's input, what
+        the engine would refuse; ManifestError on the first problem. Only the PodGroups and pods changed since
+        the last check that passed are checked, unless a Queue, PriorityClass or Node changed or a PodGroup
+        went (what the others refer to): at each arrival of a time simulation, a check of every object was a
+        few per cent of its time. A problem found is reported as the check of every object finds it first."""
+        rv = self.store.resource_version
+        changed = self._changed_since_validated()
+        if changed is not None:
+            try:
+                self._check_references(*changed)
+            except ManifestError:
+                changed = None
+        if changed is None:
+            self._check_references(self.store.list("PodGroup"), self.store.list("Node"), self.store.list("Pod"))
+        self._validated_rv = rv
+
+    def _changed_since_validated(self) -> tuple[list[PodGroup], list[Node], list[Pod]] | None:
+        """The PodGroups and pods changed since the last check that passed (as they are now), or None when
+        everything must be checked again."""
+        if self._validated_rv is None:
+            return None
+        try:
+            changes = self.store.changes_since(self._validated_rv)
+        except LookupError:
+            return None
+        pgs: dict[Key, PodGroup] = {}
+        pods: dict[Key, Pod] = {}
+        for c in changes:
+            if c.kind == "Pod":
+                pods[c.key] = c.obj
+            elif c.kind == "PodGroup" and c.op != "DELETED":
+                pgs[c.key] = c.obj
+            elif c.kind in ("Queue", "PriorityClass", "Node", "PodGroup"):
+                return None
+        get = self.store.get
+        return (
+            [pg for key in pgs if (pg := get("PodGroup", key)) is not None],
+            [],
+            [pod for key in pods if (pod := get("Pod", key)) is not None],
+        )
+
+    def _check_references(self, podgroups: list[PodGroup], nodes: list[Node], pods: list[Pod]) -> None:
+        """``_validate``'s checks: every Queue, and the *podgroups*, *nodes* and *pods* given."""
         queues = {q.meta.name: q for q in self.store.list("Queue")}
         for q in queues.values():
             if q.parent and q.parent not in queues:
@@ -206,7 +256,7 @@ class EmbeddedCluster:
                 cur = queues[cur].parent if cur in queues else ""
         classes = {pc.meta.name for pc in self.store.list("PriorityClass")}
         parents = {q.parent for q in queues.values() if q.parent}
-        for pg in self.store.list("PodGroup"):
+        for pg in podgroups:
             grouping = self.podgrouper.groupings.get(key_of(pg)) if pg.generated else None
             if not pg.queue:
                 raise self.origins.error(pg, "spec.queue", "is required")
@@ -224,9 +274,8 @@ class EmbeddedCluster:
                 if grouping is not None:
                     raise self.origins.error_at(grouping.priority_from, message)
                 raise self.origins.error(pg, "spec.priorityClassName", message)
-        pods = self.store.list("Pod")
         if self.strict_input:
-            for obj in (*self.store.list("Node"), *pods):
+            for obj in (*nodes, *pods):
                 if (err := checks.oversize(obj)) is not None:
                     raise self.origins.relocate(err)
             if (err := checks.gpu_sharing(pods, self.store.list("Node"))) is not None:
@@ -428,10 +477,10 @@ class EmbeddedCluster:
         # status.nominatedNodeName: where a pipelined pod waits for room (an eviction made it); cleared
         # once the pod is placed or no longer pipelined, as kube-scheduler does
         held = {(p.pod.namespace, p.pod.name): p.node for p in result.pipelines if p.nominated}
-        for pod in self.store.list("Pod"):
-            nominated = held.get((pod.meta.namespace or "", pod.meta.name), "")
-            if pod.nominated_node_name != nominated:
-                updated(self.store, pod, nominated_node_name=nominated)
+        for key in [*self._nominated, *(key for key in held if key not in self._nominated)]:
+            pod = self.store.get("Pod", key)
+            if pod is not None and pod.nominated_node_name != held.get(key, ""):
+                updated(self.store, pod, nominated_node_name=held.get(key, ""))
         for e in result.evictions:
             updated_meta(self.store, self.store.get("Pod", (e.pod.namespace, e.pod.name)), deletion_timestamp=self.now)
             self._evicted_last.add((e.pod.namespace, e.pod.name))
@@ -591,18 +640,12 @@ class EmbeddedCluster:
         """PodGroups whose every pod has Succeeded, and whose top owner has nothing left to run: they are
         deleted with their pods and owners (as a TTL controller would), so a long simulation keeps only
         live objects. Returns what finished, with when its last pod finished."""
-        by_group: dict[Key, list[Pod]] = {}
-        for pod in self.store.list("Pod"):
-            pg_name = pod.meta.annotations.get(C.ANNOTATION_POD_GROUP_NAME)
-            if pg_name is not None and pod.scheduler_name == C.SCHEDULER_NAME:
-                by_group.setdefault((pod.meta.namespace or "", pg_name), []).append(pod)
-        done = {k for k, pods in by_group.items() if all(p.phase == "Succeeded" for p in pods)}
+        done = {key: self._members.pods(key) for key in self._members.finished()}  # before any is deleted
         if not done:
             return []
         finished: list[FinishedJob] = []
         index = self.controllers.children_index() if self.controllers.workloads else {}
-        for key in sorted(done):
-            pods = by_group[key]
+        for key, pods in done.items():
             owners = {self.controllers.top_owner(p) for p in pods}
             if any(o is not None and not self.controllers.subtree_done(o, index) for o in owners):
                 continue  # e.g. a Job's other pods still run: its controller counts these ones
