@@ -552,7 +552,9 @@ def test_resolve_priority(
 # --- jobs and pods --------------------------------------------------------------------------------------------------
 
 
-def test_jobs_in_creation_order_pods_of_missing_podgroups_left_out() -> None:
+def test_jobs_in_the_podgroups_order_pods_of_missing_podgroups_left_out() -> None:
+    """Jobs are numbered in the order the PodGroups are listed (the Store's slot order), not sorted: a job's
+    place in the job order is its priority, creation and uid (kai.scheduler.ordering), never its index."""
     docs = [
         node("n0"),
         *QUEUES,
@@ -564,7 +566,7 @@ def test_jobs_in_creation_order_pods_of_missing_podgroups_left_out() -> None:
         pod("stray", "no-such-podgroup"),
     ]
     snap = snapshot_of(docs)
-    assert [j.name for j in snap.jobs] == ["first", "second"]
+    assert [j.name for j in snap.jobs] == ["second", "first"]
     assert sorted(t.name for t in snap.tasks) == ["f-0", "f-1", "s-0"]
     assert job(snap, "first").last_start == pytest.approx(NOW - 40 * 60)  # the latest start
     assert job(snap, "second").last_start is None

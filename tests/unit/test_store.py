@@ -280,3 +280,36 @@ def test_a_predicate_that_raises_costs_the_object_its_place_in_the_view_not_the_
     s.put(pod("good"))
     assert s.get("Pod", ("default", "bad")) is not None
     assert list(found) == [("default", "good")]
+
+
+def test_a_removed_objects_slot_is_taken_by_the_last_one() -> None:
+    """Slot order: insertion order until an object leaves; then the last object takes its slot, so one object
+    moves, not every later one (a snapshot numbers tasks and jobs in this order). A replaced object keeps its
+    slot; a new one takes the next; ``list``, ``by_key`` and iteration agree."""
+    s = Store()
+    for name in "abcde":
+        s.put(pod(name))
+    s.delete("Pod", ("default", "b"))
+    assert [p.meta.name for p in s.list("Pod")] == ["a", "e", "c", "d"]
+    s.put(dataclasses.replace(pod("c"), node_name="n"))  # changed in place: its slot stays
+    s.delete("Pod", ("default", "d"))  # the last one: nothing moves
+    s.put(pod("f"))
+    s.delete("Pod", ("default", "zz"))  # not there: nothing happens
+    names = [p.meta.name for p in s.list("Pod")]
+    assert names == ["a", "e", "c", "f"]
+    assert [k[1] for k in s.by_key("Pod")] == names and [p.meta.name for p in s] == names
+    assert s.get("Pod", ("default", "c")).node_name == "n" and s.count("Pod") == 4
+    for name in names:
+        s.delete("Pod", ("default", name))
+    assert s.list("Pod") == [] and s.by_key("Pod") == {}
+
+
+def test_slot_order_is_a_function_of_the_writes_alone() -> None:
+    """Two Stores given the same writes list the same order (a fresh snapshot and a kept one agree)."""
+    writes = [("put", "a"), ("put", "b"), ("put", "c"), ("del", "a"), ("put", "d"), ("del", "c"), ("put", "a")]
+    stores = [Store(), Store()]
+    for s in stores:
+        for op, name in writes:
+            s.put(pod(name)) if op == "put" else s.delete("Pod", ("default", name))
+    assert [p.meta.name for p in stores[0].list("Pod")] == [p.meta.name for p in stores[1].list("Pod")]
+    assert [p.meta.name for p in stores[0].list("Pod")] == ["d", "b", "a"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -553,16 +553,6 @@ def _ids(objs: list) -> np.ndarray:
     return np.fromiter(map(id, objs), dtype=np.int64, count=len(objs))
 
 
-def _podgroup_order(pg: PodGroup) -> tuple[float, str]:
-    """A PodGroup's place in the snapshot's job order: (creation, uid)."""
-    return (pg.meta.creation_timestamp or 0.0, pg.meta.uid)
-
-
-def _job_order(job: JobInfo) -> tuple[float, str]:
-    """A job's place in the snapshot's job order: its PodGroup's (``_podgroup_order``), as the full build sorts them."""
-    return (job.creation, job.uid)
-
-
 def _pod_key(pod: Pod) -> tuple[str, str]:
     return (pod.meta.namespace or "", pod.meta.name)
 
@@ -753,7 +743,6 @@ class SnapshotBuilder:
         self._dirty_jobs: set[int] = set()
         self._set_jobs(podgroups)
         self._fresh_jobs = set(range(len(self._jobs)))  # made in this build: finished in place
-        self._moved = {}
         self._remap = None
         self._changed_jobs: set[int] = set()
         self._dirty_jobs.update(self._fresh_jobs)  # every job gets its gang, tasks or none
@@ -801,11 +790,12 @@ class SnapshotBuilder:
         self._any_rule = any(q.allowed_namespaces is not None for q in queues)  # access rules are rare
 
     def _set_jobs(self, podgroups: list[PodGroup]) -> None:
+        """One job per PodGroup, in the list's order (the Store's slot order: see ``_update_jobs``)."""
         self._pgs_in = list(podgroups)
-        ordered = sorted(podgroups, key=_podgroup_order)
-        self._pg_index = {_pod_key(pg): i for i, pg in enumerate(ordered)}  # type: ignore[arg-type]
-        self._jobs = [self._job(i, pg) for i, pg in enumerate(ordered)]
-        self._raw: list[list[int]] = [[] for _ in ordered]  # per job, its task indices in index order
+        self._pg_ids = _ids(podgroups)
+        self._pg_index = {_pod_key(pg): i for i, pg in enumerate(podgroups)}  # type: ignore[arg-type]
+        self._jobs = [self._job(i, pg) for i, pg in enumerate(podgroups)]
+        self._raw: list[list[int]] = [[] for _ in podgroups]  # per job, its task indices in index order
 
     def _job(self, index: int, pg: PodGroup) -> JobInfo:
         """A job without tasks yet (``_finish_job`` adds them)."""
@@ -996,7 +986,6 @@ class SnapshotBuilder:
         """Patch the last build to these arguments; _Rebuild when the change is not one the builder patches.
         A _Rebuild may come half-way: ``_full`` sets every part again, so nothing half-patched survives."""
         self.updates += 1
-        self._moved: dict[int, JobInfo] = {}  # a job at a new index, by its new index: its old JobInfo
         self._remap: list[int] | None = None  # made by the first change to the layout (``_remapping``)
         self._changed_jobs = set()  # jobs with a task changed in place (``_replace``): made again
         self._dirty_jobs = set()
@@ -1033,7 +1022,9 @@ class SnapshotBuilder:
                     self._jobs[i] = self._job(i, job.podgroup)
                 self._dirty_jobs.update(range(len(self._jobs)))
                 self._fresh_jobs.update(range(len(self._jobs)))
-        self._relay_from = len(pods)  # set lower when PodGroups went: from there every task is laid out again
+        self._relay_from = len(pods)  # set lower when the layout must be redone from a place
+        self._relay_check: list[int] = []  # places of tasks whose PodGroup went (``_update_jobs``)
+        self._orphans_of_gone: set[int] = set()  # those tasks
         if not _same(podgroups, self._pgs_in):
             self._update_jobs(podgroups)
         self._apply_pods(pods)
@@ -1047,113 +1038,89 @@ class SnapshotBuilder:
             raise _Rebuild  # near the sums the fresh build saturates: let it
 
     def _update_jobs(self, podgroups: list[PodGroup]) -> None:
-        """Follow the PodGroups, from the objects that changed (by identity). A changed one keeps its index. Jobs
-        are in (creation, uid) order, as a fresh build sorts them: new ones go where that order puts them, one
-        whose creation or uid changed (kai's decided PodGroup, once the API server has written it) moves there,
-        and removed ones leave. Every job from the first place that changes on gets a new index, so every pod
-        from the first task of such a job on is laid out again (``_relay_from``): in a cluster where PodGroups
-        come in creation order, that is the newest pods only. _Rebuild when pods already named a new PodGroup
-        (they become tasks before the place the layout is redone from)."""
-        old_by_id = dict(zip(map(id, self._pgs_in), self._pgs_in))
-        kept = list(map(old_by_id.pop, map(id, podgroups), repeat(None)))  # what stays in old_by_id: went
-        went = list(old_by_id.values())
-        came = [pg for pg, k in zip(podgroups, kept) if k is None]  # a second copy of an object comes (see below)
-        pg_index, jobs = self._pg_index, self._jobs
-        came_by_key = {_pod_key(pg): pg for pg in came}  # type: ignore[arg-type]
-        if len(came_by_key) != len(came):
-            raise _Rebuild
-        removed = [pg_index[k] for pg in went if (k := _pod_key(pg)) not in came_by_key]  # type: ignore[arg-type]
-        added: list[tuple[tuple[float, str], PodGroup]] = []
-        for key, pg in came_by_key.items():
-            sort_key = _podgroup_order(pg)
-            ji = pg_index.get(key)
-            if ji is not None:
-                if sort_key == _job_order(jobs[ji]):
-                    continue  # changed in place
-                removed.append(ji)  # its place in the order changed: it leaves it and comes again
-            elif self._refs.get(key, 0):
+        """Follow the PodGroups: jobs are in the order of the list handed in, as a fresh build takes them (the
+        Store's slot order: a PodGroup that goes leaves its slot to the last one). Only the places whose object
+        changed (by identity) are looked at:
+
+        * the same PodGroup, changed: its job is made again where it is;
+        * another PodGroup, which was elsewhere (the last one, moved into a removed one's place): its job moves
+          here, and its tasks are made again with the new job index;
+        * a new PodGroup: a new job (_Rebuild if pods named it before: they become tasks where they are);
+        * a PodGroup gone whose pods stay: they are tasks no more, so the layout is redone from the first of
+          them (``_relay_from``); pods gone with it leave in ``_apply_pods``.
+
+        A PodGroup twice in the list makes a full build, as anything this does not follow."""
+        old = self._pgs_in
+        jobs, raw, pg_index, tasks = self._jobs, self._raw, self._pg_index, self._tasks
+        ids, old_ids = _ids(podgroups), self._pg_ids
+        n_new, n_old = len(podgroups), len(old)
+        m = min(n_new, n_old)
+        at = np.flatnonzero(ids[:m] != old_ids[:m]).tolist()
+        gone: dict[tuple[str, str], int] = {_job_key(jobs[i]): i for i in at}
+        gone.update((_job_key(jobs[i]), i) for i in range(m, n_old))
+        came: dict[tuple[str, str], int] = {}
+        for i in [*at, *range(m, n_new)]:
+            key = _pod_key(podgroups[i])
+            if key in came or (key in pg_index and key not in gone):
+                raise _Rebuild  # a key twice among the PodGroups
+            came[key] = i
+        old_raw = {i: raw[i] for i in gone.values()}  # the tasks of the jobs leaving their places
+        orphans: list[int] = []  # tasks of jobs gone: their pods go, or are laid out again
+        for key, i in gone.items():
+            if key not in came:
+                del pg_index[key]
+                orphans += old_raw[i]
+        for key in came:
+            if key not in gone and self._refs.get(key, 0):
                 raise _Rebuild  # pods named it before it came: they become tasks in the middle of the layout
-            added.append((sort_key, pg))
-        if len(pg_index) - len(removed) + len(added) != len(podgroups):
-            raise _Rebuild  # a key twice among the PodGroups
-        removed.sort()
-        first = removed[0] if removed else len(jobs)
-        for sort_key, _ in added:  # where the order puts each new one (the jobs after it move up)
-            first = min(first, bisect_right(jobs, sort_key, hi=first, key=_job_order))
-        if first < len(jobs):
-            # the first task of a job whose index moves, in pod order: the layout is redone from its pod on
-            heads = [r[0] for r in self._raw[first:] if r]
-            if heads:
-                at = self._task_pos[min(heads)]
-                self._truncate(at, first)
-                self._relay_from = at
-            tail = jobs[first:]
-            del jobs[first:], self._raw[first:]
-            kept: list[JobInfo] = []  # the jobs that stay, in (creation, uid) order still
-            prev = first
-            for ji in removed:
-                pg_index.pop(_job_key(tail[ji - first]), None)
-                kept += tail[prev - first : ji - first]
-                prev = ji + 1
-            kept += tail[prev - first :]
-            added.sort(key=lambda e: e[0])
-            if self._fresh_jobs:  # jobs made in this update (the queues changed): each is made again where it goes
-                merged = [(_job_order(j), j.podgroup) for j in kept] + added
-                for _, pg in sorted(merged, key=lambda e: e[0]):  # stable: a kept job before a new one it ties
-                    self._append_job(pg)
+        del jobs[n_new:], raw[n_new:]
+        while len(jobs) < n_new:
+            jobs.append(None)  # type: ignore[arg-type]
+            raw.append([])
+        for key, i in came.items():
+            pg = podgroups[i]
+            was = gone.get(key)
+            if was == i:  # changed in place
+                raw[i] = old_raw[i]
+                jobs[i] = self._job(i, pg)
+            elif was is not None:  # moved here: its tasks carry the new job index
+                moved = raw[i] = old_raw[was]
+                for ti in moved:
+                    tasks[ti] = dataclasses.replace(tasks[ti], job=i)
+                jobs[i] = self._job(i, pg)
             else:
-                prev = 0
-                for sort_key, pg in added:  # where the order puts each new one (after the kept jobs it ties)
-                    cut = bisect_right(kept, sort_key, lo=prev, key=_job_order)
-                    self._carry(kept[prev:cut])
-                    self._append_job(pg)
-                    prev = cut
-                self._carry(kept[prev:])
-            added = []  # all placed by the merge: nothing is left to append after it
-        for key, pg in came_by_key.items():  # changed in place: made again where it is
-            ji = pg_index.get(key)
-            if ji is not None and jobs[ji].podgroup is not pg:
-                jobs[ji] = self._job(ji, pg)
-                self._dirty_jobs.add(ji)
-                self._fresh_jobs.add(ji)
-                self._moved.pop(ji, None)
-        for _, pg in sorted(added, key=lambda e: e[0]):
-            self._append_job(pg)
+                raw[i] = []
+                jobs[i] = self._job(i, pg)
+            pg_index[key] = i
+            self._dirty_jobs.add(i)
+            self._fresh_jobs.add(i)
+        self._dirty_jobs.difference_update(range(n_new, n_old))
+        self._orphans_of_gone = set(orphans)
+        if orphans:  # the first of them whose pod stays is where the layout is redone from (``_apply_pods``)
+            self._relay_check = sorted(self._task_pos[t] for t in orphans)
         self._pgs_in = list(podgroups)
-
-    def _carry(self, kept: list[JobInfo]) -> None:
-        """Append the last snapshot's jobs *kept* at their new indices, as they are until finished: renumbered
-        (``_renumbered``) or made again (``_finish_job``). In bulk: thousands move when a PodGroup goes."""
-        ji = len(self._jobs)
-        at = range(ji, ji + len(kept))
-        self._jobs += kept
-        self._raw += [[] for _ in kept]
-        self._pg_index.update(zip(map(_job_key, kept), at))
-        self._dirty_jobs.update(at)
-        self._moved.update(zip(at, kept))
-
-    def _append_job(self, pg: PodGroup) -> None:
-        ji = len(self._jobs)
-        self._pg_index[_pod_key(pg)] = ji  # type: ignore[arg-type]
-        self._jobs.append(self._job(ji, pg))
-        self._raw.append([])
-        self._dirty_jobs.add(ji)
-        self._fresh_jobs.add(ji)
+        self._pg_ids = ids
 
     def _apply_pods(self, pods: list[Pod]) -> None:
-        """Patch the layout to the new pod list: pods changed in place first, then everything from the first
-        position where the list's keys differ (a pod removed, or one added before the end) laid out again."""
+        """Patch the layout to the new pod list. Where the object at a place changed (by identity):
+
+        * the same pod, changed in place: its task (or other-pod entry) is swapped where it is;
+        * another pod (the Store's last pod, moved into a removed one's slot, or a new one): it takes the
+          place's task index if the place held a task and it is one too, with a signature seen before then
+          (``_swap``); the list's tail (the pods after the shorter list's end) is laid out again.
+
+        Anything else (a task where there was none, a pod whose PodGroup went and that stays) lays out every
+        pod from there again: correct for any list, and what a list in another order costs."""
         ids = _ids(pods)
         old_ids, old_pods, facts = self._ids, self._pods, self._facts
         m = min(len(ids), len(old_ids), self._relay_from)
         start = m if len(ids) != len(old_ids) or m < len(ids) else len(ids)
-        inplace: list[int] = []
-        for i in np.flatnonzero(ids[:m] != old_ids[:m]).tolist():
-            if _pod_key(pods[i]) == _pod_key(old_pods[i]):
-                inplace.append(i)
-            else:
-                start = i
+        for p in self._relay_check:  # tasks of PodGroups that went: a pod of them that stays is a task no more
+            if p >= start:
                 break
+            if _pod_key(pods[p]) == _pod_key(old_pods[p]):
+                start = p
+        changed = np.flatnonzero(ids[:start] != old_ids[:start]).tolist()
         # pods the clock may have moved to StuckInReleasing: changed in place if their status did
         now_moved = [
             i
@@ -1161,12 +1128,25 @@ class SnapshotBuilder:
             if i < start and ids[i] == old_ids[i] and task_status(pods[i], self._now, self._stuck_s) != facts[i].status
         ]
         if now_moved:
-            inplace = sorted(set(inplace).union(now_moved))
+            changed = sorted(set(changed).union(now_moved))
         pg_index = self._pg_index
-        for i in inplace:
+        seen: dict[int, _PodFacts] | None = None  # old facts by pod id, for pods moved to another place
+        for i in changed:
             fo = facts[i]
-            fn = self._derive_new(pods[i])
-            was = fo.mine and fo.group in pg_index
+            pod = pods[i]
+            if _pod_key(pod) != _pod_key(old_pods[i]):
+                if seen is None:
+                    places = [j for j in changed if j >= i] + list(range(start, len(old_ids)))
+                    seen = dict(zip(old_ids[places].tolist(), [facts[j] for j in places]))
+                fn = seen.get(id(pod))
+                if fn is None or (fn.now_dep and task_status(pod, self._now, self._stuck_s) != fn.status):
+                    fn = self._derive_new(pod)
+                if not self._swap(i, fo, fn):
+                    start = i
+                    break
+                continue
+            fn = self._derive_new(pod)
+            was = self._task_at(i) >= 0
             now = fn.mine and fn.group in pg_index
             if was != now or (now and (fo.group != fn.group or fo.sig != fn.sig)):
                 start = i  # its task comes or goes, or moves to another job or signature: lay out from here
@@ -1202,6 +1182,42 @@ class SnapshotBuilder:
             self._lay_many(start, tail)
         self._pods = pods
         self._ids = ids
+
+    def _task_at(self, pos: int) -> int:
+        """The task index of the pod at *pos* in the layout, or -1 if it is not a task."""
+        ti = bisect_left(self._task_pos, pos)
+        return ti if ti < len(self._task_pos) and self._task_pos[ti] == pos else -1
+
+    def _swap(self, pos: int, fo: _PodFacts, fn: _PodFacts) -> bool:
+        """Another pod took place *pos* (see ``_apply_pods``): put it there if every later task keeps its index
+        and every signature its number, else False (nothing changed: the layout is redone from *pos*).
+
+        A task's signature numbers follow the first task of each signature, so the new pod must have a
+        signature some earlier task has, and the old one must not have been the first of a signature it does not
+        share. The old task leaves its job (unless its PodGroup went: ``_update_jobs``), the new one joins its."""
+        ti = self._task_at(pos)
+        now = fn.mine and fn.group in self._pg_index
+        if (ti >= 0) != now:
+            return False
+        if ti >= 0:
+            old = self._tasks[ti]
+            sig = self._sig_ids.get(fn.sig)  # type: ignore[arg-type]
+            first = self._sig_first
+            if sig is None or first[sig] > ti or (first[old.signature] == ti and old.signature != sig):
+                return False
+            if ti not in self._orphans_of_gone:
+                raw = self._raw[old.job]
+                del raw[bisect_left(raw, ti)]
+                self._changed_jobs.add(old.job)
+                self._dirty_jobs.add(old.job)
+            ji = self._pg_index[fn.group]  # type: ignore[index]
+            insort(self._raw[ji], ti)
+            self._tasks[ti] = self._task(ti, ji, sig, fn)
+        self._account(fo, -1)
+        self._account(fn, 1)
+        self._facts[pos] = fn
+        self._replace(pos, fo, fn)
+        return True
 
     def _replace(self, pos: int, fo: _PodFacts, fn: _PodFacts) -> None:
         """Pod *pos* changed in place and stays what it was (a task of the same job and signature, or not
@@ -1261,11 +1277,10 @@ class SnapshotBuilder:
         """Job *ji*'s tasks changed (or it is new): a new JobInfo with its ordered tasks, gang, last start."""
         tasks = self._tasks
         raw = self._raw[ji]
-        moved = self._moved.pop(ji, None)
-        if moved is None and ji not in self._fresh_jobs and ji not in self._changed_jobs:
-            moved = self._jobs[ji]  # the last snapshot's job: its tasks were laid out again, maybe only moved
-        if moved is not None and (job := self._renumbered(ji, moved, raw)) is not None:
-            self._jobs[ji] = job
+        # the last snapshot's job, its tasks laid out again: maybe only moved
+        fresh = ji in self._fresh_jobs or ji in self._changed_jobs
+        if not fresh and (moved := self._renumbered(ji, self._jobs[ji], raw)) is not None:
+            self._jobs[ji] = moved
             return
         job = self._jobs[ji] if ji in self._fresh_jobs else self._job(ji, self._jobs[ji].podgroup)
         last = None

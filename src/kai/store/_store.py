@@ -6,6 +6,14 @@ the feed. Readers either take the current objects (``list``) or catch up
 from a version they remember (``changes_since``). The embedded cluster writes
 here directly; the Kubernetes backend fills it from watches. Nothing here
 knows about scheduling or the network.
+
+Order: the objects of a kind are listed in *slot* order. A new object takes the
+next slot at the end; a removed one's slot is taken by the last object. So the
+order is insertion order until something leaves, and a removal moves one object,
+not every object after it. Why: a snapshot numbers jobs and tasks in this order
+(kai.scheduler.snapshot), and a cycle after a few pods and PodGroups left must
+renumber a few of them, not tens of thousands. The order is a function of the
+Store's history of writes alone, so a fresh build and a kept one agree.
 """
 
 from __future__ import annotations
@@ -42,6 +50,10 @@ class Store:
 
     def __init__(self, feed_limit: int = 100_000) -> None:
         self._objects: dict[str, dict[Key, Any]] = {}
+        # per kind, the objects and their keys in slot order, and each key's slot (see the module docstring)
+        self._slots: dict[str, list[Any]] = {}
+        self._keys: dict[str, list[Key]] = {}
+        self._slot_of: dict[str, dict[Key, int]] = {}
         self._rv = 0
         self._feed: list[Change] = []
         self._feed_limit = feed_limit
@@ -72,8 +84,21 @@ class Store:
         its version is in the returned Change and the feed (a Snapshot may hold the object it replaces)."""
         kind = obj.kind
         key = key_of(obj)
-        bucket = self._objects.setdefault(kind, {})
-        op: Literal["ADDED", "MODIFIED"] = "MODIFIED" if key in bucket else "ADDED"
+        bucket = self._objects.get(kind)
+        if bucket is None:
+            bucket = self._objects[kind] = {}
+            self._slots[kind], self._keys[kind], self._slot_of[kind] = [], [], {}
+        slot_of = self._slot_of[kind]
+        slot = slot_of.get(key)
+        op: Literal["ADDED", "MODIFIED"]
+        if slot is None:
+            op = "ADDED"
+            slot_of[key] = len(self._slots[kind])
+            self._slots[kind].append(obj)
+            self._keys[kind].append(key)
+        else:
+            op = "MODIFIED"
+            self._slots[kind][slot] = obj
         bucket[key] = obj
         return self._record(op, kind, key, obj)
 
@@ -81,24 +106,30 @@ class Store:
         obj = self._objects.get(kind, {}).pop(key, None)
         if obj is None:
             return None
+        slots, keys, slot_of = self._slots[kind], self._keys[kind], self._slot_of[kind]
+        slot = slot_of.pop(key)
+        last, last_key = slots.pop(), keys.pop()
+        if slot < len(slots):  # the last object takes the removed one's slot
+            slots[slot], keys[slot] = last, last_key
+            slot_of[last_key] = slot
         return self._record("DELETED", kind, key, obj)
 
     def get(self, kind: str, key: Key) -> Any | None:
         return self._objects.get(kind, {}).get(key)
 
     def list(self, kind: str) -> list[Any]:
-        """Objects of *kind* in insertion order (the order they were first applied)."""
-        return list(self._objects.get(kind, {}).values())
+        """Objects of *kind* in slot order (insertion order until one is removed: see the module docstring)."""
+        return self._slots.get(kind, [])[:]
 
     def by_key(self, kind: str) -> dict[Key, Any]:
-        """A copy of the objects of *kind* by key, in insertion order: a caller that lays a few changed objects
+        """A copy of the objects of *kind* by key, in slot order: a caller that lays a few changed objects
         over the Store's (``d[key] = changed`` keeps the key's place) pays for the copy in C, not a Python
         step per object."""
-        return dict(self._objects.get(kind, {}))
+        return dict(zip(self._keys.get(kind, ()), self._slots.get(kind, ())))
 
     def __iter__(self) -> Iterator[Any]:
-        for bucket in self._objects.values():
-            yield from bucket.values()
+        for slots in self._slots.values():
+            yield from slots
 
     def count(self, kind: str) -> int:
         return len(self._objects.get(kind, {}))
