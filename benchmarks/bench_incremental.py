@@ -18,9 +18,11 @@ Measured:
   - ``in place``: N pods change where they are (N/2 running pods get a deletionTimestamp, as an eviction or
     a delete, and N/2 pods bound by the previous cycle turn Running);
   - ``churn``: N/2 running pods (N/10 gangs) finish and leave with their PodGroups (at random places in the
-    Store's order, so every later task's index moves), and N/2 new pods (N/10 new gangs) arrive;
+    Store's order), and N/2 new pods (N/10 new gangs) arrive;
   - ``oldest``: the same, but the gangs that finish are the oldest running ones, the first in the Store's
-    order (a cluster's oldest jobs often finish first): every task and job after them moves, the worst case.
+    order (a cluster's oldest jobs often finish first). In insertion order every task and job after them
+    moved, the worst case; in the Store's slot order (a removed object's slot goes to the last one) only the
+    moved ones do.
   After each step the cycle's binds are applied (they are the next step's in-place changes), and the
   snapshot is compared with a fresh ``build_snapshot`` (untimed): a figure of a wrong snapshot is a FAIL.
 * ``recheck``: after the steps (the terminating pods are deleted first), nothing changes but the clock (10 s

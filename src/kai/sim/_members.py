@@ -22,7 +22,7 @@ def group_of(pod: Pod) -> Key | None:
 
 
 class GroupMembers:
-    """Per PodGroup, its pods (in the Store's order) and how many of them have Succeeded."""
+    """Per PodGroup, its pods (in the order they joined it) and how many of them have Succeeded."""
 
     def __init__(self, store: Store) -> None:
         self._members: dict[Key, dict[Key, Pod]] = {}

@@ -115,7 +115,7 @@ class EmbeddedPodGrouper:
         """KAI's pod-grouper for every kai pod without a pod-group-name annotation (a pod that names its
         PodGroup keeps it: the user's grouping wins in kai sim)."""
         view = _GrouperView(self.store)
-        for pod in list(self._ungrouped.values()):  # pods enter it as they are added (the Store's order)
+        for pod in list(self._ungrouped.values()):  # in the order they needed a group (added, mostly)
             if pod.scheduler_name not in (C.SCHEDULER_NAME, "default-scheduler"):
                 continue  # another scheduler's pod: it only takes node capacity
             if pod.scheduler_name != C.SCHEDULER_NAME:  # kai sim schedules every pod with no other scheduler named
