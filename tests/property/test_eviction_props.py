@@ -10,6 +10,7 @@ real embedded cluster with all five actions, and after every cycle no GPU is ove
 from __future__ import annotations
 
 from pathlib import Path
+from random import Random
 from typing import Any
 
 import yaml
@@ -145,4 +146,26 @@ def test_same_input_same_decisions(docs: list[dict[str, Any]]) -> None:
     conf = SchedulerConf()
     a, b = _cluster(docs), _cluster(docs)
     for _ in range(3):
+        assert _decisions(a.run_cycle(conf)) == _decisions(b.run_cycle(conf))
+
+
+@SETTINGS
+@given(docs=clusters(), rng=st.randoms(use_true_random=False))
+def test_the_order_objects_are_listed_in_does_not_change_decisions(docs: list[dict[str, Any]], rng: Random) -> None:
+    """Jobs and tasks are numbered in the Store's slot order (kai.store), which follows its history of writes,
+    not the jobs' creation: no decision may depend on it. The same objects applied in another order (every pod
+    dated, so that its place does not date it) decide the same, cycle after cycle."""
+    dated = [
+        {**d, "metadata": {"creationTimestamp": f"2025-12-31T19:00:{i % 60:02d}Z", **d["metadata"]}}
+        if d["kind"] == "Pod"
+        else d
+        for i, d in enumerate(docs)
+    ]
+    head = [d for d in dated if d["kind"] not in ("Pod", "PodGroup")]
+    rest = [d for d in dated if d["kind"] in ("Pod", "PodGroup")]
+    other = rest[:]
+    rng.shuffle(other)
+    conf = SchedulerConf()
+    a, b = _cluster(head + rest), _cluster(head + other)
+    for _ in range(4):
         assert _decisions(a.run_cycle(conf)) == _decisions(b.run_cycle(conf))
