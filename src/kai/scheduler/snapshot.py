@@ -1050,10 +1050,9 @@ class SnapshotBuilder:
           them (``_relay_from``); pods gone with it leave in ``_apply_pods``.
 
         A PodGroup twice in the list makes a full build, as anything this does not follow."""
-        old = self._pgs_in
         jobs, raw, pg_index, tasks = self._jobs, self._raw, self._pg_index, self._tasks
         ids, old_ids = _ids(podgroups), self._pg_ids
-        n_new, n_old = len(podgroups), len(old)
+        n_new, n_old = len(podgroups), len(old_ids)
         m = min(n_new, n_old)
         at = np.flatnonzero(ids[:m] != old_ids[:m]).tolist()
         gone: dict[tuple[str, str], int] = {_job_key(jobs[i]): i for i in at}
@@ -1212,16 +1211,21 @@ class SnapshotBuilder:
                 self._dirty_jobs.add(old.job)
             ji = self._pg_index[fn.group]  # type: ignore[index]
             insort(self._raw[ji], ti)
-            self._tasks[ti] = self._task(ti, ji, sig, fn)
+            self._account(fo, -1)
+            self._account(fn, 1)
+            self._facts[pos] = fn
+            self._replace(pos, fo, fn, ji, sig)
+            return True
         self._account(fo, -1)
         self._account(fn, 1)
         self._facts[pos] = fn
         self._replace(pos, fo, fn)
         return True
 
-    def _replace(self, pos: int, fo: _PodFacts, fn: _PodFacts) -> None:
+    def _replace(self, pos: int, fo: _PodFacts, fn: _PodFacts, job: int = -1, sig: int = -1) -> None:
         """Pod *pos* changed in place and stays what it was (a task of the same job and signature, or not
-        a task): swap its task, other-pod entry and shared-pod entry."""
+        a task): swap its task, other-pod entry and shared-pod entry. *job*, *sig*: the task's job and
+        signature when another pod took the place (``_swap``), else the old task's."""
         if fo.now_dep != fn.now_dep:
             if fn.now_dep:
                 insort(self._now_dep, pos)
@@ -1231,12 +1235,14 @@ class SnapshotBuilder:
         if fn.mine and fn.group in self._pg_index:
             ti = bisect_left(self._task_pos, pos)
             old = self._tasks[ti]
-            self._tasks[ti] = self._task(ti, old.job, old.signature, fn)
-            self._changed_jobs.add(old.job)  # made again, not carried over (``_renumbered``)
+            job = old.job if job < 0 else job
+            sig = old.signature if sig < 0 else sig
+            self._tasks[ti] = self._task(ti, job, sig, fn)
+            self._changed_jobs.add(job)  # made again, not carried over (``_renumbered``)
             fn.ti = ti
-            if self._sig_first[old.signature] == ti:
-                self._sig_pods[old.signature] = fn.pod
-            self._dirty_jobs.add(old.job)
+            if self._sig_first[sig] == ti:
+                self._sig_pods[sig] = fn.pod
+            self._dirty_jobs.add(job)
         else:
             o = bisect_left(self._other_pos, pos)
             had = o < len(self._other_pos) and self._other_pos[o] == pos

@@ -29,7 +29,8 @@ class GroupMembers:
         self._group: dict[Key, Key] = {}  # pod -> the group it is a member of
         self._succeeded: dict[Key, int] = {}  # group -> its members that have Succeeded (only groups with one)
         for pod in store.list("Pod"):
-            self._add((pod.meta.namespace or "", pod.meta.name), pod)
+            if (group := group_of(pod)) is not None:
+                self._add((pod.meta.namespace or "", pod.meta.name), pod, group)
         store.subscribe(self._changed)
 
     def finished(self) -> list[Key]:
@@ -54,12 +55,9 @@ class GroupMembers:
         if old is not None:
             self._remove(key, old)
         if new is not None:
-            self._add(key, change.obj)
+            self._add(key, change.obj, new)
 
-    def _add(self, key: Key, pod: Pod) -> None:
-        group = group_of(pod)
-        if group is None:
-            return
+    def _add(self, key: Key, pod: Pod, group: Key) -> None:
         self._members.setdefault(group, {})[key] = pod
         self._group[key] = group
         self._count(group, pod, 1)

@@ -50,7 +50,8 @@ class Store:
 
     def __init__(self, feed_limit: int = 100_000) -> None:
         self._objects: dict[str, dict[Key, Any]] = {}
-        # per kind, the objects and their keys in slot order, and each key's slot (see the module docstring)
+        # per kind, the objects and their keys in slot order, and each key's slot (see the module docstring); the
+        # dict above stays the lookup (``get`` is one dict read, the hottest call here), these give the order
         self._slots: dict[str, list[Any]] = {}
         self._keys: dict[str, list[Key]] = {}
         self._slot_of: dict[str, dict[Key, int]] = {}
