@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kai.scheduler.actions.preempt import Preempt
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.model import ACTIVE_ALLOCATED
 from kai.scheduler.session import Session
@@ -62,7 +63,7 @@ def test_job_order(disabled: tuple[str, ...], want: list[str]) -> None:
         ("train", "inference", False),
     ],
 )
-def test_preempt_victim_filter(preemptor: str, victim: str, allowed: bool) -> None:
+def test_preempt_takes_victims_of_strictly_lower_priority_only(preemptor: str, victim: str, allowed: bool) -> None:
     docs = [
         node("n0"),
         *QUEUES,
@@ -70,7 +71,8 @@ def test_preempt_victim_filter(preemptor: str, victim: str, allowed: bool) -> No
         *job_docs("preemptor", "team", 1, priority_class=preemptor),
     ]
     ssn = session_of(docs)
-    assert ssn.hooks.preempt_victim_filter(ssn, job(ssn.snap, "preemptor"), job(ssn.snap, "victim")) is allowed
+    victims = Preempt().victims(ssn, job(ssn.snap, "preemptor"), (0, 0, 0))
+    assert (job(ssn.snap, "victim") in victims) is allowed
 
 
 def test_subgroup_order_unsatisfied_first_then_the_lower_ratio() -> None:

@@ -18,15 +18,13 @@ from kai.scheduler.taskorder import kubeflow_tier, ray_tier, task_priority_tier
 
 
 class Priority(Plugin):
-    """Higher priority first; a preemptor may only take from strictly lower priorities."""
+    """Higher priority first. (That a preemptor takes only from strictly lower priorities is the preempt
+    action's own rule, as KAI's buildFilterFuncForPreempt.)"""
 
     name: ClassVar[str] = "priority"
 
     def job_order(self, ssn: Session, job: JobInfo) -> tuple:
         return (-job.priority,)
-
-    def preempt_victim_filter(self, ssn: Session, preemptor: JobInfo, victim: JobInfo) -> bool:
-        return victim.priority < preemptor.priority
 
 
 class Elastic(Plugin):
