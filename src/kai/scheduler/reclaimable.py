@@ -35,9 +35,15 @@ class ReclaimRules:
         self.fair = ssn.queues.fair_share.tolist()
         self.deserved = deserved_shares(ssn)
         self.allocatable = allocatable_shares(ssn)
+        self._leveled: dict[tuple[int, int], tuple[int, int]] = {}
 
     def leveled(self, reclaimer: int, victim: int) -> tuple[int, int]:
-        return leveled_queues(self.ssn, reclaimer, victim)
+        """``leveled_queues``, kept per pair: the tree is fixed for the Session, and every reclaimer's victim
+        listing asks for each candidate job."""
+        got = self._leveled.get((reclaimer, victim))
+        if got is None:
+            got = self._leveled[reclaimer, victim] = leveled_queues(self.ssn, reclaimer, victim)
+        return got
 
     def name(self, qi: int) -> str:
         return self.ssn.snap.queues[qi].name
@@ -66,14 +72,21 @@ class ReclaimRules:
         qs = self.ssn.queues
         rq, vq = self.leveled(reclaimer.queue, victim.queue)
         r_alloc, v_alloc = qs.alloc[rq], qs.alloc[vq]
-        r_over_quota = any(r_alloc[r] + req[r] > self.deserved[rq][r] for r in QRES_INDEXES)
-        if r_over_quota:
-            share = [max(self.deserved[vq][r], self.fair[vq][r]) for r in QRES_INDEXES]
-            return not all(v_alloc[r] <= share[r] + _EPS for r in QRES_INDEXES)
-        requested = [r for r in QRES_INDEXES if req[r] > 0]
-        above = any(v_alloc[r] > self.deserved[vq][r] for r in requested)
-        # an unlimited quota (-1) is no floor to be below: only real quotas count here
-        below = any(v_alloc[r] < self.deserved[vq][r] for r in requested if self.deserved[vq][r] != INF)
+        deserved_r, deserved_v = self.deserved[rq], self.deserved[vq]
+        # plain loops over the three resources: every candidate victim of every reclaimer comes here, and
+        # generator expressions cost twice as much
+        for r in QRES_INDEXES:
+            if r_alloc[r] + req[r] > deserved_r[r]:  # the reclaimer is over quota with the job
+                fair_v = self.fair[vq]
+                return any(v_alloc[k] > max(deserved_v[k], fair_v[k]) + _EPS for k in QRES_INDEXES)
+        above = below = False
+        for r in QRES_INDEXES:
+            if req[r] > 0:
+                d = deserved_v[r]
+                if v_alloc[r] > d:
+                    above = True
+                elif v_alloc[r] < d and d != INF:  # an unlimited quota (-1) is no floor to be below
+                    below = True
         return above or not below
 
     # --- the scenario validator -----------------------------------------------------------------------
