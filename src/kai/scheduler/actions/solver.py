@@ -33,6 +33,7 @@ import numpy as np
 
 from kai.scheduler.actions.common import pipeline_whole_gang_if_needed
 from kai.scheduler.actions.gang import is_simple, job_constraints, place_fixed
+from kai.scheduler.actions.victims_first import VictimsFirst
 from kai.scheduler.model import GPU, JobInfo, TaskInfo, TaskStatus
 from kai.scheduler.ordering import JobQueue
 from kai.scheduler.session import Session, Statement
@@ -117,6 +118,7 @@ class Solver:
         self._over: str | None = None  # why the last simulation's job was still over capacity
         self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
         self._can_move: dict[int, bool] = {}  # a victim unit's first task -> whether its pods may move
+        self._known: VictimsFirst | None = None  # proves a victims-first simulation fails (victims_first)
 
     # --- search ---------------------------------------------------------------------------------------
 
@@ -136,6 +138,7 @@ class Solver:
         if ssn.any_groups:  # what GPU groups have left counts too: a bound, the simulation decides
             free[:, GPU] = ssn.free_gpu_milli()
         cols = np.flatnonzero(request)
+        self._known = VictimsFirst.of(ssn, job, tasks, free) if self.capacity is None else None
         seen: list[VictimUnit] = []
         # a unit a PodDisruptionBudget fully protects can never be part of an accepted set: skip it early,
         # so the search moves on to the next victims instead of retrying sets that contain it
@@ -247,6 +250,9 @@ class Solver:
         snap = ssn.snap
         placer = ssn.placer
         home = {t: (ssn.node[t], ssn.gpus[t]) for u in units for t in u.tasks}  # node, and GPU groups if shared
+        known = self._known
+        if known is not None:
+            known.note(units)
         for u in units:
             for t in u.tasks:
                 stmt.evict(snap.tasks[t])
@@ -260,9 +266,15 @@ class Solver:
         early_home: set[int] = set()
         early_moved: dict[int, int] = {}
         if first:
-            early = [u for j in first for u in units if u.job == j]
+            by_job: dict[int, list[VictimUnit]] = {}
+            for u in units:
+                by_job.setdefault(u.job, []).append(u)
+            if known is not None and len(first) == len(by_job) and known.restores(units, home):
+                return None  # every victim goes back where it was, and the job fit nowhere there
+            early = [u for j in first for u in by_job[j]]
             early_home, early_moved = self._put_back(stmt, early, home, home_first=False)
-            units = [u for u in units if u.job not in set(first)]
+            firsts = set(first)
+            units = [u for u in units if u.job not in firsts]
         placements = []
         if is_simple(job):
             for task in tasks:
