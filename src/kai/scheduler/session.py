@@ -132,10 +132,16 @@ class Statement:
             self._place_shared(task, node, _PIPELINED, gpus)
             return
         ssn = self._ssn
-        take = np.minimum(task.request, np.maximum(ssn.releasing[node], 0))
+        request = task.request
+        releasing = ssn.releasing[node]  # the node's row as a view, changed in place
+        if (releasing >= request).all():  # all of it from releasing (a victim put back where it was evicted)
+            take = request  # half the array operations of the general case, which victim searches pay per pod
+            releasing -= request
+        else:
+            take = np.minimum(request, np.maximum(releasing, 0))
+            releasing -= take
+            ssn.idle[node] -= request - take
         self._log.append(_Op("pipeline", task.index, node, ssn.status[task.index], ssn.node[task.index], take))
-        ssn.releasing[node] -= take
-        ssn.idle[node] -= task.request - take
         ssn.node_log.append(node)
         ssn._set(task, _PIPELINED, node)
 
@@ -266,9 +272,11 @@ def _undo(ssn: Session, to: int) -> None:
         if op.kind == "allocate":
             ssn.idle[op.node] += task.request
         elif op.kind == "pipeline":
-            assert op.from_releasing is not None
-            ssn.releasing[op.node] += op.from_releasing
-            ssn.idle[op.node] += task.request - op.from_releasing
+            taken = op.from_releasing
+            assert taken is not None
+            ssn.releasing[op.node] += taken
+            if taken is not task.request:  # part of it came from idle
+                ssn.idle[op.node] += task.request - taken
         elif op.kind == "evict":
             if op.node >= 0:
                 ssn.releasing[op.node] -= task.request

@@ -8,9 +8,10 @@ re-allocations is the cluster before the evictions, node for node, and the preem
 
 The saturated time simulation (benchmarks/bench_timesim.py) ran about 50,000 such simulations in its first two
 days, each one placing every victim back (a Placer query and a pipeline per pod) and undoing it, to learn that
-the preemptor does not fit. ``VictimsFirst`` proves it from per-node arithmetic instead, and the solver skips the placing. The
-simulation is still counted (budget, tries, the rejection reason), so every decision is the one the full
-simulation makes; the property test ``test_a_known_failure_decides_as_the_full_simulation`` holds them equal.
+the preemptor does not fit. ``VictimsFirst`` proves it from per-node arithmetic instead, and the solver skips
+the placing. The simulation is still counted (budget, tries, the rejection reason), so every decision is the
+one the full simulation makes; the property test ``test_a_known_failure_decides_as_the_full_simulation`` holds
+them equal.
 
 The proof, for a Session without GPU groups or stateful node rules (``of`` says when it applies), and a
 simple job whose first pod fits on no node before the evictions ("the state S0"):
