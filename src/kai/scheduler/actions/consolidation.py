@@ -57,6 +57,9 @@ class Consolidation(EvictingAction):
             if v.index != job.index and (evictable := ssn.evictable_tasks(v)) and can_move(snap, evictable)
         ]
 
+    def move_cap(self, ssn: Session) -> int:
+        return ssn.conf.max_consolidation_preemptees
+
     def validate(self, ssn: Session, scenario: Scenario) -> str | None:
         cap = ssn.conf.max_consolidation_preemptees
         if cap >= 0 and len(scenario.moved) > cap:

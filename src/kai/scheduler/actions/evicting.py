@@ -53,6 +53,11 @@ class EvictingAction:
     def no_victims(self, ssn: Session, job: JobInfo) -> str:
         return "no running pods may be evicted for it"
 
+    def move_cap(self, ssn: Session) -> int:
+        """The most pods one scenario may move (-1: no cap); ``validate`` rejects more, and the solver stops
+        a simulation that must move more before putting its victims back."""
+        return -1
+
     def nothing_to_do(self, ssn: Session, candidates: list[JobInfo]) -> str | None:
         """A reason no job can gain from this action this cycle (checked once, before the job loop)."""
         if not any(job.preemptible and ssn.evictable_tasks(job) for job in ssn.snap.jobs):
@@ -149,6 +154,7 @@ class EvictingAction:
             all_must_move=self.all_must_move,
             budget=budget,
             capacity=capacity,
+            move_cap=self.move_cap(ssn),
         )
         result = solver.solve(job, tasks, order)
         if result.scenario is not None:

@@ -107,14 +107,20 @@ class Solver:
         all_must_move: bool,
         budget: Budget,
         capacity: CapacityCheck | None = None,
+        move_cap: int = -1,
     ) -> None:
         """*capacity*: checked once a set's victims are evicted, before the job's pods are placed (KAI's
-        AllocateJob checks the queue's capacity there, so victims under a queue at its limit make room)."""
+        AllocateJob checks the queue's capacity there, so victims under a queue at its limit make room).
+        *move_cap*: with *all_must_move*, the most pods a scenario may move (consolidation's
+        max-consolidation-preemptees; -1: no cap). A simulation whose placed pods already force more moves
+        stops there (``_must_move``)."""
         self.ssn = ssn
         self.validator = validator
         self.all_must_move = all_must_move
         self.budget = budget
         self.capacity = capacity
+        self.move_cap = move_cap if all_must_move else -1
+        self._free0: np.ndarray | None = None  # idle + releasing per node when the search began
         self._over: str | None = None  # why the last simulation's job was still over capacity
         self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
         self._can_move: dict[int, bool] = {}  # a victim unit's first task -> whether its pods may move
@@ -138,6 +144,7 @@ class Solver:
         if ssn.any_groups:  # what GPU groups have left counts too: a bound, the simulation decides
             free[:, GPU] = ssn.free_gpu_milli()
         cols = np.flatnonzero(request)
+        self._free0 = free
         self._known = VictimsFirst.of(ssn, job, tasks, free) if self.capacity is None else None
         seen: list[VictimUnit] = []
         # a unit a PodDisruptionBudget fully protects can never be part of an accepted set: skip it early,
@@ -288,6 +295,10 @@ class Solver:
             if fixed is None:
                 return None
             placements = fixed
+        cap = self.move_cap
+        if cap >= 0 and (least := self._must_move(tasks, placements, units, home)) > cap:
+            self._over = f"it would move at least {least} pods, more than max-consolidation-preemptees {cap}"
+            return None
         # Victims come back whole units at a time, in job order (the most deserving job first), each on the
         # best node (KAI's way). That can pack a victim onto another victim's home and cascade into many
         # moves, so when it moves anything, a second pass that first keeps every unit fitting at home is
@@ -304,6 +315,51 @@ class Solver:
             if (n - len(alt_home) - len(alt_moved), len(alt_moved)) < (n - len(back_home) - len(moved), len(moved)):
                 back_home, moved = alt_home, alt_moved
         return placements, back_home | early_home, {**early_moved, **moved}
+
+    def _must_move(
+        self,
+        tasks: list[TaskInfo],
+        placements: list[int],
+        units: list[VictimUnit],
+        home: dict[int, tuple[int, tuple[int, ...]]],
+    ) -> int:
+        """How many victims must leave their nodes at least, whatever the put-back does: on a node where the
+        job's pods take more GPUs than it had free when the search began, victims holding the difference
+        cannot all come back (the last pod placed there found room, so the node ends with none to spare).
+        The fewest such victims are the largest ones. 0 (no bound) with GPU groups, whose GPU column is not
+        the whole story.
+
+        Consolidation simulated sets of a hundred victims and more, putting each back twice, to reject the
+        scenario for moving more pods than max-consolidation-preemptees allows; the bound rejects such a set
+        once its job's pods are placed."""
+        ssn = self.ssn
+        free0 = self._free0
+        if ssn.any_groups or free0 is None:
+            return 0
+        taken: dict[int, int] = {}
+        for task, node in zip(tasks, placements):
+            gpus = int(task.request[GPU])
+            if gpus > 0:  # a node where some pod of the job took GPUs: its last GPU placement found room
+                taken[node] = taken.get(node, 0) + gpus
+        short = {n: g - int(free0[n, GPU]) for n, g in taken.items() if g > free0[n, GPU]}
+        if not short:
+            return 0
+        held: dict[int, list[int]] = {}
+        snap_tasks = ssn.snap.tasks
+        for u in units:
+            for t in u.tasks:
+                node = home[t][0]
+                gpus = int(snap_tasks[t].request[GPU])
+                if node in short and gpus > 0:  # a victim holding no GPU never needs to leave for them
+                    held.setdefault(node, []).append(gpus)
+        least = 0
+        for node, missing in short.items():
+            for gpus in sorted(held.get(node, ()), reverse=True):
+                if missing <= 0:
+                    break
+                missing -= gpus
+                least += 1
+        return least
 
     def _victims_before(self, job: JobInfo, tasks: list[TaskInfo], units: list[VictimUnit]) -> list[int]:
         """The victim jobs KAI's simulation re-allocates before the preemptor, in that order (its
