@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
+from kai.scheduler.actions.solver import Solver
 from kai.scheduler.actions.victims_first import VictimsFirst
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_session
@@ -99,3 +100,50 @@ def test_no_check_where_the_preemptor_fits_now_or_gpus_are_shared() -> None:
     # a GPU group exists: a shared victim's GPUs are chosen anew, the node rows do not tell where it goes
     assert _check_of(_saturated(), any_groups=True) is None
     assert _check_of([*_saturated(), node("n3", gpu=1)]) is None  # a-small fits n3 without any eviction
+
+
+# --- consolidation's move cap (Solver._must_move) ---------------------------------------------------------------
+
+
+def _crowded() -> list[dict[str, Any]]:
+    """Two 8-GPU nodes: six single-GPU pods on n0 (2 GPUs free), four on n1 (4 free). A pending 6-GPU pod fits
+    only where pods move away: 2 of them off n1 (onto n0), or 4 off n0 (onto n1)."""
+    docs = [node("n0", gpu=8, cpu="32"), node("n1", gpu=8, cpu="32"), queue("team")]
+    for k in range(10):
+        docs += job_docs(f"small{k}", "team", 1, on="n0" if k < 6 else "n1", gpu=1)
+    docs += job_docs("wide", "team", 1, gpu=6)
+    return docs
+
+
+def _consolidate(cap: int, *, bound: bool = True) -> tuple[tuple, Session, list[int]]:
+    """The cycle's decisions with consolidation's cap *cap*, the Session, and every bound ``_must_move`` gave
+    (with *bound* False, every simulation puts its victims back in full)."""
+    conf = SchedulerConf(actions=("allocate", "consolidation"), max_consolidation_preemptees=cap)
+    bounds: list[int] = []
+    real = Solver._must_move
+
+    def spy(self: Solver, *args: Any) -> int:
+        bounds.append(real(self, *args) if bound else 0)
+        return bounds[-1]
+
+    with mock.patch.object(Solver, "_must_move", spy):
+        ssn, result = run_session(snapshot_of(_crowded()), conf)
+    decisions = (sorted((p.pod, p.node) for p in result.pipelines), sorted(e.pod for e in result.evictions))
+    return decisions, ssn, bounds
+
+
+def test_a_consolidation_that_must_move_more_than_the_cap_stops_before_putting_victims_back() -> None:
+    decided, ssn, bounds = _consolidate(1)
+    full, full_ssn, _ = _consolidate(1, bound=False)
+    assert bounds and min(bounds) == 2  # at best 2 pods leave n1, more than the cap of 1
+    assert decided == full == ([], [])
+    wide = job(ssn.snap, "wide").index
+    assert any("it would move at least 2 pods, more than max-consolidation-preemptees 1" in n for n in ssn.notes[wide])
+    assert any("it would move 2 pods" in n for n in full_ssn.notes[wide])  # the full simulation counts them
+
+
+def test_the_bound_never_rejects_a_scenario_the_cap_allows() -> None:
+    decided, _, bounds = _consolidate(2)
+    assert min(bounds) == 2
+    assert decided == _consolidate(2, bound=False)[0]
+    assert len(decided[1]) == 2  # two pods moved off n1 to n0, and wide waits there for them

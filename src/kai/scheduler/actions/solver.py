@@ -256,6 +256,7 @@ class Solver:
         ssn = self.ssn
         snap = ssn.snap
         placer = ssn.placer
+        evicted = units
         home = {t: (ssn.node[t], ssn.gpus[t]) for u in units for t in u.tasks}  # node, and GPU groups if shared
         known = self._known
         if known is not None:
@@ -296,7 +297,7 @@ class Solver:
                 return None
             placements = fixed
         cap = self.move_cap
-        if cap >= 0 and (least := self._must_move(tasks, placements, units, home)) > cap:
+        if cap >= 0 and (least := self._must_move(tasks, placements, evicted, home)) > cap:
             self._over = f"it would move at least {least} pods, more than max-consolidation-preemptees {cap}"
             return None
         # Victims come back whole units at a time, in job order (the most deserving job first), each on the

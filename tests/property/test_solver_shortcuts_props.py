@@ -1,7 +1,11 @@
-"""A victims-first simulation known to fail (kai.scheduler.actions.victims_first) decides as the full one.
+"""The victim solver's shortcuts decide as the full simulations do.
 
-Random saturated clusters of whole-GPU jobs (the check needs no GPU groups): teams near their quotas, most
-nodes full, pending jobs of every size. Each cluster runs a few cycles twice, with the check and with it
+* A victims-first simulation known to fail (kai.scheduler.actions.victims_first) is not played out.
+* A consolidation whose placed pods must move more than max-consolidation-preemptees stops before putting its
+  victims back (``Solver._must_move``).
+
+Random saturated clusters of whole-GPU jobs (both shortcuts need no GPU groups): teams near their quotas, most
+nodes full, pending jobs of every size. Each cluster runs a few cycles twice, with the shortcuts and with them
 disabled (every simulation placing its victims back), and every cycle's decisions must be equal.
 """
 
@@ -13,6 +17,7 @@ from unittest import mock
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kai.scheduler.actions.solver import Solver
 from kai.scheduler.actions.victims_first import VictimsFirst
 from kai.scheduler.conf import SchedulerConf
 from tests.property.manifests import GpuBook, GpuRequest, gpu_pod, node_doc, queue_doc
@@ -63,3 +68,49 @@ def test_a_known_failure_decides_as_the_full_simulation(docs: list[dict[str, Any
         with mock.patch.object(VictimsFirst, "of", classmethod(lambda cls, *a: None)):
             expected = _decisions(full.run_cycle(conf))
         assert _decisions(known.run_cycle(conf)) == expected
+
+
+@st.composite
+def fragmented(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """8-GPU nodes partly used by small running pods, and a pending wide pod (or a pair) bigger than any node's
+    free GPUs but within the cluster's: it fits only once small pods move, consolidation's work."""
+    nodes = draw(st.integers(2, 5))
+    docs: list[dict[str, Any]] = [node_doc(f"node{i}", 8, None) for i in range(nodes)]
+    docs += [queue_doc("dept", None, -1, 1), queue_doc("team", "dept", -1, 1)]
+    free = []
+    for i in range(nodes):
+        used = draw(st.integers(2, 7))
+        free.append(8 - used)
+        while used > 0:
+            gpus = min(used, draw(st.sampled_from([1, 1, 2])))
+            used -= gpus
+            name = f"small{len(docs)}"
+            docs += _job(name, 1, [gpu_pod(f"{name}-0", GpuRequest(whole=gpus), node=f"node{i}")])
+    wide = [w for w in range(max(free) + 1, 9) if w <= sum(free)] or [8]
+    size = draw(st.integers(1, 2))
+    req = GpuRequest(whole=draw(st.sampled_from(wide)))
+    docs += _job("wide", size, [gpu_pod(f"wide-{k}", req) for k in range(size)])
+    return docs
+
+
+def _job(name: str, size: int, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    group = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": size, "queue": "team", "priorityClassName": "train"},
+    }
+    for p in pods:
+        p["metadata"]["annotations"]["pod-group-name"] = name
+    return [group, *pods]
+
+
+@SETTINGS
+@given(docs=fragmented(), cap=st.integers(1, 4))
+def test_a_consolidation_bound_by_its_cap_decides_as_the_full_simulation(docs: list[dict[str, Any]], cap: int) -> None:
+    conf = SchedulerConf(max_consolidation_preemptees=cap)
+    bound, full = _cluster(docs), _cluster(docs)
+    for _ in range(4):
+        with mock.patch.object(Solver, "_must_move", lambda self, *a: 0):
+            expected = _decisions(full.run_cycle(conf))
+        assert _decisions(bound.run_cycle(conf)) == expected
