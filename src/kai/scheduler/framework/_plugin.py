@@ -144,7 +144,9 @@ class Contract:
 
     def job_over_capacity(self, ssn: Any, job: Any, tasks: list[Any]) -> Any:
         """FIRST. A JobFailure (reason code and message) if placing *tasks* would break a queue's capacity
-        rule (limit, non-preemptible quota); None if it may go on. Called before any placement."""
+        rule (limit, non-preemptible quota); None if it may go on. Called before any placement. Must be
+        monotone in the queues' allocations (a job over capacity stays over with more allocated): the victim
+        solver reads a victim's answer in the state before its evictions as good for the whole put-back."""
 
     def predicate(self, ssn: Any, pod: Any, share: Any) -> NodeVerdict | None:
         """ALL. The nodes a pod of this scheduling signature may ever use, whatever the Session's state
