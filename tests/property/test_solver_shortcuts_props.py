@@ -2,7 +2,7 @@
 
 * A victims-first simulation known to fail (kai.scheduler.actions.victims_first) is not played out.
 * A consolidation whose placed pods must move more than max-consolidation-preemptees stops before putting its
-  victims back (``Solver._must_move``).
+  victims back (``Solver._must_move``), and a put-back pass stops once it has moved more pods than that.
 
 Random saturated clusters of whole-GPU jobs (both shortcuts need no GPU groups): teams near their quotas, most
 nodes full, pending jobs of every size. Each cluster runs a few cycles twice, with the shortcuts and with them
@@ -17,7 +17,7 @@ from unittest import mock
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kai.scheduler.actions.solver import Solver
+from kai.scheduler.actions.consolidation import Consolidation
 from kai.scheduler.actions.victims_first import VictimsFirst
 from kai.scheduler.conf import SchedulerConf
 from tests.property.manifests import GpuBook, GpuRequest, gpu_pod, node_doc, queue_doc
@@ -111,6 +111,6 @@ def test_a_consolidation_bound_by_its_cap_decides_as_the_full_simulation(docs: l
     conf = SchedulerConf(max_consolidation_preemptees=cap)
     bound, full = _cluster(docs), _cluster(docs)
     for _ in range(4):
-        with mock.patch.object(Solver, "_must_move", lambda self, *a: 0):
+        with mock.patch.object(Consolidation, "move_cap", lambda self, ssn: -1):  # only the validator counts
             expected = _decisions(full.run_cycle(conf))
         assert _decisions(bound.run_cycle(conf)) == expected

@@ -8,12 +8,14 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
-from kai.scheduler.actions.solver import Solver
+from kai.scheduler.actions.consolidation import Consolidation
+from kai.scheduler.actions.solver import Budget, Scenario, Solver, SolveResult
 from kai.scheduler.actions.victims_first import VictimsFirst
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import run_session
 from kai.scheduler.session import Session
-from tests.unit.builders import job, job_docs, node, queue, session_of, snapshot_of
+from kai.scheduler.victims import VictimUnit
+from tests.unit.builders import job, job_docs, node, queue, session_of, snapshot_of, task
 
 TEAMS = [queue("dept"), queue("team-a", "dept", gpu=(8, -1, 1)), queue("team-b", "dept", gpu=(8, -1, 1))]
 
@@ -123,11 +125,15 @@ def _consolidate(cap: int, *, bound: bool = True) -> tuple[tuple, Session, list[
     real = Solver._must_move
 
     def spy(self: Solver, *args: Any) -> int:
-        bounds.append(real(self, *args) if bound else 0)
+        bounds.append(real(self, *args))
         return bounds[-1]
 
     with mock.patch.object(Solver, "_must_move", spy):
-        ssn, result = run_session(snapshot_of(_crowded()), conf)
+        if bound:
+            ssn, result = run_session(snapshot_of(_crowded()), conf)
+        else:  # no cap for the solver: every pass runs in full, and only the validator counts moves
+            with mock.patch.object(Consolidation, "move_cap", lambda self, ssn: -1):
+                ssn, result = run_session(snapshot_of(_crowded()), conf)
     decisions = (sorted((p.pod, p.node) for p in result.pipelines), sorted(e.pod for e in result.evictions))
     return decisions, ssn, bounds
 
@@ -147,3 +153,51 @@ def test_the_bound_never_rejects_a_scenario_the_cap_allows() -> None:
     assert min(bounds) == 2
     assert decided == _consolidate(2, bound=False)[0]
     assert len(decided[1]) == 2  # two pods moved off n1 to n0, and wide waits there for them
+
+
+def _four_nodes() -> list[dict[str, Any]]:
+    """A pending gang of two 4-GPU pods (created first), and four 8-GPU nodes with six single-GPU pods each."""
+    docs = [*(node(f"n{i}", gpu=8, cpu="32") for i in range(4)), queue("team")]
+    docs += job_docs("gang", "team", 2, gpu=4)
+    for i in range(4):
+        for k in range(6):
+            docs += job_docs(f"s{i}{k}", "team", 1, on=f"n{i}", gpu=1)
+    return docs
+
+
+def _try_set(cap: int) -> tuple[Scenario | None, list[tuple[int, int]]]:
+    """One consolidation simulation of the gang with two victims of n0, two of n1 and one each of n2 and n3:
+    the scenario, and each put-back pass's (moves allowed, pods moved)."""
+    ssn = session_of(_four_nodes())
+    gang = job(ssn.snap, "gang")
+    units = [
+        VictimUnit(job(ssn.snap, f"s{i}{k}").index, (task(ssn.snap, f"s{i}{k}-0").index,), True)
+        for i, k in ((0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (3, 0))
+    ]
+    passes: list[tuple[int, int]] = []
+    real = Solver._put_back
+
+    def spy(self: Solver, *args: Any, **kwargs: Any) -> tuple[set[int], dict[int, int]]:
+        back, moved = real(self, *args, **kwargs)
+        passes.append((kwargs.get("moves_left", -1), len(moved)))
+        return back, moved
+
+    solver = Solver(ssn, validator=Consolidation().validate, all_must_move=True, budget=Budget(9, 9), move_cap=cap)
+    result = SolveResult(None)
+    with mock.patch.object(Solver, "_put_back", spy):
+        solver._free0 = ssn.idle + ssn.releasing
+        solver._try(gang, ssn.pending_tasks(gang), units, result)
+    return result.scenario, passes
+
+
+def test_a_put_back_pass_over_the_cap_stops_and_the_other_pass_decides() -> None:
+    """Pass one packs the extra victims of n2 and n3 onto other nodes too: over the cap of 4, it stops at the
+    fifth move. Pass two keeps them home and moves four pods, which the cap allows: the same scenario as with
+    no cap on the solver (the validator alone counting the moves)."""
+    capped, passes = _try_set(4)
+    assert passes[0] == (4, 5)  # stopped at the fifth move
+    assert passes[1][1] == 4
+    full, full_passes = _try_set(-1)
+    assert full_passes[0][1] > 4  # in full, pass one moves more than the cap
+    assert capped is not None and full is not None
+    assert capped.moved == full.moved and len(capped.moved) == 4

@@ -122,7 +122,9 @@ class Solver:
         self.move_cap = move_cap if all_must_move else -1
         self._free0: np.ndarray | None = None  # idle + releasing per node when the search began
         self._over: str | None = None  # why the last simulation's job was still over capacity
-        self._moved_gpus: dict[int, tuple[int, ...]] = {}  # moved shared pod -> the GPU groups it moves to
+        # (moved shared pod, its new node) -> the GPU groups it moves to there; keyed by the node too, as the two
+        # put-back passes may move a pod to different nodes and either pass's plan may be the one replayed
+        self._moved_gpus: dict[tuple[int, int], tuple[int, ...]] = {}
         self._can_move: dict[int, bool] = {}  # a victim unit's first task -> whether its pods may move
         self._known: VictimsFirst | None = None  # proves a victims-first simulation fails (victims_first)
 
@@ -307,13 +309,29 @@ class Solver:
         # a job's core comes back before its surplus pods, which only follow a core that did (KAI re-allocates a
         # victim job gang first: reclaim_elastic_test.go 'Don't reclaim elastic job which is in quota')
         ordered = sorted(units, key=lambda u: (*_job_order(snap.jobs[u.job]), not u.core))
+        # With a cap on moves, a pass that passes it can never give an accepted scenario (the validator refuses
+        # the moves, or the plan that beats it leaves a victim evicted, which all_must_move refuses): such a
+        # pass stops there, and the other pass decides. A scenario is accepted exactly when the full passes'
+        # choice would be.
+        moves_left = cap - len(early_moved) if cap >= 0 else -1
+        if cap >= 0 and moves_left < 0:
+            self._over = f"it would move more than {cap} pods (max-consolidation-preemptees)"
+            return None
         mark = stmt.checkpoint()
-        back_home, moved = self._put_back(stmt, ordered, home, home_first=False)
+        back_home, moved = self._put_back(stmt, ordered, home, home_first=False, moves_left=moves_left)
         if moved:
+            over = 0 <= moves_left < len(moved)
             stmt.rollback(mark)
-            alt_home, alt_moved = self._put_back(stmt, ordered, home, home_first=True)
+            alt_home, alt_moved = self._put_back(stmt, ordered, home, home_first=True, moves_left=moves_left)
+            alt_over = 0 <= moves_left < len(alt_moved)
+            if over and alt_over:
+                self._over = f"it would move more than {cap} pods (max-consolidation-preemptees)"
+                return None
             n = sum(len(u.tasks) for u in units)
-            if (n - len(alt_home) - len(alt_moved), len(alt_moved)) < (n - len(back_home) - len(moved), len(moved)):
+            if over or (
+                not alt_over
+                and (n - len(alt_home) - len(alt_moved), len(alt_moved)) < (n - len(back_home) - len(moved), len(moved))
+            ):
                 back_home, moved = alt_home, alt_moved
         return placements, back_home | early_home, {**early_moved, **moved}
 
@@ -436,8 +454,10 @@ class Solver:
         home: dict[int, tuple[int, tuple[int, ...]]],
         *,
         home_first: bool,
+        moves_left: int = -1,
     ) -> tuple[set[int], dict[int, int]]:
-        """Re-place victim units (pipeline only); returns (tasks back on their own node, moved task -> node)."""
+        """Re-place victim units (pipeline only); returns (tasks back on their own node, moved task -> node).
+        *moves_left* (-1: no cap): stop as soon as more pods than that have moved."""
         ssn = self.ssn
         snap = ssn.snap
         placer = ssn.placer
@@ -490,7 +510,9 @@ class Solver:
                         back_home.add(t)
                     else:
                         moved[t] = node
-                        self._moved_gpus[t] = ssn.gpus[t]
+                        self._moved_gpus[t, node] = ssn.gpus[t]
+                if 0 <= moves_left < len(moved):
+                    break  # over the cap: this pass cannot give an accepted scenario
                 continue
             stmt.rollback(mark)
             if u.core:
@@ -542,7 +564,7 @@ class Solver:
             stmt.pipeline(task, node)
         for t, node in sorted(moved.items()):
             task = snap.tasks[t]
-            gpus = self._moved_gpus.get(t) if task.share is not None else None  # the GPUs the simulation chose
+            gpus = self._moved_gpus.get((t, node)) if task.share is not None else None  # the simulation's GPUs
             if not ssn.fit_on(task, node, gpus):
                 return False
             stmt.pipeline(task, node, gpus)
