@@ -16,6 +16,7 @@ from kai.scheduler.cycle import run_session
 from kai.scheduler.session import Session
 from kai.scheduler.victims import VictimUnit
 from tests.unit.builders import job, job_docs, node, queue, session_of, snapshot_of, task
+from tests.unit.test_policy_engine import conf_of, shard
 
 TEAMS = [queue("dept"), queue("team-a", "dept", gpu=(8, -1, 1)), queue("team-b", "dept", gpu=(8, -1, 1))]
 
@@ -201,3 +202,15 @@ def test_a_put_back_pass_over_the_cap_stops_and_the_other_pass_decides() -> None
     assert full_passes[0][1] > 4  # in full, pass one moves more than the cap
     assert capped is not None and full is not None
     assert capped.moved == full.moved and len(capped.moved) == 4
+
+
+def test_no_shortcut_under_a_gpu_policy_whose_draws_follow_every_placement() -> None:
+    """The random GPU policy draws from its generator at each placement: a skipped placement would change the
+    draws after it, so neither shortcut applies under a node_choice plugin."""
+    conf = conf_of(shard("random"))
+    ssn = session_of(_saturated(), conf)
+    assert ssn.hooks.has_node_choice
+    small = job(ssn.snap, "a-small")
+    assert VictimsFirst.of(ssn, small, ssn.pending_tasks(small), ssn.idle + ssn.releasing) is None
+    solver = Solver(ssn, validator=Consolidation().validate, all_must_move=True, budget=Budget(1, 1), move_cap=16)
+    assert solver.move_cap == -1

@@ -113,13 +113,15 @@ class Solver:
         AllocateJob checks the queue's capacity there, so victims under a queue at its limit make room).
         *move_cap*: with *all_must_move*, the most pods a scenario may move (consolidation's
         max-consolidation-preemptees; -1: no cap). A simulation whose placed pods already force more moves
-        stops there (``_must_move``)."""
+        stops there (``_must_move``), and so does a put-back pass that moves more. Not with a node_choice
+        plugin (kai's GPU policies): the random one draws from its generator at every placement, and the
+        placements skipped would change the draws after them; the validator still counts the moves."""
         self.ssn = ssn
         self.validator = validator
         self.all_must_move = all_must_move
         self.budget = budget
         self.capacity = capacity
-        self.move_cap = move_cap if all_must_move else -1
+        self.move_cap = move_cap if all_must_move and not ssn.hooks.has_node_choice else -1
         self._free0: np.ndarray | None = None  # idle + releasing per node when the search began
         self._over: str | None = None  # why the last simulation's job was still over capacity
         # (moved shared pod, its new node) -> the GPU groups it moves to there; keyed by the node too, as the two

@@ -55,8 +55,11 @@ class VictimsFirst:
     def of(cls, ssn: Session, job: JobInfo, tasks: list[TaskInfo], free: np.ndarray) -> VictimsFirst | None:
         """The check for a search of *job* placing *tasks* from S0 (*free*: idle + releasing per node), or
         None where the proof does not hold: GPU groups, stateful rules, a job allocate places by other means
-        (subgroups, topology), a node releasing less than nothing, or a first pod that fits somewhere now."""
-        if ssn.any_groups or ssn.hooks.has_node_filter or not is_simple(job):
+        (subgroups, topology), a node releasing less than nothing, or a first pod that fits somewhere now. None
+        too with a node_choice plugin (kai's GPU policies): the random one draws from its generator at every
+        placement, so placements skipped would change the draws after them."""
+        hooks = ssn.hooks
+        if ssn.any_groups or hooks.has_node_filter or hooks.has_node_choice or not is_simple(job):
             return None
         if (ssn.releasing < 0).any() or ssn.placer.best_node(tasks[0]) is not None:
             return None
