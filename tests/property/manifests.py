@@ -42,6 +42,17 @@ def queue_doc(name: str, parent: str | None, quota: int, weight: int) -> dict[st
     return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
+def podgroup_doc(
+    name: str, queue: str, min_member: int, priority_class: str, created: str | None = None
+) -> dict[str, Any]:
+    """A PodGroup of *queue* with *min_member* and a PriorityClass; *created*: its creationTimestamp."""
+    meta: dict[str, Any] = {"name": name}
+    if created is not None:
+        meta["creationTimestamp"] = created
+    spec = {"minMember": min_member, "queue": queue, "priorityClassName": priority_class}
+    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": meta, "spec": spec}
+
+
 def node_doc(name: str, gpus: int, memory_mib: int | None, labels: dict[str, str] | None = None) -> dict[str, Any]:
     all_labels = dict(labels or {})
     if memory_mib is not None:

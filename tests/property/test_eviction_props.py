@@ -32,6 +32,7 @@ from tests.property.manifests import (
     gpu_pod,
     gpu_requests,
     node_doc,
+    podgroup_doc,
     queue_doc,
 )
 
@@ -56,18 +57,8 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
         req = draw(gpu_requests(max_memory))
         min_member = draw(st.integers(1, size))
         name = f"job{j}"
-        docs.append(
-            {
-                "apiVersion": "scheduling.run.ai/v2alpha2",
-                "kind": "PodGroup",
-                "metadata": {"name": name, "creationTimestamp": f"2025-12-31T20:{j:02d}:00Z"},
-                "spec": {
-                    "minMember": min_member,
-                    "queue": draw(st.sampled_from(teams)),
-                    "priorityClassName": draw(st.sampled_from(PRIORITIES)),
-                },
-            }
-        )
+        queue, priority = draw(st.sampled_from(teams)), draw(st.sampled_from(PRIORITIES))
+        docs.append(podgroup_doc(name, queue, min_member, priority, f"2025-12-31T20:{j:02d}:00Z"))
         leaving = running and draw(st.integers(0, 3)) == 0  # a running job being deleted: its GPUs free up later
         for k in range(size):
             spot = book.place(draw, req) if running else None

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from kai.scheduler.actions.consolidation import Consolidation
 from kai.scheduler.actions.victims_first import VictimsFirst
 from kai.scheduler.conf import SchedulerConf
-from tests.property.manifests import GpuBook, GpuRequest, gpu_pod, node_doc, queue_doc
+from tests.property.manifests import GpuBook, GpuRequest, gpu_pod, node_doc, podgroup_doc, queue_doc
 from tests.property.test_eviction_props import SETTINGS, _cluster, _decisions
 
 
@@ -39,18 +39,9 @@ def saturated(draw: st.DrawFn) -> list[dict[str, Any]]:
         size = draw(st.integers(1, 2))
         req = GpuRequest(whole=draw(st.sampled_from([1, 1, 2, 4])))
         name = f"job{j}"
-        docs.append(
-            {
-                "apiVersion": "scheduling.run.ai/v2alpha2",
-                "kind": "PodGroup",
-                "metadata": {"name": name, "creationTimestamp": f"2025-12-31T20:{j:02d}:00Z"},
-                "spec": {
-                    "minMember": draw(st.integers(1, size)),
-                    "queue": draw(st.sampled_from(teams)),
-                    "priorityClassName": draw(st.sampled_from(["train", "train", "build-preemptible", "inference"])),
-                },
-            }
-        )
+        min_member, queue = draw(st.integers(1, size)), draw(st.sampled_from(teams))
+        priority = draw(st.sampled_from(["train", "train", "build-preemptible", "inference"]))
+        docs.append(podgroup_doc(name, queue, min_member, priority, f"2025-12-31T20:{j:02d}:00Z"))
         for k in range(size):
             spot = book.place(draw, req) if running else None
             node = spot[0] if spot is not None else None
@@ -94,12 +85,8 @@ def fragmented(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 def _job(name: str, size: int, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    group = {
-        "apiVersion": "scheduling.run.ai/v2alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": name},
-        "spec": {"minMember": size, "queue": "team", "priorityClassName": "train"},
-    }
+    """A PodGroup of queue team needing *size* pods, and *pods* as its members."""
+    group = podgroup_doc(name, "team", size, "train")
     for p in pods:
         p["metadata"]["annotations"]["pod-group-name"] = name
     return [group, *pods]
