@@ -317,7 +317,7 @@ class Solver:
         # choice would be.
         moves_left = cap - len(early_moved) if cap >= 0 else -1
         if cap >= 0 and moves_left < 0:
-            self._over = f"it would move more than {cap} pods (max-consolidation-preemptees)"
+            self._over = _too_many_moves(cap)
             return None
         mark = stmt.checkpoint()
         back_home, moved = self._put_back(stmt, ordered, home, home_first=False, moves_left=moves_left)
@@ -327,7 +327,7 @@ class Solver:
             alt_home, alt_moved = self._put_back(stmt, ordered, home, home_first=True, moves_left=moves_left)
             alt_over = 0 <= moves_left < len(alt_moved)
             if over and alt_over:
-                self._over = f"it would move more than {cap} pods (max-consolidation-preemptees)"
+                self._over = _too_many_moves(cap)
                 return None
             n = sum(len(u.tasks) for u in units)
             if over or (
@@ -671,6 +671,10 @@ def _required_domains(ssn: Session, job: JobInfo) -> np.ndarray | None:
     if con is None or con.required is None:
         return None
     return con.tree.domain[con.required]
+
+
+def _too_many_moves(cap: int) -> str:
+    return f"it would move more than {cap} pods (max-consolidation-preemptees)"
 
 
 def _job_order(job: JobInfo) -> tuple:

@@ -86,7 +86,7 @@ class VictimsFirst:
             return False
         rows = np.array(lost, dtype=np.intp)
         free_now = ssn.idle[rows] + ssn.releasing[rows]  # the lost nodes with every victim evicted
-        others: dict[tuple[int, bytes], tuple[np.ndarray, list[int]]] = {}
+        others: dict[tuple[int, bytes], list[int]] = {}  # victim shape -> the lost nodes it fits now
         for t, (node, _) in home.items():
             task = tasks[t]
             if task.share is not None:
@@ -97,12 +97,12 @@ class VictimsFirst:
                 fits = self._fits[key] = self._fits_in_s0(task)
             if fits[0] > fits[1].item(node):  # some other node has room for it already
                 return False
-            got = others.get(key)
-            if got is None:
+            fit = others.get(key)
+            if fit is None:
                 cols = np.flatnonzero(task.request)
                 ok = ssn.static_fit(task).mask[rows] & (free_now[:, cols] >= task.request[cols]).all(axis=1)
-                got = others[key] = (ok, rows[ok].tolist())
-            if len(got[1]) > 1 or (got[1] and got[1][0] != node):  # another lost node would take it
+                fit = others[key] = rows[ok].tolist()
+            if len(fit) > 1 or (fit and fit[0] != node):  # another lost node would take it
                 return False
         return True
 
