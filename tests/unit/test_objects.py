@@ -971,3 +971,34 @@ def test_shard_fields() -> None:
 )
 def test_shard_bad_fields(spec: dict[str, Any], field: str) -> None:
     raises_on(field, parse_shard, shard_doc(spec))
+
+
+def test_pods_with_one_container_list_share_the_parse_not_the_dict() -> None:
+    """The request of a repeated container list is computed once (kai.api.objects._pod_requests); each pod
+    still gets a dict of its own, and the oversize notes of the first parse come with every later one."""
+    spec = {"containers": [container(requests={"cpu": "1e16", "nvidia.com/gpu": "1"})]}
+    a, b = parse_pod(pod_doc(spec, name="a")), parse_pod(pod_doc(spec, name="b"))
+    assert a.requests == b.requests and a.requests is not b.requests
+    a.requests["cpu"] = 0
+    assert parse_pod(pod_doc(spec, name="c")).requests["cpu"] == b.requests["cpu"] > 0
+    assert a.oversize == b.oversize and b.oversize[0].startswith("spec.containers[0].resources.requests.cpu")
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"cpu": 1}, {"cpu": True}),  # equal as numbers, not as input: a boolean is no quantity
+        ({"cpu": "1"}, {"cpu": "1x"}),
+    ],
+)
+def test_a_remembered_request_never_answers_for_a_different_list(first: Any, second: Any) -> None:
+    assert parse_pod(pod_doc({"containers": [container(requests=first)]})).requests["cpu"] == 1000
+    raises_on(
+        "spec.containers[0].resources.requests.cpu", parse_pod, pod_doc({"containers": [container(requests=second)]})
+    )
+
+
+def test_a_refused_container_list_is_refused_every_time() -> None:
+    bad = pod_doc({"containers": [container(requests={"cpu": "lots"})]})
+    for _ in range(2):
+        raises_on("spec.containers[0].resources.requests.cpu", parse_pod, bad)

@@ -412,12 +412,36 @@ def effective_requests(
     return total, tuple(names)
 
 
+# A Job's pods, a Deployment's replicas and a watch's echo of each bind repeat one container list thousands
+# of times, and its request (quantities parsed as exact fractions) is half of a pod's parse: it is computed
+# once per distinct list, keyed by the lists' repr. For what JSON and YAML make (dicts, lists, strings,
+# numbers, booleans, None, dates) an equal repr is an equal input: 1 and 1.0, "1" and 1, True and 1, a date
+# and its text all print apart. A list that raises is parsed each time, so its error is reported every time.
+_REQUESTS_MEMO: dict[str, tuple[Resources, tuple[str, ...], tuple[str, ...]]] = {}
+REQUESTS_MEMO_SIZE = 4096
+
+
+def _pod_requests(spec: dict[str, Any], oversize: list[str]) -> tuple[Resources, tuple[str, ...]]:
+    """``effective_requests(spec)`` through the memo; *oversize* gets the same notes it would."""
+    key = repr((spec.get("containers"), spec.get("initContainers"), spec.get("overhead")))
+    hit = _REQUESTS_MEMO.get(key)
+    if hit is None:
+        notes: list[str] = []
+        requests, names = effective_requests(spec, oversize=notes)
+        hit = (requests, names, tuple(notes))
+        if len(_REQUESTS_MEMO) >= REQUESTS_MEMO_SIZE:
+            _REQUESTS_MEMO.clear()  # a new set of workloads: start again rather than keep an order
+        _REQUESTS_MEMO[key] = hit
+    oversize.extend(hit[2])
+    return dict(hit[0]), hit[1]  # a dict of the pod's own: the memo's is never handed out
+
+
 def parse_pod(doc: dict[str, Any]) -> Pod:
     meta = parse_meta(doc, "Pod", namespaced=True)
     spec = _map(doc.get("spec"), "spec")
     status = _map(doc.get("status"), "status")
     oversize: list[str] = []
-    requests, names = effective_requests(spec, oversize=oversize)
+    requests, names = _pod_requests(spec, oversize)
     affinity = _map(spec.get("affinity"), "spec.affinity")
     namespace = meta.namespace or "default"
     pod_affinity = parse_pod_affinity(affinity, namespace, meta.labels)
