@@ -250,11 +250,17 @@ class KaiScheduler:
                 self.dashboard_port = dashboard.sockets[0].getsockname()[1]
             # The informers sync while the Lease is being acquired (a standby keeps warm caches, as
             # kube-scheduler's are); nothing is written (PodGroups, events, binds) before the Lease is held.
-            self.partition = await resolve_partition(self.api, self.options.shard, self.options.nodepool_label_key)
+            # Their lists go out first: the shard's node pool is read while the API server answers them
+            # (the lists hold every object; the pool filters what the pod-grouper and the cycles see).
             syncing = asyncio.ensure_future(self._start_informers())
+            try:
+                self.partition = await resolve_partition(self.api, self.options.shard, self.options.nodepool_label_key)
+            except BaseException:
+                syncing.cancel()
+                await asyncio.gather(syncing, return_exceptions=True)
+                raise
             if self.options.webhook_listen is not None:  # served by a standby too
                 self.supervisor.start("webhook", self._start_webhook)
-            _preload_engine()
             stopped = asyncio.ensure_future(self._stop.wait())
             hold: asyncio.Future[Any] | None = None
             if self.options.leader_elect:
@@ -331,7 +337,10 @@ class KaiScheduler:
         api = self.api
         t0 = time.perf_counter()
         self.events = EventRecorder(api, self._resolve, self.metrics, instance=self.identity)
-        in_shard = self.partition.matches if self.partition is not None else None
+
+        def in_shard(labels: dict[str, str]) -> bool:  # the pool is read while the informers list (run)
+            return self.partition is None or self.partition.matches(labels)
+
         self.grouper = PodGrouper(api, self.store, self.events.record, wake=self._wake_soon, in_shard=in_shard)
 
         def start(spec: KindSpec) -> None:
@@ -350,6 +359,8 @@ class KaiScheduler:
         for spec in KINDS:  # the PodDisruptionBudgets' API version is discovered while the others list
             if spec.kind != "PodDisruptionBudget":
                 start(spec)
+        # the engine's imports hold the GIL for ~0.2 s: they start once the informers have sent their lists
+        asyncio.get_running_loop().call_soon(_preload_engine)
         pdb_spec = await self._pdb_spec()
         start(pdb_spec)
         self.applier = Applier(
@@ -554,7 +565,8 @@ class KaiScheduler:
                 return
             if self._wake.is_set():
                 self._wake.clear()
-                await asyncio.sleep(NEW_POD_DEBOUNCE_S)
+                if self.cycles_run:  # the first cycle comes once every pod listed is grouped: nothing to gather
+                    await asyncio.sleep(NEW_POD_DEBOUNCE_S)
             next_due = time.monotonic() + period
             if not self.synced():  # a kind is re-listing, or its watch went quiet: decide nothing on stale data
                 self._note_not_live()
