@@ -224,7 +224,10 @@ class PodGrouper:
         self._queued: set[Key] = set()
         self._failures: dict[Key, int] = {}
         self._plurals: dict[str, dict[str, str]] = {}  # apiVersion → kind → plural
-        self._creates: dict[Key, asyncio.Task[bool]] = {}  # PodGroup → its create, once per PodGroup
+        self._creates: dict[Key, asyncio.Future[bool]] = {}  # PodGroup → its create's outcome, once per PodGroup
+        self._to_create: asyncio.Queue[tuple[PodGroup, asyncio.Future[bool]]] = asyncio.Queue()
+        self._n_creators = write_concurrency
+        self._creators: list[asyncio.Task[None]] = []
         self._patching: set[Key] = set()
         self._refusals: dict[Key, str] = {}  # PodGroups the API server refused (why): written before any bind now
         self._background: set[asyncio.Task[Any]] = set()
@@ -248,6 +251,8 @@ class PodGrouper:
         if not self._workers:
             entries = [supervisor.start("podgrouper", self._work) for _ in range(self._n_workers)]
             self._workers = [e.task for e in entries if e.task is not None]
+            entries = [supervisor.start("podgroup-creator", self._creator) for _ in range(self._n_creators)]
+            self._creators = [e.task for e in entries if e.task is not None]
 
     def enqueue(self, key: Key) -> None:
         if key not in self._queued:
@@ -259,7 +264,8 @@ class PodGrouper:
         await self._queue.join()
 
     async def close(self) -> None:
-        tasks = [*self._workers, *self._background, *self._creates.values()]
+        creates = list(self._creates.values())  # Tasks (written before a bind) and the creators' Futures
+        tasks = [*self._workers, *self._creators, *self._background, *creates]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -418,13 +424,40 @@ class PodGrouper:
             finally:
                 self._in_flight -= 1
 
-    def _create(self, pg: PodGroup, *, before_bind: bool = False) -> asyncio.Task[bool]:
-        """The create of *pg*, sent once however many pods name it (in the background, retried)."""
+    def _create(self, pg: PodGroup, *, before_bind: bool = False) -> asyncio.Future[bool]:
+        """The create of *pg*, sent once however many pods name it (in the background, retried): a Future of
+        whether the API server took it. It is queued for the ``write_concurrency`` creators: a Future per
+        PodGroup, where a Task each made 16,000 bare pods 16,000 Tasks waiting on one semaphore. A create a
+        bind waits for (*before_bind*) is a Task of its own: queued, it would wait behind creates that wait
+        for the binds to end."""
         key = (pg.meta.namespace or "", pg.meta.name)
-        task = self._creates.get(key)
-        if task is None or (task.done() and not task.cancelled() and task.result() is False):  # refused: again
-            task = self._creates[key] = asyncio.ensure_future(self._send_create(pg, before_bind))
-        return task
+        made = self._creates.get(key)
+        if made is None or (made.done() and not made.cancelled() and made.result() is False):  # refused: again
+            if before_bind:
+                made = asyncio.ensure_future(self._send_create(pg, before_bind))
+            else:
+                made = asyncio.get_running_loop().create_future()
+                self._to_create.put_nowait((pg, made))
+            self._creates[key] = made
+        return made
+
+    async def _creator(self) -> None:
+        """Send the queued creates one after another (``write_concurrency`` creators run)."""
+        while True:
+            pg, made = await self._to_create.get()
+            if made.done():  # cancelled (at close)
+                continue
+            try:
+                ok = await self._send_create(pg)
+            except asyncio.CancelledError:
+                made.cancel()
+                raise
+            except Exception:  # a bug costs this PodGroup's create (tried again when a pod asks), not the creator
+                self.errors += 1
+                log.exception("podgroup create failed with an internal error", extra={"podgroup": pg.meta.name})
+                ok = False
+            if not made.done():
+                made.set_result(ok)
 
     async def _send_create(self, pg: PodGroup, before_bind: bool = False) -> bool:
         ns = pg.meta.namespace or "default"
