@@ -1002,3 +1002,13 @@ def test_a_refused_container_list_is_refused_every_time() -> None:
     bad = pod_doc({"containers": [container(requests={"cpu": "lots"})]})
     for _ in range(2):
         raises_on("spec.containers[0].resources.requests.cpu", parse_pod, bad)
+
+
+def test_a_large_container_list_is_parsed_but_not_kept() -> None:
+    from kai.api import objects
+
+    env = [{"name": f"V{i}", "value": "x" * 100} for i in range(100)]  # a manifest's env: ~12,000 characters
+    spec = {"containers": [container(requests={"cpu": "2"}, env=env)]}
+    before = len(objects._REQUESTS_MEMO)
+    assert parse_pod(pod_doc(spec)).requests["cpu"] == 2000
+    assert len(objects._REQUESTS_MEMO) == before  # not added

@@ -419,6 +419,10 @@ def effective_requests(
 # and its text all print apart. A list that raises is parsed each time, so its error is reported every time.
 _REQUESTS_MEMO: dict[str, tuple[Resources, tuple[str, ...], tuple[str, ...]]] = {}
 REQUESTS_MEMO_SIZE = 4096
+# On a cluster the decoder keeps a container's name, resources, restartPolicy and ports: a few hundred
+# characters. A manifest's containers (kai sim) come whole; past this many characters one is not kept, so
+# the memo holds at most ~16 MiB.
+REQUESTS_MEMO_KEY_MAX = 4096
 
 
 def _pod_requests(spec: dict[str, Any], oversize: list[str]) -> tuple[Resources, tuple[str, ...]]:
@@ -429,9 +433,10 @@ def _pod_requests(spec: dict[str, Any], oversize: list[str]) -> tuple[Resources,
         notes: list[str] = []
         requests, names = effective_requests(spec, oversize=notes)
         hit = (requests, names, tuple(notes))
-        if len(_REQUESTS_MEMO) >= REQUESTS_MEMO_SIZE:
-            _REQUESTS_MEMO.clear()  # a new set of workloads: start again rather than keep an order
-        _REQUESTS_MEMO[key] = hit
+        if len(key) <= REQUESTS_MEMO_KEY_MAX:  # a manifest's whole containers (env, args) are not kept
+            if len(_REQUESTS_MEMO) >= REQUESTS_MEMO_SIZE:
+                _REQUESTS_MEMO.clear()  # a new set of workloads: start again rather than keep an order
+            _REQUESTS_MEMO[key] = hit
     oversize.extend(hit[2])
     return dict(hit[0]), hit[1]  # a dict of the pod's own: the memo's is never handed out
 
