@@ -7,6 +7,7 @@ Every assertion reads the API server: where each pod was bound, the PodGroups' l
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +19,11 @@ from lightkube.generic_resource import create_global_resource
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Node, Pod
 
+from kai.k8s._scheduler import KaiScheduler
+from kai.k8s._shard import ShardMissing
 from kai.k8s.envtest import ControlPlane
 from tests.k8s.kaiproc import KaiCommand
-from tests.k8s.sched import PodGroup, Queue, wait_for
+from tests.k8s.sched import PodGroup, Queue, options, wait_for
 from tests.k8s.test_scheduler import gpu_pod
 
 KEY = "kai.scheduler/node-pool"
@@ -129,3 +132,17 @@ def test_a_shard_that_does_not_exist_stops_the_process_saying_so(
     p = shard_process(scheduler_cluster, "no-such-shard", tmp_path)
     assert p.proc.wait(timeout=30) != 0
     assert 'SchedulingShard "no-such-shard" does not exist' in p.log.read_text()
+
+
+def test_a_missing_shard_stops_the_scheduler_with_its_lists_under_way(scheduler_cluster: ControlPlane) -> None:
+    """The informers' lists go out before the shard is read (docs/cluster.md, start-up): a shard that does
+    not exist still ends ``run`` with ShardMissing, and nothing the scheduler started is left running."""
+
+    async def main() -> list[asyncio.Task[object]]:
+        s = KaiScheduler(options(scheduler_cluster, shard="no-such-shard"))
+        with pytest.raises(ShardMissing, match='"no-such-shard" does not exist'):
+            await s.run()
+        assert s.informers, "the lists had started"
+        return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    assert asyncio.run(main()) == []
