@@ -359,7 +359,8 @@ class KaiScheduler:
         for spec in KINDS:  # the PodDisruptionBudgets' API version is discovered while the others list
             if spec.kind != "PodDisruptionBudget":
                 start(spec)
-        # the engine's imports hold the GIL for ~0.2 s: they start once the informers have sent their lists
+        # the engine's imports hold the GIL for ~0.2 s: they start once every informer has begun its list (the
+        # connections' TLS handshakes would wait on them), not before the informers are even made
         asyncio.get_running_loop().call_soon(_preload_engine)
         pdb_spec = await self._pdb_spec()
         start(pdb_spec)
