@@ -109,7 +109,8 @@ class NodeRule(Protocol):
 
 class QueueOrder(Protocol):
     """How the JobQueue ranks sibling queues (``queue_order``): a sortable key per queue given the request of
-    its best pending job, smaller first, and the choice among queues whose keys tie."""
+    its best pending job, smaller first, and the choice among queues whose keys tie. A queue none of whose
+    siblings has jobs is taken without asking its key (there is nothing to rank it against)."""
 
     def queue_key(self, queue: int, request: tuple[int, int, int] | list[float]) -> tuple: ...
 
