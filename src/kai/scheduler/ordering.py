@@ -274,9 +274,9 @@ class JobQueue:
         if unranked:
             count, keys = self._count, self._key
             if not ranked and len(unranked) == 1:  # one child to rank and none ranked: no key is needed
-                for only in unranked:
-                    if count[only] > 0:  # left unranked: ranked the day a sibling has jobs too
-                        return only
+                (only,) = unranked
+                if count[only] > 0:  # left unranked: ranked the day a sibling has jobs too
+                    return only
             for c in unranked:
                 if count[c] > 0:
                     key = keys[c] = self.queue_key(c, self._request[self._best_job(c)])
