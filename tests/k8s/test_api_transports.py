@@ -78,3 +78,28 @@ def test_the_own_client_makes_no_httpx_client_for_the_scheduler_s_calls(control_
             await api.close()
 
     assert asyncio.run(run())
+
+
+def test_new_connections_resume_the_tls_session_and_keep_the_client_identity(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """kai's connections after the first resume its TLS session (no certificate signatures on either side),
+    and the API server still knows who they are: creates that RBAC must allow succeed on all of them."""
+
+    async def run() -> tuple[int, int, list[str]]:
+        api = Api(load_config(str(control_plane.kubeconfig)))
+        try:
+            await api.request("GET", f"/api/v1/namespaces/{namespace}")  # a full handshake; its ticket follows
+            base = f"/api/v1/namespaces/{namespace}/configmaps"
+            made = await asyncio.gather(
+                *(api.request("POST", base, body={"metadata": {"name": f"resumed-{i}"}}) for i in range(16))
+            )
+            assert api._fast is not None
+            return api._fast.handshakes, api._fast.resumed, sorted(m["metadata"]["name"] for m in made)
+        finally:
+            await api.close()
+
+    handshakes, resumed, names = asyncio.run(run())
+    assert names == sorted(f"resumed-{i}" for i in range(16))
+    assert handshakes >= 2  # the 16 creates at once took connections of their own
+    assert resumed == handshakes - 1

@@ -8,13 +8,19 @@ connection that goes silent.
 from __future__ import annotations
 
 import asyncio
+import base64
+import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lightkube import KubeConfig
 
+from kai.k8s._api import load_config
 from kai.k8s._fasthttp import FastHttp, HttpError
+from kai.k8s._tls import ResumingContext, tls_context
+from kai.k8s._webhookcert import issue_ca, issue_serving
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -363,3 +369,75 @@ def test_connections_the_server_dropped_cost_no_request(pause_s: float) -> None:
     out, opened = asyncio.run(_after_a_drop(pause_s))
     assert out == [200, 200, 200]
     assert opened == 9  # the eight, then one new connection for the three
+
+
+async def _tls_server(ca: tuple[bytes, bytes], port: int, tmp_path: Path, name: str) -> asyncio.Server:
+    """A TLS server on *port* (a new SSLContext: new session-ticket keys) that answers each request 200
+    and closes the connection, so the client opens a new one for the next request."""
+    cert, key = issue_serving(*ca, ["127.0.0.1"])
+    (tmp_path / f"{name}.crt").write_bytes(cert)
+    (tmp_path / f"{name}.key").write_bytes(key)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(tmp_path / f"{name}.crt", tmp_path / f"{name}.key")
+
+    async def serve(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await r.readuntil(b"\r\n\r\n")
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+        await w.drain()
+        w.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", port, ssl=ctx, reuse_address=True)
+
+
+def test_a_ticket_the_server_refuses_costs_one_full_handshake_and_the_next_connections_resume(
+    tmp_path: Path,
+) -> None:
+    """Real TLS 1.3 on both ends (OpenSSL): the second connection resumes the first one's session; a server
+    restarted with new ticket keys refuses the old ticket, so that connection makes a full handshake (and
+    its request is answered), and the connection after it resumes the new session."""
+    ca = issue_ca()
+
+    async def run() -> tuple[list[int], list[tuple[int, int]]]:
+        server = await _tls_server(ca, 0, tmp_path, "first")
+        port = server.sockets[0].getsockname()[1]
+        ctx = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.load_verify_locations(cadata=ca[0].decode())
+        http = FastHttp("127.0.0.1", port, ctx, lambda refresh: None)
+        statuses, counts = [], []
+        try:
+            for i in range(4):
+                if i == 2:  # the server restarts: same CA, new process state
+                    server.close()
+                    await server.wait_closed()
+                    server = await _tls_server(ca, port, tmp_path, "second")
+                status, _ = await http.request("GET", "/version", None, "")
+                statuses.append(status)
+                counts.append((http.handshakes, http.resumed))
+            return statuses, counts
+        finally:
+            await http.close()
+            server.close()
+
+    statuses, counts = asyncio.run(run())
+    assert statuses == [200, 200, 200, 200]
+    assert counts == [(1, 0), (2, 1), (3, 1), (4, 2)]
+
+
+def test_the_kubeconfig_s_ca_makes_a_resuming_context_and_without_one_lightkube_s_is_kept(tmp_path: Path) -> None:
+    ca_pem, _ = issue_ca()
+    data = base64.b64encode(ca_pem).decode()
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: s, cluster: {{server: 'https://127.0.0.1:6443', certificate-authority-data: {data}}}}},"
+        " {name: i, cluster: {server: 'https://127.0.0.1:6443', insecure-skip-tls-verify: true}}]\n"
+        "users: [{name: u, user: {token: t0k}}]\n"
+        "contexts: [{name: c, context: {cluster: s, user: u}}, {name: i, context: {cluster: i, user: u}}]\n"
+    )
+    with_ca = tls_context(load_config(str(path)))
+    assert isinstance(with_ca, ResumingContext)
+    assert with_ca.verify_mode == ssl.CERT_REQUIRED and with_ca.check_hostname
+    assert len(with_ca.get_ca_certs()) == 1
+    insecure = tls_context(KubeConfig.from_file(path).get("i"))
+    assert not isinstance(insecure, ResumingContext)
+    assert insecure.verify_mode == ssl.CERT_NONE

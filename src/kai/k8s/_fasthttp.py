@@ -27,8 +27,9 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.kubeconfig import SingleConfig
+
+from kai.k8s._tls import ResumingContext, resumable, tls_context
 
 Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 Gate = Callable[[], None]  # raises to stop a request before it is written
@@ -69,6 +70,9 @@ class FastHttp:
         self._idle: list[Conn] = []
         self._slots = asyncio.Semaphore(max_connections)
         self._host_header = f"{host}:{port}".encode()
+        self._tls_source: ssl.SSLObject | None = None  # the latest full handshake: its ticket is offered
+        self.handshakes = 0  # TLS connections opened
+        self.resumed = 0  # of which resumed a session (``kai.k8s._tls``)
 
     @staticmethod
     def for_config(config: SingleConfig, max_connections: int = 64) -> FastHttp | None:
@@ -81,7 +85,7 @@ class FastHttp:
         port = url.port or (443 if https else 80)
         if user is not None and (user.exec or user.auth_provider or (user.username and user.password)):
             return None
-        ctx = verify_cluster(config.cluster, user, config.abs_file) if https else None
+        ctx = tls_context(config) if https else None
         token_file = user.token_file if user is not None else None
         static = user.token if user is not None else None
         cache: list[str | None] = [None]
@@ -155,6 +159,8 @@ class FastHttp:
             w.close()
 
     async def _connect(self) -> Conn:
+        if isinstance(self._ssl, ResumingContext):
+            self._ssl.session = resumable(self._tls_source)
         try:
             reader, writer = await asyncio.open_connection(
                 self.host, self.port, ssl=self._ssl, server_hostname=self.host if self._ssl else None
@@ -162,6 +168,13 @@ class FastHttp:
         except OSError as e:
             raise HttpError(f"cannot connect to {self.host}:{self.port}: {e}") from e
         keepalive(writer.get_extra_info("socket"))
+        sslobj = writer.get_extra_info("ssl_object")
+        if sslobj is not None:
+            self.handshakes += 1
+            if sslobj.session_reused:
+                self.resumed += 1
+            else:  # a full handshake (the first, or the server refused the ticket): its ticket is offered next
+                self._tls_source = sslobj
         return reader, writer
 
     async def stream_lines(self, path: str, read_timeout: float) -> AsyncIterator[bytes] | tuple[int, bytes]:
