@@ -12,11 +12,11 @@ of wall time.
 
 Rules:
 
-- Each new connection offers the ticket of the latest connection that received one. The server
-  decides: a ticket it cannot use (it restarted with new keys, or the ticket expired) costs a full
-  handshake, whose own ticket is offered from then on. Nothing else changes: the peer is verified
-  against the same CA on every handshake, full or resumed, and the client certificate's identity is
-  carried in the ticket by the server.
+- Each new connection offers the ticket of the latest full handshake, once that connection has
+  received it (before, it offers none). The server decides: a ticket it cannot use (it restarted with
+  new keys, or the ticket expired) costs a full handshake, whose own ticket is offered from then on.
+  Nothing else changes: the peer is verified against the same CA on every handshake, full or resumed,
+  and the client certificate's identity is carried in the ticket by the server.
 - Early data (0-RTT) is never sent: replaying it is the one risk resumption has, and Python does not
   offer it.
 - Resumption is used where kai builds the context: a kubeconfig that names its CA (a file or inline
