@@ -183,10 +183,16 @@ class JobSums(NamedTuple):
     allocated: int  # pods holding their place (allocated, pipelined, binding, bound, running)
     alloc: tuple[int, int, int]  # their requests, QRES base units
     pending: tuple[int, int, int]  # the requests of its pending pods with a valid spec
+    # The three below let a cycle pass over a job its pods rule out without reading them (stalegangeviction,
+    # the eviction actions' pending jobs): thousands of jobs a cycle, most of them running and whole.
+    used: int  # pods holding resources, Releasing ones too (ACTIVE_USED: what a gang's minimum counts)
+    succeeded: bool  # a pod Succeeded: the job did its work, and is never a stale gang
+    waiting: int  # PENDING pods, whatever their spec: a cycle places only these
 
 
 def job_sums(task_indices: Iterable[int], tasks: Sequence[TaskInfo]) -> JobSums:
-    ag = ac = am = pg = pc = pm = count = alive = 0
+    ag = ac = am = pg = pc = pm = count = alive = used = waiting = 0
+    succeeded = False
     for ti in task_indices:
         t = tasks[ti]
         status = t.status
@@ -198,12 +204,19 @@ def job_sums(task_indices: Iterable[int], tasks: Sequence[TaskInfo]) -> JobSums:
             ac += c
             am += m
             count += 1
-        elif status == TaskStatus.PENDING and not t.spec_error:
-            g, c, m = t.qreq
-            pg += g
-            pc += c
-            pm += m
-    return JobSums(alive, count, (ag, ac, am), (pg, pc, pm))
+            used += 1
+        elif status == TaskStatus.PENDING:
+            waiting += 1
+            if not t.spec_error:
+                g, c, m = t.qreq
+                pg += g
+                pc += c
+                pm += m
+        elif status in ACTIVE_USED:  # Releasing, or stuck in it
+            used += 1
+        elif status == TaskStatus.SUCCEEDED:
+            succeeded = True
+    return JobSums(alive, count, (ag, ac, am), (pg, pc, pm), used, succeeded, waiting)
 
 
 @dataclass(slots=True)

@@ -34,16 +34,32 @@ def _unsatisfied(ssn: Session, job: JobInfo) -> tuple[str, int] | None:
     return g.name, (g.min_member if g.leaf else min_pods(gang, hit))
 
 
+def _may_act(ssn: Session, job: JobInfo, touched: set[int]) -> bool:
+    """Whether ``_check`` could stamp, clear or evict *job*. A stamped job always gets the check. Otherwise
+    one with no pod holding resources has nothing to stamp; and a flat gang this cycle did not touch is
+    judged from its snapshot sums, where its pods' statuses are the snapshot's: most jobs of a big cycle
+    run whole, and reading each one's pods every cycle was a tenth of a cycle at 20,000 jobs."""
+    if job.podgroup.stale_since is not None:
+        return True
+    sums = job.sums
+    if sums is None or job.index in touched:
+        return any(ssn.status[t] in ACTIVE_USED for t in job.tasks)
+    if sums.used == 0:
+        return False
+    gang = job.gang
+    if gang is None or gang.flat:  # _check's test, on the same statuses
+        return not sums.succeeded and sums.used < job.min_available
+    return True
+
+
 class StaleGangEviction:
     name = "stalegangeviction"
 
     def execute(self, ssn: Session) -> None:
-        # a job with no pod holding resources and no stamp has nothing to stamp, clear or evict (_check's first
-        # test): one pass over the tasks rules out the pending jobs, thousands in a busy cycle
         tasks = ssn.snap.tasks
-        holding = {tasks[t].job for t, s in enumerate(ssn.status) if s in ACTIVE_USED}
+        touched = {tasks[t].job for t in ssn.changed}  # jobs whose pods this cycle moved
         for job in ssn.snap.jobs:
-            if job.index in ssn.job_errors or (job.index not in holding and job.podgroup.stale_since is None):
+            if job.index in ssn.job_errors or not _may_act(ssn, job, touched):
                 continue
             mark = ssn.begin_job()
             try:
