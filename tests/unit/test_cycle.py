@@ -7,7 +7,7 @@ from __future__ import annotations
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import UNSCHEDULABLE_CONDITION, run_cycle
 from kai.scheduler.decisions import Bind, CycleResult, Event, Pipeline, PodRef
-from tests.unit.builders import job_docs, node, pod, podgroup, queue, snapshot_of
+from tests.unit.builders import NOW, job_docs, node, pod, podgroup, queue, snapshot_of
 
 QUEUES = [queue("dept"), queue("team", "dept", gpu=(1, -1, 1))]
 ALLOCATE = SchedulerConf(actions=("allocate",))
@@ -92,6 +92,24 @@ def test_why_jobs_wait() -> None:
         )
     ]
     assert result.binds == []
+
+
+def test_each_reason_is_said_beside_jobs_with_nothing_to_say() -> None:
+    """A missing queue, and a gang seen stale for the first time, each beside a job that runs whole and has
+    nothing to say (close_session says nothing of such a job without reading its pods): the one condition, the
+    stale stamp to write, and nothing for the others. The stale gang is ready (its second pod waits) and, with
+    no allocate in the cycle, has no failure to report: the stamp is the only thing said of it."""
+    docs = [
+        node("n0", gpu=2),
+        *QUEUES,
+        *job_docs("lost", "nowhere", 1),
+        *job_docs("whole", "team", 1, on="n0"),
+        *job_docs("short", "team", 2, on=["n0", None]),  # one of its two pods holds a GPU
+    ]
+    result = run_cycle(snapshot_of(docs), SchedulerConf(actions=("stalegangeviction",)))
+    assert conditions(result) == {"lost": [("QueueDoesNotExist", "Queue 'nowhere' does not exist")]}
+    stamps = {s.name: (s.stale_since, s.stale_changed) for s in result.podgroups}
+    assert stamps == {"lost": (None, False), "whole": (None, False), "short": (NOW, True)}
 
 
 def test_a_job_that_got_some_pods_has_no_condition_but_an_event() -> None:

@@ -179,7 +179,15 @@ def close_session(ssn: Session) -> CycleResult:
 
     status, pending_status, any_invalid = ssn.status, TaskStatus.PENDING, bool(ssn.invalid)
     failures, stale_since, eviction_notes, job_errors = ssn.failures, ssn.stale_since, ssn.notes, ssn.job_errors
+    statuses, job_ready = res.podgroups, ssn.job_ready
     for job in snap.jobs:
+        # Nothing to say of most jobs of a big cycle: what the branches below end in for such a job, without them.
+        ji = job.index
+        unremarked = not (any_invalid or job.unschedulable_reason or ji in failures or ji in eviction_notes)
+        if unremarked and ji not in job_errors and ji not in stale_since and job_ready(job):
+            pg, meta = job.podgroup, job.podgroup.meta
+            statuses.append(new_tuple(PodGroupStatus, (meta.namespace or "", meta.name, (), pg.stale_since, False)))
+            continue
         conditions: tuple[Condition, ...] = ()
         failure = failures.get(job.index)
         # Whether the job has a pending pod matters below only with one of these three; without them (most
