@@ -21,12 +21,11 @@ import statistics
 import sys
 from time import process_time
 
-from bench_incremental import CONF, apply_binds, args_of
+from bench_incremental import CONF, apply_binds, args_of, store_of
 from kai.scheduler.actions.stalegang import StaleGangEviction
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.cycle import open_session, run_cycle
 from kai.scheduler.snapshot import SnapshotBuilder
-from kai.store import Store
 from synth import ClusterSpec, fixed, generate
 
 
@@ -42,9 +41,7 @@ def main() -> int:
         nodes=nodes, queues=16, jobs=opts.jobs, gang_size=fixed(opts.gang), gpus_per_pod=fixed(1), seed=3
     )
     cluster = generate(spec)
-    store = Store()
-    for obj in (*cluster.queues, *cluster.priority_classes, *cluster.nodes, *cluster.podgroups, *cluster.pods):
-        store.put(obj)
+    store = store_of(cluster)
     builder = SnapshotBuilder()
     first = run_cycle(builder.build(**args_of(store, cluster.now)), CONF)
     for key in apply_binds(store, first):

@@ -93,6 +93,14 @@ def args_of(store: Store, now: float) -> dict[str, Any]:
     }
 
 
+def store_of(cluster: Any) -> Store:
+    """A real Store holding *cluster* (a ``synth`` cluster), in the order a cluster adds its objects."""
+    store = Store()
+    for obj in (*cluster.queues, *cluster.priority_classes, *cluster.nodes, *cluster.podgroups, *cluster.pods):
+        store.put(obj)
+    return store
+
+
 def apply_binds(store: Store, result: Any) -> list[tuple[str, str]]:
     """The cycle's binds land: the pod has its node (still Pending: the kubelet starts it next step)."""
     out = []
@@ -221,9 +229,7 @@ def main() -> int:
             fn(**cluster.snapshot_args())
             first[name].append(perf_counter() - t)
 
-    store = Store()
-    for obj in (*cluster.queues, *cluster.priority_classes, *cluster.nodes, *cluster.podgroups, *cluster.pods):
-        store.put(obj)
+    store = store_of(cluster)
     now = cluster.now
     builder = SnapshotBuilder()
     snap = builder.build(**args_of(store, now))
