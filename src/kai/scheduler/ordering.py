@@ -17,8 +17,8 @@ Theory of operation: a pop walks from the root to a leaf choosing the best
 child at each level, then takes the leaf's best job (the jobs queued at the
 start sorted once, later pushes in a heap: see JobQueue.__init__). Keys are
 plain Python floats (three resources; NumPy call overhead would dominate) and
-are cached per queue; a pop or push invalidates only the queues on that job's
-path.
+are cached per queue; a push invalidates only the queues on that job's path,
+and a pop only where its path's keys would change (JobQueue._settle).
 """
 
 from __future__ import annotations
@@ -181,6 +181,11 @@ class JobQueue:
         self.queue_key = order.queue_key if order is not None else _creation_key(ssn)
         self._tie_breaker = order.tie_break if order is not None else min
         self._is_leaf = [q.is_leaf for q in snap.queues]
+        # what each key in ``_key`` was computed from: its best job's request, and the Session's
+        # ``alloc_changes`` then (a key reads only its queue's allocation and that request: QueueOrder)
+        self._key_req: list[tuple[int, int, int] | None] = [None] * nq
+        self._key_at = [-1] * nq
+        self._popped: int | None = None  # the leaf of the last pop, its path not re-ranked yet (``_settle``)
         initial, request, count = self._initial, self._request, self._count
         job_order = ssn.hooks.job_order
         jobs = list(jobs)
@@ -209,13 +214,21 @@ class JobQueue:
     def __len__(self) -> int:
         return sum(self._count[r] for r in self._roots)
 
-    def _invalidate(self, qi: int, change: int) -> None:
-        """A job was pushed to (change 1) or popped from (-1) leaf *qi*: the counts, best jobs and keys of the
-        queues on its path change, so each leaves its parent's ranking until the parent chooses again."""
-        count, best, keys, parent = self._count, self._best, self._key, self._parent
-        for a in self.ssn.queues.ancestors[qi]:
-            count[a] += change
+    def _pushed(self, qi: int) -> None:
+        """A job was pushed to leaf *qi*: the counts, best jobs and keys of the queues on its path change, so
+        each leaves its parent's ranking until the parent chooses again."""
+        self._settle()
+        count, best = self._count, self._best
+        ancestors = self.ssn.queues.ancestors[qi]
+        for a in ancestors:
+            count[a] += 1
             best[a] = None
+        self._unrank(ancestors)
+
+    def _unrank(self, path: list[int]) -> None:
+        """Take the queues of *path* out of their parents' rankings, to be ranked again at the next choice."""
+        keys, parent = self._key, self._parent
+        for a in path:
             key = keys[a]
             p = parent[a]
             if key is not None:
@@ -230,9 +243,40 @@ class JobQueue:
         if tasks is None:
             tasks = self.ssn.tasks_to_allocate(job)
         self._request[job.index] = job_request(tasks)
-        self._invalidate(job.queue, 1)
+        self._pushed(job.queue)
+
+    def _settle(self) -> None:
+        """Re-rank the last pop's path, unless its keys would come out as they are.
+
+        A pop changes the best job of every queue on its path, and the popped job's attempt may change their
+        allocations, so the path's keys go stale: the next choice ranks them again (the other queues keep their
+        keys, as KAI's queue heap does). Most pops in a saturated cycle change neither input: the attempt
+        failed, allocating nothing, and the leaf's next job asks for what the popped one asked. Then each key
+        on the path would be computed again from the same allocation and request, the same children win at
+        every level, and the ranking is left as it is. This check is deferred to the next pop or push, after
+        the attempt has run; done at every pop, the re-ranking was a seventh of a saturated full cycle."""
+        qi = self._popped
+        if qi is None:
+            return
+        self._popped = None
+        ancestors = self.ssn.queues.ancestors[qi]
+        keys = self._key
+        if self._count[qi] > 0:
+            req, now = self._request[self._head(qi)], self.ssn.alloc_changes
+            key_req, key_at = self._key_req, self._key_at
+            if all(keys[a] is None or (key_at[a] == now and key_req[a] == req) for a in ancestors):
+                return
+        self._unrank(ancestors)
+
+    def _head(self, qi: int) -> int:
+        """The best job of leaf *qi*, which has one."""
+        initial, heap = self._initial.get(qi), self._heaps.get(qi)
+        if heap and not (initial and initial[-1] < heap[0]):
+            return heap[0][-1]
+        return initial[-1][-1]  # type: ignore[index]  # the count says the leaf has a job
 
     def pop(self) -> JobInfo | None:
+        self._settle()
         roots = self._roots
         if len(roots) == 1:  # the usual tree: one root (a department or the default parent queue)
             qi = roots[0]
@@ -250,18 +294,18 @@ class JobQueue:
             ji = heapq.heappop(heap)[-1]
         else:
             ji = initial.pop()[-1]  # type: ignore[union-attr]  # the count says the leaf has a job
-        self._invalidate(qi, -1)
+        count, best = self._count, self._best
+        for a in self.ssn.queues.ancestors[qi]:
+            count[a] -= 1
+            best[a] = None
+        self._popped = qi
         return self.ssn.snap.jobs[ji]
 
     def _best_job(self, qi: int) -> int:
         best = self._best[qi]
         if best is None:
             if self._is_leaf[qi]:
-                initial, heap = self._initial.get(qi), self._heaps.get(qi)
-                if heap and not (initial and initial[-1] < heap[0]):
-                    best = heap[0][-1]
-                else:
-                    best = initial[-1][-1]  # type: ignore[index]  # the count says the leaf has a job
+                best = self._head(qi)
             else:
                 best = self._best_job(self._choose(qi))
             self._best[qi] = best
@@ -279,7 +323,9 @@ class JobQueue:
                     return only
             for c in unranked:
                 if count[c] > 0:
-                    key = keys[c] = self.queue_key(c, self._request[self._best_job(c)])
+                    req = self._key_req[c] = self._request[self._best_job(c)]
+                    self._key_at[c] = self.ssn.alloc_changes
+                    key = keys[c] = self.queue_key(c, req)
                     insort(ranked, (key, c))
             unranked.clear()
         if len(ranked) < 2:

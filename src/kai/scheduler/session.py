@@ -399,6 +399,9 @@ class Session:
         # a rollback of tentative changes: what is derived from the settled state (the victim solver's pending
         # jobs) is kept while it does not move
         self.settled = 0
+        # bumped by every change of a queue's allocation, tentative ones and their undo included: a JobQueue keeps
+        # the queue keys of a popped job's path while it has not moved (JobQueue._settle)
+        self.alloc_changes = 0
         # jobs left out of the rest of the cycle after their attempt raised: job -> (action, what went wrong)
         self.job_errors: dict[int, tuple[str, str]] = {}
         self._ready = [False] * len(snap.jobs)  # per job, job_ready (filled by _open_queues: one pass over the tasks)
@@ -492,6 +495,7 @@ class Session:
         job = self.snap.jobs[task.job]
         self.job_allocated[job.index] += 1 if now else -1
         if job.queue >= 0:
+            self.alloc_changes += 1
             g, c, m = task.qreq
             if not now:
                 g, c, m = -g, -c, -m

@@ -110,7 +110,10 @@ class NodeRule(Protocol):
 class QueueOrder(Protocol):
     """How the JobQueue ranks sibling queues (``queue_order``): a sortable key per queue given the request of
     its best pending job, smaller first, and the choice among queues whose keys tie. A queue none of whose
-    siblings has jobs is taken without asking its key (there is nothing to rank it against)."""
+    siblings has jobs is taken without asking its key (there is nothing to rank it against).
+
+    A key may read, besides what is fixed for the Session, only the queue's allocation (``ssn.queues.alloc``)
+    and *request*: the JobQueue keeps a popped path's keys while neither moved (``JobQueue._settle``)."""
 
     def queue_key(self, queue: int, request: tuple[int, int, int] | list[float]) -> tuple: ...
 
