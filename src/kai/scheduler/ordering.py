@@ -186,6 +186,7 @@ class JobQueue:
         self._key_req: list[tuple[int, int, int] | None] = [None] * nq
         self._key_at = [-1] * nq
         self._popped: int | None = None  # the leaf of the last pop, its path not re-ranked yet (``_settle``)
+        self._tied: dict[int, int] = {}  # parent -> the child its tie-break chose, while its ranking holds
         initial, request, count = self._initial, self._request, self._count
         job_order = ssn.hooks.job_order
         jobs = list(jobs)
@@ -315,7 +316,8 @@ class JobQueue:
         """The child of *parent* (-1: among the roots) to take the next job from; -1 if none has a job."""
         ranked = self._ranked[parent]
         unranked = self._unranked[parent]
-        if unranked:
+        if unranked:  # the ranking changes here only: children leave it through ``unranked`` too
+            self._tied.pop(parent, None)
             count, keys = self._count, self._key
             if not ranked and len(unranked) == 1:  # one child to rank and none ranked: no key is needed
                 (only,) = unranked
@@ -333,11 +335,14 @@ class JobQueue:
         best_key = ranked[0][0]
         if ranked[1][0] != best_key:
             return ranked[0][1]
-        tied = [c for k, c in ranked if k == best_key]
-        key = tuple(tied)
-        best = self._tie_break.get(key)
-        if best is None:  # the tie-break depends only on fixed per-queue values, so the outcome is cached
-            best = self._tie_break[key] = self._tie_breaker(tied)
+        best = self._tied.get(parent)
+        if best is None:  # ties are common (sibling queues alike); kept until the parent's ranking changes
+            tied = [c for k, c in ranked if k == best_key]
+            key = tuple(tied)
+            best = self._tie_break.get(key)
+            if best is None:  # the tie-break depends only on fixed per-queue values, so the outcome is cached
+                best = self._tie_break[key] = self._tie_breaker(tied)
+            self._tied[parent] = best
         return best
 
 
