@@ -2,7 +2,8 @@
 
 * stalegangeviction checks a job this cycle did not touch from ``JobSums`` (``used``, ``succeeded``), and
   reads the pods only of stamped jobs, touched jobs and gangs with sub-groups (``stalegang._may_act``).
-* The eviction actions consider only the jobs with a pending pod in the snapshot (``evicting.waiting_jobs``).
+* allocate and the eviction actions consider only the jobs with a pending pod in the snapshot
+  (``Session.waiting_jobs``).
 
 Random clusters of gangs whose pods are pending, running, releasing or succeeded, with minMember above, at or
 below what runs, some PodGroups already stamped stale (long ago or just now) and some with a grace period of
@@ -21,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kai.api import constants as C
-from kai.scheduler.actions import evicting, stalegang
+from kai.scheduler.actions import stalegang
 from kai.scheduler.conf import SchedulerConf
 from kai.scheduler.decisions import CycleResult
 from kai.scheduler.model import ACTIVE_USED, JobInfo
@@ -93,7 +94,7 @@ def test_the_sums_decide_as_the_pods(docs: list[dict[str, Any]]) -> None:
     for _ in range(4):
         with ExitStack() as full_path:
             full_path.enter_context(mock.patch.object(stalegang, "_may_act", _reads_every_pod))
-            full_path.enter_context(mock.patch.object(evicting, "waiting_jobs", lambda ssn: list(ssn.snap.jobs)))
+            full_path.enter_context(mock.patch.object(Session, "waiting_jobs", lambda ssn: list(ssn.snap.jobs)))
             expected = _outcome(full.run_cycle(conf))
         assert _outcome(shortcut.run_cycle(conf)) == expected
 

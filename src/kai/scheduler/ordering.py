@@ -265,7 +265,10 @@ class JobQueue:
         if self._count[qi] > 0:
             req, now = self._request[self._head(qi)], self.ssn.alloc_changes
             key_req, key_at = self._key_req, self._key_at
-            if all(keys[a] is None or (key_at[a] == now and key_req[a] == req) for a in ancestors):
+            for a in ancestors:
+                if keys[a] is not None and (key_at[a] != now or key_req[a] != req):
+                    break
+            else:
                 return
         self._unrank(ancestors)
 

@@ -582,6 +582,16 @@ class Session:
             ]
         return got
 
+    def waiting_jobs(self) -> list[JobInfo]:
+        """The jobs with a pending pod in the snapshot, in job index order: only they can have one now, since a
+        cycle moves a pod out of PENDING and back only by undoing that. From the snapshot's sums, so made once
+        per Session; allocate and the three eviction actions each look for jobs with pending pods, and walking
+        every job's pods was most of that (most of a big cluster's jobs run whole)."""
+        got = self.cache.get("waiting_jobs")
+        if got is None:
+            got = self.cache["waiting_jobs"] = [j for j in self.snap.jobs if j.sums is None or j.sums.waiting]
+        return got
+
     def pending_tasks(self, job: JobInfo) -> list[TaskInfo]:
         """Pending tasks that may be placed (a pod with invalid GPU-sharing annotations never is).
 

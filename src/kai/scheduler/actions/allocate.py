@@ -36,7 +36,7 @@ class Allocate:
 
     def execute(self, ssn: Session) -> None:
         candidates = []
-        for job in ssn.snap.jobs:
+        for job in ssn.waiting_jobs():
             if job.queue < 0 or job.index in ssn.job_errors or not ssn.pending_tasks(job):
                 continue
             if not ssn.job_ready(job):

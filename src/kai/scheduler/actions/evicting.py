@@ -217,21 +217,10 @@ def _ref(task: TaskInfo) -> str:
     return f"{task.namespace}/{task.name}"
 
 
-def waiting_jobs(ssn: Session) -> list[JobInfo]:
-    """The jobs with a pending pod in the snapshot, in job index order: only they can have one now, since a
-    cycle moves a pod out of PENDING and back only by undoing that. From the snapshot's sums, so made once per
-    Session; the three eviction actions each ask, and each walked every job's pods (most of a big cycle's
-    jobs are running whole)."""
-    got = ssn.cache.get("waiting_jobs")
-    if got is None:
-        got = ssn.cache["waiting_jobs"] = [j for j in ssn.snap.jobs if j.sums is None or j.sums.waiting]
-    return got
-
-
 def _pending_ready(ssn: Session) -> list[JobInfo]:
     return [
         job
-        for job in waiting_jobs(ssn)
+        for job in ssn.waiting_jobs()
         if job.queue >= 0
         and not job.unschedulable_reason
         and job.index not in ssn.job_errors
