@@ -229,15 +229,16 @@ def test_a_queue_without_siblings_with_jobs_is_taken_without_its_key() -> None:
 
 
 class _RerankEveryPop(JobQueue):
-    """The JobQueue as it was before ``_settle`` kept keys: every pop's path is ranked again at the next choice."""
+    """The JobQueue as it was before ``_recheck`` kept keys: every pop's path is ranked again at the next choice."""
 
-    def _settle(self) -> None:
-        if self._popped is not None:
-            path, self._popped = self.ssn.queues.ancestors[self._popped], None
-            self._unrank(path)
+    def pop(self) -> JobInfo | None:
+        job = super().pop()
+        if job is not None:
+            self._unrank(self.ssn.queues.ancestors[job.queue])
+        return job
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example])
 @given(data=st.data(), n=st.integers(1, 14))
 def test_keys_kept_after_a_pop_give_the_pops_of_a_queue_that_ranks_every_path_again(
     data: st.DataObject, n: int

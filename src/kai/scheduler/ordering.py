@@ -18,7 +18,7 @@ child at each level, then takes the leaf's best job (the jobs queued at the
 start sorted once, later pushes in a heap: see JobQueue.__init__). Keys are
 plain Python floats (three resources; NumPy call overhead would dominate) and
 are cached per queue; a push invalidates only the queues on that job's path,
-and a pop only where its path's keys would change (JobQueue._settle).
+and a pop only where its path's keys would change (JobQueue._recheck).
 """
 
 from __future__ import annotations
@@ -185,7 +185,9 @@ class JobQueue:
         # ``alloc_changes`` then (a key reads only its queue's allocation and that request: QueueOrder)
         self._key_req: list[tuple[int, int, int] | None] = [None] * nq
         self._key_at = [-1] * nq
-        self._popped: int | None = None  # the leaf of the last pop, its path not re-ranked yet (``_settle``)
+        # per parent queue (-1: the roots), its children a pop went through since it last chose: their keys may be
+        # stale, and are checked at its next choice (``_recheck``)
+        self._popped: dict[int, set[int]] = {p: set() for p in self._unranked}
         self._tied: dict[int, int] = {}  # parent -> the child its tie-break chose, while its ranking holds
         initial, request, count = self._initial, self._request, self._count
         job_order = ssn.hooks.job_order
@@ -218,7 +220,6 @@ class JobQueue:
     def _pushed(self, qi: int) -> None:
         """A job was pushed to leaf *qi*: the counts, best jobs and keys of the queues on its path change, so
         each leaves its parent's ranking until the parent chooses again."""
-        self._settle()
         count, best = self._count, self._best
         ancestors = self.ssn.queues.ancestors[qi]
         for a in ancestors:
@@ -246,31 +247,32 @@ class JobQueue:
         self._request[job.index] = job_request(tasks)
         self._pushed(job.queue)
 
-    def _settle(self) -> None:
-        """Re-rank the last pop's path, unless its keys would come out as they are.
+    def _recheck(self, parent: int) -> None:
+        """Before *parent* chooses: rank again those of its children a pop went through whose keys changed.
 
         A pop changes the best job of every queue on its path, and the popped job's attempt may change their
-        allocations, so the path's keys go stale: the next choice ranks them again (the other queues keep their
-        keys, as KAI's queue heap does). Most pops in a saturated cycle change neither input: the attempt
-        failed, allocating nothing, and the leaf's next job asks for what the popped one asked. Then each key
-        on the path would be computed again from the same allocation and request, the same children win at
-        every level, and the ranking is left as it is. This check is deferred to the next pop or push, after
-        the attempt has run; done at every pop, the re-ranking was a seventh of a saturated full cycle."""
-        qi = self._popped
-        if qi is None:
-            return
-        self._popped = None
-        ancestors = self.ssn.queues.ancestors[qi]
-        keys = self._key
-        if self._count[qi] > 0:
-            req, now = self._request[self._head(qi)], self.ssn.alloc_changes
-            key_req, key_at = self._key_req, self._key_at
-            for a in ancestors:
-                if keys[a] is not None and (key_at[a] != now or key_req[a] != req):
-                    break
-            else:
-                return
-        self._unrank(ancestors)
+        allocations, so the path's keys may be stale when its queues' parents next choose; the other queues keep
+        their keys, as KAI's queue heap does. Taking the path out of the ranking at every pop made each choice
+        compute its keys again and re-sort them, a seventh of a saturated full cycle. Most pops there change
+        neither input: the attempt failed, allocating nothing, and the leaf's next job asks for what the popped
+        one asked. So a key is computed again only where one moved: a queue allocation changed since it was
+        computed (``Session.alloc_changes``), or the child's best job asks for another request. A key that
+        stays is the one computing it again would give, so the ranking is the one ranking every path again
+        gives (``tests/unit/test_ordering.py``)."""
+        popped = self._popped[parent]
+        keys, count, key_at, key_req = self._key, self._count, self._key_at, self._key_req
+        now, request = self.ssn.alloc_changes, self._request
+        for c in popped:
+            key = keys[c]
+            if key is None:  # not ranked (a push took it out, or it is an only child): ranked at the choice
+                continue
+            if count[c] > 0 and key_at[c] == now and key_req[c] == request[self._best_job(c)]:
+                continue
+            ranked = self._ranked[parent]
+            del ranked[bisect_left(ranked, (key, c))]
+            keys[c] = None
+            self._unranked[parent].add(c)
+        popped.clear()
 
     def _head(self, qi: int) -> int:
         """The best job of leaf *qi*, which has one."""
@@ -280,7 +282,6 @@ class JobQueue:
         return initial[-1][-1]  # type: ignore[index]  # the count says the leaf has a job
 
     def pop(self) -> JobInfo | None:
-        self._settle()
         roots = self._roots
         if len(roots) == 1:  # the usual tree: one root (a department or the default parent queue)
             qi = roots[0]
@@ -298,11 +299,11 @@ class JobQueue:
             ji = heapq.heappop(heap)[-1]
         else:
             ji = initial.pop()[-1]  # type: ignore[union-attr]  # the count says the leaf has a job
-        count, best = self._count, self._best
+        count, best, parent, popped = self._count, self._best, self._parent, self._popped
         for a in self.ssn.queues.ancestors[qi]:
             count[a] -= 1
             best[a] = None
-        self._popped = qi
+            popped[parent[a]].add(a)
         return self.ssn.snap.jobs[ji]
 
     def _best_job(self, qi: int) -> int:
@@ -317,6 +318,8 @@ class JobQueue:
 
     def _choose(self, parent: int) -> int:
         """The child of *parent* (-1: among the roots) to take the next job from; -1 if none has a job."""
+        if self._popped[parent]:
+            self._recheck(parent)
         ranked = self._ranked[parent]
         unranked = self._unranked[parent]
         if unranked:  # the ranking changes here only: children leave it through ``unranked`` too
