@@ -444,36 +444,51 @@ class Session:
                 chain.append(cur)
                 cur = snap.queues[cur].parent
             ancestors.append(chain)
-        alloc = [[0, 0, 0] for _ in range(nq)]
-        alloc_np = [[0, 0, 0] for _ in range(nq)]
-        req = [[0, 0, 0] for _ in range(nq)]
-        tasks, ready_of = snap.tasks, self._ready
+        # each queue's own jobs first (one row per job instead of one per ancestor), then added up the tree
+        own = [[0, 0, 0] for _ in range(nq)]
+        own_np = [[0, 0, 0] for _ in range(nq)]
+        own_req = [[0, 0, 0] for _ in range(nq)]
+        tasks, ready_of, allocated = snap.tasks, self._ready, self.job_allocated
         for job in snap.jobs:
             sums = job.sums if job.sums is not None else job_sums(job.tasks, tasks)
-            alive, count = sums.alive, sums.allocated
-            ag, ac, am = sums.alloc
-            pg, pc, pm = sums.pending  # this job's allocated and pending sums, live pods
             # enough live, ungated pods at snapshot time to satisfy minMember (KAI's FilterUnready)
-            ready = ready_of[job.index] = alive >= job.min_available
-            if job.queue < 0:
+            ready = ready_of[job.index] = sums.alive >= job.min_available
+            qi = job.queue
+            if qi < 0:
                 continue
-            if not ready:  # an unready job's pending pods are not requested
-                pg = pc = pm = 0
-            self.job_allocated[job.index] = count
-            for qi in ancestors[job.queue]:
-                row = alloc[qi]
-                row[0] += ag
-                row[1] += ac
-                row[2] += am
-                row = req[qi]
+            allocated[job.index] = sums.allocated
+            ag, ac, am = sums.alloc  # this job's allocated and pending sums, live pods
+            row = own[qi]
+            row[0] += ag
+            row[1] += ac
+            row[2] += am
+            row = own_req[qi]
+            if ready:  # an unready job's pending pods are not requested
+                pg, pc, pm = sums.pending
                 row[0] += ag + pg
                 row[1] += ac + pc
                 row[2] += am + pm
-                if not job.preemptible:
-                    row = alloc_np[qi]
-                    row[0] += ag
-                    row[1] += ac
-                    row[2] += am
+            else:
+                row[0] += ag
+                row[1] += ac
+                row[2] += am
+            if not job.preemptible:
+                row = own_np[qi]
+                row[0] += ag
+                row[1] += ac
+                row[2] += am
+        alloc = [[0, 0, 0] for _ in range(nq)]
+        alloc_np = [[0, 0, 0] for _ in range(nq)]
+        req = [[0, 0, 0] for _ in range(nq)]
+        for qi in range(nq):
+            for sums_of, totals in ((own, alloc), (own_np, alloc_np), (own_req, req)):
+                g, c, m = sums_of[qi]
+                if g or c or m:
+                    for a in ancestors[qi]:
+                        row = totals[a]
+                        row[0] += g
+                        row[1] += c
+                        row[2] += m
         fair = self.hooks.fair_share(self, np.array(req, dtype=np.float64).reshape(-1, 3))  # float: sums pass int64
         return QueueState(alloc, alloc_np, req, fair, ancestors)
 
