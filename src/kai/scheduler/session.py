@@ -400,7 +400,7 @@ class Session:
         # jobs) is kept while it does not move
         self.settled = 0
         # bumped by every change of a queue's allocation, tentative ones and their undo included: a JobQueue keeps
-        # the queue keys of a popped job's path while it has not moved (JobQueue._settle)
+        # the queue keys of a popped job's path while it has not moved (JobQueue._recheck)
         self.alloc_changes = 0
         # jobs left out of the rest of the cycle after their attempt raised: job -> (action, what went wrong)
         self.job_errors: dict[int, tuple[str, str]] = {}

@@ -113,7 +113,7 @@ class QueueOrder(Protocol):
     siblings has jobs is taken without asking its key (there is nothing to rank it against).
 
     A key may read, besides what is fixed for the Session, only the queue's allocation (``ssn.queues.alloc``)
-    and *request*: the JobQueue keeps a popped path's keys while neither moved (``JobQueue._settle``)."""
+    and *request*: the JobQueue keeps a popped path's keys while neither moved (``JobQueue._recheck``)."""
 
     def queue_key(self, queue: int, request: tuple[int, int, int] | list[float]) -> tuple: ...
 
