@@ -607,6 +607,22 @@ class Session:
             got = self.cache["waiting_jobs"] = [j for j in self.snap.jobs if j.sums is None or j.sums.waiting]
         return got
 
+    def ready_jobs(self) -> list[JobInfo]:
+        """The waiting jobs an action may try now: in a leaf queue that exists and admits them (a job without one
+        has ``queue`` -1 and its ``unschedulable_reason``), not dropped this cycle, with a pending pod that may be
+        placed, and with enough pods for its gang. Allocate and the eviction actions start from this one set; it is
+        walked again at each call, since an earlier action's placements and dropped jobs change it."""
+        errors = self.job_errors
+        return [
+            job
+            for job in self.waiting_jobs()
+            if job.queue >= 0
+            and not job.unschedulable_reason
+            and job.index not in errors
+            and self.pending_tasks(job)
+            and self.job_ready(job)
+        ]
+
     def pending_tasks(self, job: JobInfo) -> list[TaskInfo]:
         """Pending tasks that may be placed (a pod with invalid GPU-sharing annotations never is).
 

@@ -35,13 +35,7 @@ class Allocate:
     name = "allocate"
 
     def execute(self, ssn: Session) -> None:
-        candidates = []
-        for job in ssn.waiting_jobs():
-            if job.queue < 0 or job.index in ssn.job_errors or not ssn.pending_tasks(job):
-                continue
-            if not ssn.job_ready(job):
-                continue
-            candidates.append(job)
+        candidates = ssn.ready_jobs()
         # nominations are rare (room an eviction made in an earlier cycle): one pass over the tasks rules them out
         # instead of a generator per candidate job
         nominations = ssn.hooks.enabled("nominatednode") and _any_nominated(ssn)

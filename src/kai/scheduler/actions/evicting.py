@@ -69,7 +69,7 @@ class EvictingAction:
     def execute(self, ssn: Session) -> None:
         conf = ssn.conf
         budget = Budget(conf.max_scenarios_per_action, conf.max_scenarios_per_job)
-        candidates = [job for job in _pending_ready(ssn) if self.is_preemptor(ssn, job)]
+        candidates = [job for job in ssn.ready_jobs() if self.is_preemptor(ssn, job)]
         if not candidates:
             return
         idle = self.nothing_to_do(ssn, candidates)
@@ -215,18 +215,6 @@ def _over_capacity(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> str | N
 
 def _ref(task: TaskInfo) -> str:
     return f"{task.namespace}/{task.name}"
-
-
-def _pending_ready(ssn: Session) -> list[JobInfo]:
-    return [
-        job
-        for job in ssn.waiting_jobs()
-        if job.queue >= 0
-        and not job.unschedulable_reason
-        and job.index not in ssn.job_errors
-        and ssn.job_ready(job)
-        and ssn.pending_tasks(job)
-    ]
 
 
 def _shape(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> tuple | None:
