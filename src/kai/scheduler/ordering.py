@@ -262,17 +262,16 @@ class JobQueue:
         popped = self._popped[parent]
         keys, count, key_at, key_req = self._key, self._count, self._key_at, self._key_req
         now, request = self.ssn.alloc_changes, self._request
-        for c in popped:
-            key = keys[c]
-            if key is None:  # not ranked (a push took it out, or it is an only child): ranked at the choice
-                continue
-            if count[c] > 0 and key_at[c] == now and key_req[c] == request[self._best_job(c)]:
-                continue
-            ranked = self._ranked[parent]
-            del ranked[bisect_left(ranked, (key, c))]
-            keys[c] = None
-            self._unranked[parent].add(c)
+        stale = [
+            c
+            for c in popped
+            # a child without a key is not ranked (a push took it out, or it is an only child): ranked at the choice
+            if keys[c] is not None
+            and not (count[c] > 0 and key_at[c] == now and key_req[c] == request[self._best_job(c)])
+        ]
         popped.clear()
+        if stale:
+            self._unrank(stale)
 
     def _head(self, qi: int) -> int:
         """The best job of leaf *qi*, which has one."""

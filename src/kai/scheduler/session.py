@@ -462,16 +462,11 @@ class Session:
             row[0] += ag
             row[1] += ac
             row[2] += am
+            pg, pc, pm = sums.pending if ready else (0, 0, 0)  # an unready job's pending pods are not requested
             row = own_req[qi]
-            if ready:  # an unready job's pending pods are not requested
-                pg, pc, pm = sums.pending
-                row[0] += ag + pg
-                row[1] += ac + pc
-                row[2] += am + pm
-            else:
-                row[0] += ag
-                row[1] += ac
-                row[2] += am
+            row[0] += ag + pg
+            row[1] += ac + pc
+            row[2] += am + pm
             if not job.preemptible:
                 row = own_np[qi]
                 row[0] += ag
