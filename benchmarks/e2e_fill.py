@@ -33,7 +33,8 @@ per pod (``apiserver_request_total``, by resource) until all are bound and after
 more, the CPU seconds of each process while filling, and (bare mode) when every PodGroup exists.
 
 For experiments: ``KAI_E2E_ARGS="--bind-concurrency=16"`` adds flags to ``kai scheduler``;
-``KAI_E2E_PYSPY=out.txt`` runs kai under py-spy (raw collapsed stacks, written on exit);
+``KAI_E2E_PYSPY=out.txt`` runs kai under py-spy (raw collapsed stacks, written on exit; with
+``KAI_E2E_PYSPY_FORMAT=speedscope`` its samples in order, idle ones included, for a timeline);
 ``KAI_E2E_APISERVER_PPROF=prefix`` profiles kube-apiserver while the scheduler fills (``_apiserver_profile``).
 """
 
@@ -293,7 +294,9 @@ def scheduler_cmd(which: str, binaries: Binaries, cp: ControlPlane) -> list[str]
         ]
         if os.environ.get("KAI_E2E_PYSPY"):  # profile kai: py-spy writes raw collapsed stacks there
             spy = Path(sys.executable).parent / "py-spy"
-            cmd = [str(spy), "record", "-r", "200", "-f", "raw", "-o", os.environ["KAI_E2E_PYSPY"], "--", *cmd]
+            fmt = os.environ.get("KAI_E2E_PYSPY_FORMAT", "raw")  # speedscope (with --idle) keeps the samples' order
+            extra = ["--idle"] if fmt == "speedscope" else []
+            cmd = [str(spy), "record", "-r", "200", "-f", fmt, *extra, "-o", os.environ["KAI_E2E_PYSPY"], "--", *cmd]
         return cmd
     return [
         str(binaries.kube_scheduler),

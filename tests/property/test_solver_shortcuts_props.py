@@ -5,8 +5,9 @@
   victims back (``Solver._must_move``), and a put-back pass stops once it has moved more pods than that.
 
 Random saturated clusters of whole-GPU jobs (both shortcuts need no GPU groups): teams near their quotas, most
-nodes full, pending jobs of every size. Each cluster runs a few cycles twice, with the shortcuts and with them
-disabled (every simulation placing its victims back), and every cycle's decisions must be equal.
+nodes full, pending jobs of every size, and some pods selecting a node pool their node may no longer be in.
+Each cluster runs a few cycles twice, with the shortcuts and with them disabled (every simulation placing its
+victims back), and every cycle's decisions must be equal.
 """
 
 from __future__ import annotations
@@ -14,20 +15,26 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kai.scheduler.actions.consolidation import Consolidation
 from kai.scheduler.actions.victims_first import VictimsFirst
 from kai.scheduler.conf import SchedulerConf
 from tests.property.manifests import GpuBook, GpuRequest, gpu_pod, node_doc, podgroup_doc, queue_doc
-from tests.property.test_eviction_props import SETTINGS, _cluster, _decisions
+from tests.property.test_eviction_props import SETTINGS, _cluster, _decisions, _found
 
 
 @st.composite
 def saturated(draw: st.DrawFn) -> list[dict[str, Any]]:
     shape = [(f"node{i}", draw(st.sampled_from([2, 4, 8])), None) for i in range(draw(st.integers(2, 5)))]
-    docs: list[dict[str, Any]] = [node_doc(name, gpus, memory) for name, gpus, memory in shape]
+    # node pools, and pods that select one: a running pod's node may no longer match it (relabelled since it
+    # started), so evicted it cannot come back there
+    pools = draw(st.booleans())
+    docs: list[dict[str, Any]] = [
+        node_doc(name, gpus, memory, {"pool": draw(st.sampled_from("ab"))} if pools else None)
+        for name, gpus, memory in shape
+    ]
     docs.append(queue_doc("dept", None, -1, 1))
     teams = [f"team-{c}" for c in "abc"[: draw(st.integers(2, 3))]]
     total = sum(g for _, g, _ in shape)
@@ -46,12 +53,16 @@ def saturated(draw: st.DrawFn) -> list[dict[str, Any]]:
             spot = book.place(draw, req) if running else None
             node = spot[0] if spot is not None else None
             cpu = str(draw(st.sampled_from([1, 8]))) if draw(st.booleans()) else None
-            docs.append(gpu_pod(f"{name}-{k}", req, annotations={"pod-group-name": name}, node=node, cpu=cpu))
+            doc = gpu_pod(f"{name}-{k}", req, annotations={"pod-group-name": name}, node=node, cpu=cpu)
+            if pools and draw(st.integers(0, 3)) == 0:
+                doc["spec"]["nodeSelector"] = {"pool": draw(st.sampled_from("ab"))}
+            docs.append(doc)
     return docs
 
 
 @SETTINGS
 @given(docs=saturated())
+@example(docs=_found("victims_first_relabelled.yaml"))  # a victim its relabelled node no longer takes (restores)
 def test_a_known_failure_decides_as_the_full_simulation(docs: list[dict[str, Any]]) -> None:
     _decide_both_ways(docs, SchedulerConf(), mock.patch.object(VictimsFirst, "of", classmethod(lambda cls, *a: None)))
 

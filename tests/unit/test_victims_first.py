@@ -95,6 +95,40 @@ def test_a_victim_that_could_go_elsewhere_is_simulated_in_full() -> None:
     assert decided == _decide(docs, known=False)[0]
 
 
+@contextmanager
+def _sets() -> Iterator[list[tuple[list[str], dict[str, int], bool]]]:
+    """Every ``VictimsFirst.restores`` answer while inside: the victim pods, their nodes, the answer."""
+    seen: list[tuple[list[str], dict[str, int], bool]] = []
+    real = VictimsFirst.restores
+
+    def spy(self: VictimsFirst, units: list[VictimUnit], home: dict) -> bool:
+        answer = real(self, units, home)
+        tasks = self._ssn.snap.tasks
+        nodes = {tasks[t].name: n for t, (n, _) in home.items()}
+        seen.append(([tasks[t].name for u in units for t in u.tasks], nodes, answer))
+        return answer
+
+    with mock.patch.object(VictimsFirst, "restores", spy):
+        yield seen
+
+
+def test_a_victim_its_node_no_longer_takes_is_simulated_in_full() -> None:
+    """b8 runs on n1 with a node selector n1 no longer matches (a label removed after it started): evicted, it
+    cannot come back, and a-small fits in the GPU it held. The set {b8} is not a known failure."""
+    docs = _saturated()
+    b8 = next(d for d in docs if d["kind"] == "Pod" and d["metadata"]["name"] == "b8-0")
+    b8["spec"]["nodeSelector"] = {"pool": "retired"}
+    with _sets() as seen:
+        decided, ssn = _decide(docs)
+    full, full_ssn = _decide(docs, known=False)
+    assert decided == full
+    small = job(ssn.snap, "a-small").index
+    assert ssn.notes.get(small) == full_ssn.notes.get(small)  # the same tries and reasons
+    assert (["b8-0"], {"b8-0": 1}, False) in seen
+    assert not any(answer for names, _, answer in seen if "b8-0" in names)
+    assert [str(e[0]) for e in decided[2]] == ["default/b8-0"]  # reclaimed: a-small takes its GPU on n1
+
+
 def _check_of(docs: list[dict[str, Any]], any_groups: bool = False) -> VictimsFirst | None:
     """``VictimsFirst.of`` for a-small's search, on the Session before any action ran."""
     ssn = session_of(docs)

@@ -20,9 +20,11 @@ simple job whose first pod fits on no node before the evictions ("the state S0")
 * a victim pod fits, in S0, on no node but its own, and, with the victims evicted, on no other node that
   lost a victim: nodes that lost none are as in S0, and re-allocating only takes room, so the Placer can
   only put it back home;
-* home has room for it at its turn: S0's idle plus releasing on the node is not negative (and no node's
-  releasing is, so "fits now" implies "fits later", and a node_choice plugin picks among nodes that fit);
-  then every pod goes back home, taking from releasing what its eviction added, and the node rows are S0's;
+* home has room for it at its turn: it still passes home's static predicates (checked: a node cordoned,
+  relabelled or tainted since the pod started would leave it evicted, and the preemptor could fit in what it
+  held), and S0's idle plus releasing on the node is not negative (and no node's releasing is, so "fits now"
+  implies "fits later", and a node_choice plugin picks among nodes that fit); then every pod goes back home,
+  taking from releasing what its eviction added, and the node rows are S0's;
 * its queue takes it back: ``job_over_capacity`` said None for its unit in S0, where the queues held at
   least as much as at any point of the re-allocation (the check is monotone in the allocation: a job over
   capacity stays over with more allocated; proportion's limits and quotas are).
@@ -102,7 +104,7 @@ class VictimsFirst:
                 cols = np.flatnonzero(task.request)
                 ok = ssn.static_fit(task).mask[rows] & (free_now[:, cols] >= task.request[cols]).all(axis=1)
                 fit = others[key] = rows[ok].tolist()
-            if len(fit) > 1 or (fit and fit[0] != node):  # another lost node would take it
+            if fit != [node]:  # another lost node would take it, or its own would not (it would stay evicted)
                 return False
         return True
 
