@@ -1,10 +1,11 @@
 """Evictions on random clusters: no ping-pong, no eviction without a beneficiary, same input same output.
 
-Clusters are random mixes of nodes (random GPU counts and GPU memory), two or three team queues under a
-department (with random quotas and weights), running jobs of random priorities and sizes (some being
-deleted), and pending jobs; a job's pods ask for whole GPUs, a GPU fraction, GPU memory or a fraction on
-several GPUs, running shared pods sit on consistent GPU groups (tests.property.manifests). They run on the
-real embedded cluster with all five actions, and after every cycle no GPU is over-committed.
+Clusters are random mixes of nodes (random GPU counts and GPU memory, sometimes in node pools that some
+pods select), two or three team queues under a department (with random quotas and weights), running jobs of
+random priorities and sizes (some being deleted), and pending jobs; a job's pods ask for whole GPUs, a GPU
+fraction, GPU memory or a fraction on several GPUs, running shared pods sit on consistent GPU groups
+(tests.property.manifests). They run on the real embedded cluster with all five actions, and after every
+cycle no GPU is over-committed.
 """
 
 from __future__ import annotations
@@ -44,7 +45,13 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
         (f"node{i}", draw(st.sampled_from([1, 2, 4, 8])), draw(st.sampled_from(GPU_MEMORY_LABELS)))
         for i in range(n_nodes)
     ]
-    docs: list[dict[str, Any]] = [node_doc(name, gpus, memory) for name, gpus, memory in shape]
+    # node pools, and pods that select one: pods of one job then differ in where they fit, and a running pod's
+    # node may no longer match it (relabelled since it started)
+    pools = draw(st.booleans())
+    docs: list[dict[str, Any]] = [
+        node_doc(name, gpus, memory, {"pool": draw(st.sampled_from("ab"))} if pools else None)
+        for name, gpus, memory in shape
+    ]
     docs.append(queue_doc("dept", None, -1, 1))
     teams = [f"team-{c}" for c in "abc"[: draw(st.integers(2, 3))]]
     for t in teams:
@@ -64,9 +71,10 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
             spot = book.place(draw, req) if running else None
             node, groups = spot if spot is not None else (None, ())
             annotations = {"pod-group-name": name}
-            docs.append(
-                gpu_pod(f"{name}-{k}", req, annotations=annotations, node=node, groups=groups, releasing=leaving)
-            )
+            doc = gpu_pod(f"{name}-{k}", req, annotations=annotations, node=node, groups=groups, releasing=leaving)
+            if pools and draw(st.integers(0, 2)) == 0:
+                doc["spec"]["nodeSelector"] = {"pool": draw(st.sampled_from("ab"))}
+            docs.append(doc)
     return docs
 
 
@@ -142,6 +150,7 @@ def test_same_input_same_decisions(docs: list[dict[str, Any]]) -> None:
 
 @SETTINGS
 @given(docs=clusters(), rng=st.randoms(use_true_random=False))
+@example(docs=_found("replay_order_pools.yaml"), rng=Random(0))  # a scenario's moves replayed in slot order
 def test_the_order_objects_are_listed_in_does_not_change_decisions(docs: list[dict[str, Any]], rng: Random) -> None:
     """Jobs and tasks are numbered in the Store's slot order (kai.store), which follows its history of writes,
     not the jobs' creation: no decision may depend on it. The same objects applied in another order (every pod

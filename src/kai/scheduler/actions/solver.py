@@ -224,7 +224,7 @@ class Solver:
             why = self._over or "the job does not fit even with these victims gone"
             result.rejections[why] = result.rejections.get(why, 0) + 1
             return False
-        placements, back_home, moved = plan
+        placements, back_home, moved, early = plan
         if self.all_must_move and any(t not in back_home and t not in moved for u in units for t in u.tasks):
             result.rejections["a victim could not be moved elsewhere"] = (
                 result.rejections.get("a victim could not be moved elsewhere", 0) + 1
@@ -232,7 +232,7 @@ class Solver:
             return False
         stmt = ssn.statement()
         evicted_tasks = [t for u in units for t in u.tasks if t not in back_home]
-        if not self._replay(stmt, job, tasks, placements, evicted_tasks, moved):
+        if not self._replay(stmt, job, tasks, placements, evicted_tasks, moved, early):
             stmt.rollback()
             return False
         evicted_units = [u for u in units if any(t not in back_home and t not in moved for t in u.tasks)]
@@ -255,8 +255,10 @@ class Solver:
 
     def _simulate(
         self, stmt: Statement, job: JobInfo, tasks: list[TaskInfo], units: list[VictimUnit]
-    ) -> tuple[list[int], set[int], dict[int, int]] | None:
-        """Evict *units*, place *tasks*, put victims back; None if the job does not fit."""
+    ) -> tuple[list[int], set[int], dict[int, int], int] | None:
+        """Evict *units*, place *tasks*, put victims back; None if the job does not fit. The plan: the job's
+        nodes, the victims back home, the moved ones (task -> node) in the order they were placed, and how
+        many of those were placed before the job (the victim jobs re-allocated first)."""
         ssn = self.ssn
         snap = ssn.snap
         placer = ssn.placer
@@ -335,7 +337,7 @@ class Solver:
                 and (n - len(alt_home) - len(alt_moved), len(alt_moved)) < (n - len(back_home) - len(moved), len(moved))
             ):
                 back_home, moved = alt_home, alt_moved
-        return placements, back_home | early_home, {**early_moved, **moved}
+        return placements, back_home | early_home, {**early_moved, **moved}, len(early_moved)
 
     def _must_move(
         self,
@@ -552,24 +554,42 @@ class Solver:
         placements: list[int],
         evicted: list[int],
         moved: dict[int, int],
+        early: int,
     ) -> bool:
-        """Apply the minimal scenario: only the needed evictions, the job's pods, the moves."""
+        """Apply the minimal scenario: only the needed evictions, then the pods in the simulation's order: the
+        first *early* moves (victim jobs re-allocated before the job), the job's pods, the other moves.
+
+        The order is the simulation's, not the tasks' indexes (the Store's slot order): on a node with GPU
+        groups, a whole-GPU pod takes the first free GPUs, and placed before a shared pod it can take the GPU
+        the simulation gave that pod. A moved shared pod whose GPUs are taken all the same (a victim that went
+        back home keeps the GPUs it had, where the simulation may have given it others) goes where the Session
+        picks on its node, as a pipelined pod whose chosen GPUs cannot take it does."""
         ssn = self.ssn
         snap = ssn.snap
         for t in evicted:
             stmt.evict(snap.tasks[t])
+        order = list(moved.items())
+
+        def move(t: int, node: int) -> bool:
+            task = snap.tasks[t]
+            gpus = self._moved_gpus.get((t, node)) if task.share is not None else None  # the simulation's GPUs
+            if gpus is not None and not ssn.fit_on(task, node, gpus):
+                gpus = None
+            if not ssn.fit_on(task, node, gpus):
+                return False
+            stmt.pipeline(task, node, gpus)
+            return True
+
+        if not all(move(t, node) for t, node in order[:early]):
+            return False
         for task, node in zip(tasks, placements):
             # the preemptor's pods are pipelined even where they fit now, as KAI's solver allocates it
             # (AllocateJob with isPipelineOnly): they are bound by the next cycle's allocate, nominated here
             if not ssn.fit_on(task, node):
                 return False
             stmt.pipeline(task, node)
-        for t, node in sorted(moved.items()):
-            task = snap.tasks[t]
-            gpus = self._moved_gpus.get((t, node)) if task.share is not None else None  # the simulation's GPUs
-            if not ssn.fit_on(task, node, gpus):
-                return False
-            stmt.pipeline(task, node, gpus)
+        if not all(move(t, node) for t, node in order[early:]):
+            return False
         pipeline_whole_gang_if_needed(ssn, stmt, job)
         return True
 
