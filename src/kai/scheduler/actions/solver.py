@@ -561,9 +561,7 @@ class Solver:
 
         The order is the simulation's, not the tasks' indexes (the Store's slot order): on a node with GPU
         groups, a whole-GPU pod takes the first free GPUs, and placed before a shared pod it can take the GPU
-        the simulation gave that pod. A moved shared pod whose GPUs are taken all the same (a victim that went
-        back home keeps the GPUs it had, where the simulation may have given it others) goes where the Session
-        picks on its node, as a pipelined pod whose chosen GPUs cannot take it does."""
+        the simulation gave that pod: the replay would fail in one listing order and not in another."""
         ssn = self.ssn
         snap = ssn.snap
         for t in evicted:
@@ -573,8 +571,6 @@ class Solver:
         def move(t: int, node: int) -> bool:
             task = snap.tasks[t]
             gpus = self._moved_gpus.get((t, node)) if task.share is not None else None  # the simulation's GPUs
-            if gpus is not None and not ssn.fit_on(task, node, gpus):
-                gpus = None
             if not ssn.fit_on(task, node, gpus):
                 return False
             stmt.pipeline(task, node, gpus)
