@@ -65,6 +65,23 @@ def node_doc(name: str, gpus: int, memory_mib: int | None, labels: dict[str, str
     }
 
 
+# --- node pools -------------------------------------------------------------------------------------------------
+# Nodes in pools (``pool: a|b``) and pods that select one: pods of one job then differ in where they fit, and a
+# running pod's node may no longer match it (relabelled since it started), so evicted it cannot come back there.
+
+
+def pool_labels(draw: st.DrawFn, pools: bool) -> dict[str, str] | None:
+    """A node's pool label, or None when the cluster has no pools."""
+    return {"pool": draw(st.sampled_from("ab"))} if pools else None
+
+
+def select_pool(draw: st.DrawFn, pod: dict[str, Any], pools: bool, one_in: int) -> dict[str, Any]:
+    """*pod*, selecting a random pool in about one draw of *one_in* when the cluster has pools."""
+    if pools and draw(st.integers(1, one_in)) == 1:
+        pod["spec"]["nodeSelector"] = {"pool": draw(st.sampled_from("ab"))}
+    return pod
+
+
 # --- GPU requests ----------------------------------------------------------------------------------------------
 
 

@@ -34,7 +34,9 @@ from tests.property.manifests import (
     gpu_requests,
     node_doc,
     podgroup_doc,
+    pool_labels,
     queue_doc,
+    select_pool,
 )
 
 
@@ -45,12 +47,9 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
         (f"node{i}", draw(st.sampled_from([1, 2, 4, 8])), draw(st.sampled_from(GPU_MEMORY_LABELS)))
         for i in range(n_nodes)
     ]
-    # node pools, and pods that select one: pods of one job then differ in where they fit, and a running pod's
-    # node may no longer match it (relabelled since it started)
-    pools = draw(st.booleans())
+    pools = draw(st.booleans())  # node pools that some pods select (tests.property.manifests.select_pool)
     docs: list[dict[str, Any]] = [
-        node_doc(name, gpus, memory, {"pool": draw(st.sampled_from("ab"))} if pools else None)
-        for name, gpus, memory in shape
+        node_doc(name, gpus, memory, pool_labels(draw, pools)) for name, gpus, memory in shape
     ]
     docs.append(queue_doc("dept", None, -1, 1))
     teams = [f"team-{c}" for c in "abc"[: draw(st.integers(2, 3))]]
@@ -72,9 +71,7 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
             node, groups = spot if spot is not None else (None, ())
             annotations = {"pod-group-name": name}
             doc = gpu_pod(f"{name}-{k}", req, annotations=annotations, node=node, groups=groups, releasing=leaving)
-            if pools and draw(st.integers(0, 2)) == 0:
-                doc["spec"]["nodeSelector"] = {"pool": draw(st.sampled_from("ab"))}
-            docs.append(doc)
+            docs.append(select_pool(draw, doc, pools, 3))
     return docs
 
 

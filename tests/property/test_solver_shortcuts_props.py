@@ -21,19 +21,25 @@ from hypothesis import strategies as st
 from kai.scheduler.actions.consolidation import Consolidation
 from kai.scheduler.actions.victims_first import VictimsFirst
 from kai.scheduler.conf import SchedulerConf
-from tests.property.manifests import GpuBook, GpuRequest, gpu_pod, node_doc, podgroup_doc, queue_doc
+from tests.property.manifests import (
+    GpuBook,
+    GpuRequest,
+    gpu_pod,
+    node_doc,
+    podgroup_doc,
+    pool_labels,
+    queue_doc,
+    select_pool,
+)
 from tests.property.test_eviction_props import SETTINGS, _cluster, _decisions, _found
 
 
 @st.composite
 def saturated(draw: st.DrawFn) -> list[dict[str, Any]]:
     shape = [(f"node{i}", draw(st.sampled_from([2, 4, 8])), None) for i in range(draw(st.integers(2, 5)))]
-    # node pools, and pods that select one: a running pod's node may no longer match it (relabelled since it
-    # started), so evicted it cannot come back there
-    pools = draw(st.booleans())
+    pools = draw(st.booleans())  # node pools that some pods select (tests.property.manifests.select_pool)
     docs: list[dict[str, Any]] = [
-        node_doc(name, gpus, memory, {"pool": draw(st.sampled_from("ab"))} if pools else None)
-        for name, gpus, memory in shape
+        node_doc(name, gpus, memory, pool_labels(draw, pools)) for name, gpus, memory in shape
     ]
     docs.append(queue_doc("dept", None, -1, 1))
     teams = [f"team-{c}" for c in "abc"[: draw(st.integers(2, 3))]]
@@ -54,9 +60,7 @@ def saturated(draw: st.DrawFn) -> list[dict[str, Any]]:
             node = spot[0] if spot is not None else None
             cpu = str(draw(st.sampled_from([1, 8]))) if draw(st.booleans()) else None
             doc = gpu_pod(f"{name}-{k}", req, annotations={"pod-group-name": name}, node=node, cpu=cpu)
-            if pools and draw(st.integers(0, 3)) == 0:
-                doc["spec"]["nodeSelector"] = {"pool": draw(st.sampled_from("ab"))}
-            docs.append(doc)
+            docs.append(select_pool(draw, doc, pools, 4))
     return docs
 
 
