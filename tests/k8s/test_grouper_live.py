@@ -99,6 +99,30 @@ def test_bare_pods_bind_in_the_cycle_that_groups_them(
         assert pg.metadata.ownerReferences[0].uid == pod.metadata.uid  # type: ignore[attr-defined]
 
 
+def test_podgroups_decided_before_the_first_cycle_are_created_after_its_binds(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
+) -> None:
+    """At a start, the pods listed are grouped before the first cycle, and their PodGroups' creates wait for
+    that cycle's binds, as a later cycle's do (they would take kai's CPU while it decides and the API server's
+    while it binds). Checked in etcd's order: every bind has a lower resourceVersion than any PodGroup's
+    create (revisions of one etcd; a pod's current version bounds its bind's, as nothing writes it after)."""
+    for i in range(2):
+        nodes(f"first-{i}", gpus=8)
+    made = [admin.create(gpu_pod(f"f{i:02d}", ns)) for i in range(16)]
+    since = max(int(p.metadata.resourceVersion) for p in made)
+    with InProcess(options(scheduler_cluster)):
+        wait_for(lambda: len(bound(admin, ns)) == 16, "the 16 bare pods to be bound")
+        wait_for(lambda: len(podgroups(admin, ns)) == 16, "their 16 PodGroups")
+    bind_versions = [int(p.metadata.resourceVersion) for p in admin.list(Pod, namespace=ns)]
+    created: list[int] = []
+    for kind, pg in admin.watch(PodGroup, namespace=ns, resource_version=str(since)):  # replayed from the cache
+        if kind == "ADDED":
+            created.append(int(pg.metadata.resourceVersion))
+            if len(created) == 16:
+                break
+    assert max(bind_versions) < min(created), (sorted(bind_versions), sorted(created))
+
+
 def test_pods_left_pending_are_annotated_by_concurrent_patches(
     scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes
 ) -> None:

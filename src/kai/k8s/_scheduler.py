@@ -419,6 +419,10 @@ class KaiScheduler:
                 extra={"count": len(marked), "podgroups": [f"{ns}/{n}" for ns, n in marked[:20]]},
             )
         self.events.start(self.supervisor, writer)
+        # The PodGroups decided before the first cycle are created after its binds, as a later cycle's are: at a
+        # start with thousands of bare pods, their creates would otherwise take kai's CPU while the first cycle
+        # is decided and the API server's while its binds go out (the cycle loop sets it again).
+        self.applier.idle.clear()
         self.grouper.start(self.supervisor, writer)
         log.info(
             "informers synced",
@@ -571,6 +575,8 @@ class KaiScheduler:
             next_due = time.monotonic() + period
             if not self.synced():  # a kind is re-listing, or its watch went quiet: decide nothing on stale data
                 self._note_not_live()
+                if self.applier is not None:
+                    self.applier.idle.set()  # no cycle comes: the pod-grouper's writes need not wait for one
                 continue
             if self._cycle_wanted_since is None:
                 self._cycle_wanted_since = time.monotonic()
