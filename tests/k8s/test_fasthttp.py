@@ -423,6 +423,32 @@ def test_a_ticket_the_server_refuses_costs_one_full_handshake_and_the_next_conne
     assert counts == [(1, 0), (2, 1), (3, 1), (4, 2)]
 
 
+def test_a_sibling_pool_shares_the_tls_context_and_resumes_its_session(tmp_path: Path) -> None:
+    """The Lease's pool (``sibling``, made before either pool connects) loads no certificate again: it wraps
+    its connections with the same context, and they resume the session of the other pool's full handshake."""
+    ca = issue_ca()
+
+    async def run() -> tuple[bool, list[tuple[int, int]]]:
+        server = await _tls_server(ca, 0, tmp_path, "sibling")
+        ctx = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.load_verify_locations(cadata=ca[0].decode())
+        http = FastHttp("127.0.0.1", server.sockets[0].getsockname()[1], ctx, lambda refresh: None)
+        lease = http.sibling(max_connections=2)
+        try:
+            await http.request("GET", "/version", None, "")
+            await lease.request("GET", "/version", None, "")
+            await lease.request("GET", "/version", None, "")
+            return lease._ssl is ctx, [(h.handshakes, h.resumed) for h in (http, lease)]
+        finally:
+            await http.close()
+            await lease.close()
+            server.close()
+
+    same_context, counts = asyncio.run(run())
+    assert same_context
+    assert counts == [(1, 0), (2, 2)]  # the server closes each connection: every lease request opens one
+
+
 def test_the_kubeconfig_s_ca_makes_a_resuming_context_and_without_one_lightkube_s_is_kept(tmp_path: Path) -> None:
     ca_pem, _ = issue_ca()
     data = base64.b64encode(ca_pem).decode()

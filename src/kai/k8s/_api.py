@@ -79,6 +79,13 @@ class Api:
         self.server = config.cluster.server
         self._timeout = timeout
 
+    def sibling(self, max_connections: int) -> Api:
+        """An Api for the same server and credentials on connections of its own (the Lease's: its renewals
+        never queue behind a burst of binds), sharing this one's TLS context instead of building another."""
+        other = Api(self._config, max_connections=max_connections, timeout=self._timeout, fast=False)
+        other._fast = self._fast.sibling(max_connections) if self._fast is not None else None
+        return other
+
     @property
     def _http(self) -> httpx.AsyncClient:
         """httpx, made on first use: only auth kinds FastHttp does not handle (exec plugins, basic auth)

@@ -70,7 +70,6 @@ class FastHttp:
         self._idle: list[Conn] = []
         self._slots = asyncio.Semaphore(max_connections)
         self._host_header = f"{host}:{port}".encode()
-        self._tls_source: ssl.SSLObject | None = None  # the latest full handshake: its ticket is offered
         self.handshakes = 0  # TLS connections opened
         self.resumed = 0  # of which resumed a session (``kai.k8s._tls``)
 
@@ -153,6 +152,11 @@ class FastHttp:
             conn[1].close()
         return None
 
+    def sibling(self, max_connections: int) -> FastHttp:
+        """A pool of its own to the same server, with the same TLS context and credentials: the kubeconfig's
+        certificates are not loaded again, and its first connection resumes this one's TLS session."""
+        return FastHttp(self.host, self.port, self._ssl, self._token, max_connections=max_connections)
+
     def _drop_idle(self) -> None:
         idle, self._idle = self._idle, []
         for _, w in idle:
@@ -160,7 +164,7 @@ class FastHttp:
 
     async def _connect(self) -> Conn:
         if isinstance(self._ssl, ResumingContext):
-            self._ssl.session = resumable(self._tls_source)
+            self._ssl.session = resumable(self._ssl.source)
         try:
             reader, writer = await asyncio.open_connection(
                 self.host, self.port, ssl=self._ssl, server_hostname=self.host if self._ssl else None
@@ -173,8 +177,8 @@ class FastHttp:
             self.handshakes += 1
             if sslobj.session_reused:
                 self.resumed += 1
-            else:  # a full handshake (the first, or the server refused the ticket): its ticket is offered next
-                self._tls_source = sslobj
+            elif isinstance(self._ssl, ResumingContext):  # a full handshake (the first, or the ticket refused)
+                self._ssl.source = sslobj  # its ticket is offered next
         return reader, writer
 
     async def stream_lines(self, path: str, read_timeout: float) -> AsyncIterator[bytes] | tuple[int, bytes]:

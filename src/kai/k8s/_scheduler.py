@@ -268,7 +268,7 @@ class KaiScheduler:
                 if self.options.shard_lease:  # one Lease per node pool, as KAI names it
                     lease = dataclasses.replace(lease, name=lease_name(lease.name, self.partition))
                 # The Lease on connections of its own: renewals never queue behind a burst of binds.
-                lease_api = Api(load_config(self.options.kubeconfig), max_connections=2)
+                lease_api = self.api.sibling(max_connections=2)
                 self.leader = LeaderElector(lease_api, self.identity, lease, self.fence)
                 acquired = asyncio.ensure_future(self.leader.acquire())
                 await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)

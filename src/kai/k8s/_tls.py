@@ -40,9 +40,11 @@ class ResumingContext(ssl.SSLContext):
 
     asyncio (and uvloop) wrap every connection with ``SSLContext.wrap_bio`` and have no way to pass a
     session, so the context carries the one to offer; its owner (``FastHttp``) sets it before each
-    connect, from a connection that has received a ticket."""
+    connect, from ``source``, the latest full handshake, once it has received a ticket. Both live on the
+    context, so every pool that shares it (the Lease's, ``FastHttp.sibling``) resumes the same session."""
 
     session: ssl.SSLSession | None = None
+    source: ssl.SSLObject | None = None  # the latest full handshake made with this context (its ticket is offered)
 
     def wrap_bio(  # type: ignore[override]
         self,
