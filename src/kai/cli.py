@@ -122,6 +122,7 @@ def install(kubeconfig: str | None, timeout: float, webhook_url: str | None, web
     import httpx2
     from lightkube import ConfigError as KubeConfigError
 
+    from kai.k8s._kubeconfig import ConfigError
     from kai.k8s.install import InstallError, WebhookOptions, install_with
 
     webhooks = None
@@ -131,7 +132,7 @@ def install(kubeconfig: str | None, timeout: float, webhook_url: str | None, web
         webhooks = WebhookOptions(webhook_url, webhook_failure_policy)
     try:
         applied = asyncio.run(install_with(kubeconfig, timeout=timeout, webhooks=webhooks))
-    except (InstallError, KubeConfigError) as e:
+    except (InstallError, ConfigError, KubeConfigError) as e:
         _fail(str(e), EXIT_INSTALL_FAILED)
     except httpx2.TransportError as e:
         _fail("cannot reach the API server: " + (str(e) or type(e).__name__), EXIT_INSTALL_FAILED)
@@ -412,13 +413,11 @@ def scheduler(
         ),
         dashboard_listen=dashboard_listen,
     )
-    from lightkube import ConfigError as KubeConfigError
-
-    from kai.k8s._api import load_config
+    from kai.k8s._kubeconfig import load_config
 
     try:
         load_config(kubeconfig)  # a bad kubeconfig is an error now, not a traceback later
-    except (KubeConfigError, KeyError, TypeError, ValueError, OSError) as e:
+    except (KeyError, TypeError, ValueError, OSError) as e:  # ValueError: kai.k8s._kubeconfig.ConfigError
         where = kubeconfig or "in-cluster config / $KUBECONFIG / ~/.kube/config"
         what = f"missing {e}" if isinstance(e, KeyError) else str(e)
         _fail(f"{where}: {what}", EXIT_BAD_INPUT)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lightkube import KubeConfig
 
 from kai.k8s._api import load_config
 from kai.k8s._fasthttp import FastHttp, HttpError
@@ -464,6 +463,6 @@ def test_the_kubeconfig_s_ca_makes_a_resuming_context_and_without_one_lightkube_
     assert isinstance(with_ca, ResumingContext)
     assert with_ca.verify_mode == ssl.CERT_REQUIRED and with_ca.check_hostname
     assert len(with_ca.get_ca_certs()) == 1
-    insecure = tls_context(KubeConfig.from_file(path).get("i"))
+    insecure = tls_context(load_config(str(path), "i"))
     assert not isinstance(insecure, ResumingContext)
     assert insecure.verify_mode == ssl.CERT_NONE

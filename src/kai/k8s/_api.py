@@ -1,9 +1,11 @@
 """A thin async HTTP layer over the Kubernetes API: JSON in and out, errors as ApiError, retries with backoff.
 
 Rules: this module knows URLs, verbs and status codes, nothing about scheduling. The connection (server,
-TLS, credentials, token rotation) comes from lightkube's kubeconfig loader and its httpx adapter; requests
-are plain JSON (msgspec encodes and decodes), because the scheduler's hot calls (bind, list, watch) need
-no typed models and typed clients cost ~10x on 10k pods. ``retrying`` wraps a call with exponential backoff
+TLS, credentials, token rotation) comes from the kubeconfig (``kai.k8s._kubeconfig``) and requests go
+through ``kai.k8s._fasthttp``; only credentials that client does not send (exec plugins, basic auth) and
+requests with query parameters go through lightkube's httpx adapter, imported on first use. Requests are
+plain JSON (msgspec encodes and decodes), because the scheduler's hot calls (bind, list, watch) need no
+typed models and typed clients cost ~10x on 10k pods. ``retrying`` wraps a call with exponential backoff
 for the errors worth retrying (connection errors, 429, 5xx); everything else is raised at once.
 """
 
@@ -14,16 +16,18 @@ import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlencode
 
-import httpx2 as httpx
 import msgspec
-from lightkube import KubeConfig
-from lightkube.config.client_adapter import ConnectionParams
-from lightkube.config.kubeconfig import SingleConfig
 
 from kai.k8s._fasthttp import FastHttp, HttpError
+from kai.k8s._kubeconfig import Config, ConfigError, load_config
+
+if TYPE_CHECKING:
+    import httpx2 as httpx
+
+__all__ = ["Api", "ApiError", "Backoff", "Config", "ConfigError", "load_config"]
 
 log = logging.getLogger("kai.k8s.api")
 T = TypeVar("T")
@@ -46,11 +50,6 @@ class ApiError(Exception):
         return self.code == 0 or self.code == 429 or self.code >= 500
 
 
-def load_config(kubeconfig: str | None) -> SingleConfig:
-    """From KUBECONFIG, or else in-cluster config, $KUBECONFIG or ~/.kube/config."""
-    return (KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()).get()
-
-
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """Exponential backoff with jitter: ``initial`` doubling up to ``cap`` seconds."""
@@ -69,9 +68,7 @@ _DEFAULT_BACKOFF = Backoff()
 class Api:
     """JSON requests to one API server. ``max_connections`` bounds the HTTP connection pool."""
 
-    def __init__(
-        self, config: SingleConfig, *, max_connections: int = 128, timeout: float = 30.0, fast: bool = True
-    ) -> None:
+    def __init__(self, config: Config, *, max_connections: int = 128, timeout: float = 30.0, fast: bool = True) -> None:
         self._config = config
         self._max_connections = max_connections
         self._http_client: httpx.AsyncClient | None = None
@@ -92,10 +89,13 @@ class Api:
         and requests with query parameters need it, and making it costs ~0.1 s (it loads the system's
         CA bundle) before the scheduler's first list could go out."""
         if self._http_client is None:
+            import httpx2 as httpx
+            from lightkube.config.client_adapter import ConnectionParams
+
             params = ConnectionParams(timeout=httpx.Timeout(self._timeout))
             n = self._max_connections
             limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-            self._http_client = httpx.AsyncClient(limits=limits, **params.httpx_params(self._config))
+            self._http_client = httpx.AsyncClient(limits=limits, **params.httpx_params(self._config.lightkube()))
         return self._http_client
 
     async def close(self) -> None:
@@ -128,6 +128,8 @@ class Api:
             if status >= 400:
                 raise _error(status, data)
             return _decode(data)
+        import httpx2 as httpx  # the slow path only (see _http)
+
         headers = {"Accept": "application/json"}
         if content is not None:
             headers["Content-Type"] = content_type
@@ -154,6 +156,8 @@ class Api:
             if status >= 400:
                 raise _error(status, data)
             return data
+        import httpx2 as httpx
+
         try:
             resp = await self._http.get(path, params=params, headers={"Accept": "application/json"})
         except httpx.TransportError as e:
@@ -189,6 +193,8 @@ class Api:
             except (HttpError, TimeoutError) as e:
                 raise ApiError(0, f"{type(e).__name__}: {e}") from e
             return
+        import httpx2 as httpx
+
         timeout = httpx.Timeout(10.0, read=read_timeout)
         try:
             async with self._http.stream("GET", path, params=params, timeout=timeout) as resp:

@@ -5,8 +5,8 @@ Why: a bind is a ~200-byte POST answered by a ~300-byte JSON; httpx spends about
 hundred binds per second on a busy 2-core machine. Here a request is one ``bytes`` write and a parse of
 the status line, headers and a Content-Length or chunked body on a pooled TLS connection.
 
-Rules: only what the API server needs: TLS with the kubeconfig's CA and client certificate (lightkube's
-``verify_cluster`` builds the context), a bearer token (static, or a token file re-read on 401 as
+Rules: only what the API server needs: TLS with the kubeconfig's CA and client certificate (``kai.k8s._tls``
+builds the context), a bearer token (static, or a token file re-read on 401 as
 rotated ServiceAccount tokens require), keep-alive with at most ``max_connections`` connections. An
 idle connection the server has closed (its end of stream already read) is not used again. A request
 that fails on a reused connection before any answer arrived is sent once more, on a *new* connection,
@@ -27,8 +27,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from lightkube.config.kubeconfig import SingleConfig
-
+from kai.k8s._kubeconfig import Config
 from kai.k8s._tls import ResumingContext, resumable, tls_context
 
 Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -74,7 +73,7 @@ class FastHttp:
         self.resumed = 0  # of which resumed a session (``kai.k8s._tls``)
 
     @staticmethod
-    def for_config(config: SingleConfig, max_connections: int = 64) -> FastHttp | None:
+    def for_config(config: Config, max_connections: int = 64) -> FastHttp | None:
         """A FastHttp for *config*, or None when its auth kind is not one this client handles."""
         user = config.user
         url = urlsplit(config.cluster.server)
@@ -82,7 +81,7 @@ class FastHttp:
             return None
         https = url.scheme == "https"
         port = url.port or (443 if https else 80)
-        if user is not None and (user.exec or user.auth_provider or (user.username and user.password)):
+        if user is not None and user.other_auth:
             return None
         ctx = tls_context(config) if https else None
         token_file = user.token_file if user is not None else None

@@ -26,13 +26,14 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
+import os
 import ssl
 import sys
-from typing import Any
+import tempfile
+from collections.abc import Iterator
 
-from lightkube.config.client_adapter import user_cert, verify_cluster
-from lightkube.config.kubeconfig import SingleConfig
-from lightkube.config.models import FileStr
+from kai.k8s._kubeconfig import Config
 
 
 class ResumingContext(ssl.SSLContext):
@@ -61,25 +62,49 @@ class ResumingContext(ssl.SSLContext):
         )
 
 
-def tls_context(config: SingleConfig) -> ssl.SSLContext:
+def tls_context(config: Config) -> ssl.SSLContext:
     """The client context for *config*'s cluster: resuming sessions when the kubeconfig names the CA,
     else lightkube's (see the module docstring)."""
-    cluster, user = config.cluster, config.user
-    cafile: Any = None
-    if cluster.certificate_auth:
-        cafile = config.abs_file(cluster.certificate_auth)
-    elif cluster.certificate_auth_data:
-        cafile = FileStr(cluster.certificate_auth_data)
-    if cafile is None:
-        return verify_cluster(cluster, user, config.abs_file)
+    cluster = config.cluster
+    if not (cluster.certificate_auth or cluster.certificate_auth_data):  # the system's CAs, or no check
+        from lightkube.config.client_adapter import verify_cluster
+
+        lk = config.lightkube()
+        return verify_cluster(lk.cluster, lk.user, lk.abs_file)  # type: ignore[arg-type]
     # what ssl.create_default_context(cafile=...) makes (lightkube's choice), as a ResumingContext
     ctx = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)  # hostname checked, peer certificate required
     if sys.version_info >= (3, 13):
         ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | ssl.VERIFY_X509_STRICT
-    ctx.load_verify_locations(cafile=cafile)
-    if user is not None and (cert := user_cert(user, config.abs_file)):
-        ctx.load_cert_chain(*cert)
+    if cluster.certificate_auth:
+        ctx.load_verify_locations(cafile=config.abs_file(cluster.certificate_auth))
+    else:
+        ctx.load_verify_locations(cadata=config.ca_pem())
+    if (client := config.client_pem()) is not None:
+        with contextlib.ExitStack() as files:
+            cert, key = (p if isinstance(p, str) else files.enter_context(_memory_file(p)) for p in client)
+            ctx.load_cert_chain(cert, key)
     return ctx
+
+
+@contextlib.contextmanager
+def _memory_file(data: bytes) -> Iterator[str]:
+    """A path to *data* while the block runs. ``ssl`` loads a certificate and its key from files only; an
+    inline one (``client-key-data``) is handed over as an anonymous in-memory file, so the key is never
+    written to a disk (lightkube kept it in a temporary file for the process's life)."""
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create("kai-kubeconfig")
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(data)
+        f.flush()
+        yield f.name
 
 
 def resumable(sslobj: ssl.SSLObject | None) -> ssl.SSLSession | None:

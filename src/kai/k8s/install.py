@@ -35,15 +35,16 @@ from typing import Any
 
 import httpx2
 import yaml
-from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient
 from lightkube.config.client_adapter import AsyncClient as HttpClient
 from lightkube.config.client_adapter import ConnectionParams
-from lightkube.config.kubeconfig import SingleConfig
 from lightkube.core.resource import Resource
 from lightkube.core.resource_registry import resource_registry
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource, get_generic_resource
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import PatchType
+
+from kai.k8s._kubeconfig import Config, load_config
 
 FIELD_MANAGER = "kai-install"
 CRD_FILES = (
@@ -284,11 +285,6 @@ async def _api_groups(http: httpx2.AsyncClient) -> dict[str, set[str]] | None:
     return {g["name"]: {v["version"] for v in g.get("versions", [])} for g in resp.json().get("groups", [])}
 
 
-def load_config(kubeconfig: str | None) -> SingleConfig:
-    """The connection settings from KUBECONFIG, or else (None) in-cluster config, $KUBECONFIG or ~/.kube/config."""
-    return (KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()).get()
-
-
 async def install_with(
     kubeconfig: str | None, *, timeout: float = ESTABLISH_TIMEOUT_S, webhooks: WebhookOptions | None = None
 ) -> list[Applied]:
@@ -296,8 +292,9 @@ async def install_with(
     With *webhooks*, the namespaces are applied first, then the certificate Secret is made (or kept), then
     everything else with the webhook configurations last."""
     config = load_config(kubeconfig)
-    client = AsyncClient(config, field_manager=FIELD_MANAGER)
-    http = HttpClient(config, ConnectionParams())
+    lightkube_config = config.lightkube()  # lightkube's clients apply the manifests
+    client = AsyncClient(lightkube_config, field_manager=FIELD_MANAGER)
+    http = HttpClient(lightkube_config, ConnectionParams())
     try:
         ca = b""
         if webhooks is not None:
@@ -308,7 +305,7 @@ async def install_with(
         await http.aclose()
 
 
-async def _webhook_ca(client: AsyncClient, config: SingleConfig, webhooks: WebhookOptions) -> bytes:
+async def _webhook_ca(client: AsyncClient, config: Config, webhooks: WebhookOptions) -> bytes:
     """The CA bundle of the webhooks' certificate Secret, made when missing (its namespace applied first)."""
     from urllib.parse import urlparse
 
