@@ -352,6 +352,14 @@ def scheduler(
 ) -> None:
     """Schedule a Kubernetes cluster: watches, the engine, binds, evictions, events, statuses and the
     pod-grouper in one process, for pods with schedulerName kai-scheduler (docs/cluster.md)."""
+    from kai.k8s import _early
+
+    bad_kubeconfig: Exception | None = None
+    early: _early.EarlyStart | None = None
+    try:  # the first lists of pods and nodes go out before the rest is imported (kai.k8s._early)
+        early = _early.begin(kubeconfig, event_loop)
+    except (KeyError, TypeError, ValueError, OSError) as e:  # ValueError: kai.k8s._kubeconfig.ConfigError
+        bad_kubeconfig = e  # reported after the flags, as before
     from kai.k8s._leader import LeaseConfig
     from kai.k8s._logging import setup_logging
     from kai.k8s._scheduler import SchedulerOptions, default_identity, run_scheduler
@@ -413,19 +421,15 @@ def scheduler(
         ),
         dashboard_listen=dashboard_listen,
     )
-    from kai.k8s._kubeconfig import load_config
-
-    try:
-        load_config(kubeconfig)  # a bad kubeconfig is an error now, not a traceback later
-    except (KeyError, TypeError, ValueError, OSError) as e:  # ValueError: kai.k8s._kubeconfig.ConfigError
+    if bad_kubeconfig is not None:  # a bad kubeconfig is an error now, not a traceback later
         where = kubeconfig or "in-cluster config / $KUBECONFIG / ~/.kube/config"
-        what = f"missing {e}" if isinstance(e, KeyError) else str(e)
+        what = f"missing {bad_kubeconfig}" if isinstance(bad_kubeconfig, KeyError) else str(bad_kubeconfig)
         _fail(f"{where}: {what}", EXIT_BAD_INPUT)
     from kai.k8s._leader import LeaseNamespaceMissing
     from kai.k8s._shard import ShardMissing
 
     try:
-        code = run_scheduler(options, event_loop=event_loop)
+        code = run_scheduler(options, event_loop=event_loop, early=early)
     except KeyboardInterrupt:
         code = 0
     except (LeaseNamespaceMissing, ShardMissing) as e:

@@ -5,6 +5,7 @@ Both run the installed ``kai`` command as kai's ServiceAccount, with short Lease
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 import uuid
@@ -165,3 +166,19 @@ def test_a_deposed_leader_writes_nothing(
         last_a = max(w.sent_mono for w in proxy_a.writes())
         assert last_a < stopped_at + timings[1], "a wrote after its renew deadline"
         assert all(v <= 40 for v in gpus_per_node(admin, ns).values())
+
+
+def test_the_first_lists_are_sent_before_the_imports_and_taken_by_the_informers(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes, replicas: list[KaiProcess], tmp_path: Path
+) -> None:
+    """``kai scheduler`` asks for pods and nodes before it imports the rest of itself (kai.k8s._early); the
+    Pod and Node informers take those answers as their first lists (the log says which), and what they held
+    (a node and a pod made before the start) is scheduled as from any list."""
+    nodes("early-0", gpus=8)
+    admin.create(gpu_pod("listed", ns))
+    a = KaiProcess(scheduler_cluster, "early-a", f"kai-early-{uuid.uuid4().hex[:6]}", tmp_path)
+    replicas.append(a)
+    wait_for(lambda: "listed" in bound(admin, ns), "the pod listed at the start to be bound", timeout=60)
+    synced = [json.loads(line) for line in a.log.read_text().splitlines() if '"informers synced"' in line]
+    assert [s["listed_early"] for s in synced] == [["Node", "Pod"]], a.tail()
+    assert bound(admin, ns)["listed"] == "early-0"

@@ -27,7 +27,7 @@ from kai.k8s._kubeconfig import Config, ConfigError, load_config
 if TYPE_CHECKING:
     import httpx2 as httpx
 
-__all__ = ["Api", "ApiError", "Backoff", "Config", "ConfigError", "load_config"]
+__all__ = ["MAX_CONNECTIONS", "Api", "ApiError", "Backoff", "Config", "ConfigError", "load_config"]
 
 log = logging.getLogger("kai.k8s.api")
 T = TypeVar("T")
@@ -63,12 +63,15 @@ class Backoff:
 
 
 _DEFAULT_BACKOFF = Backoff()
+MAX_CONNECTIONS = 128  # the scheduler's pool: 64 binds and 64 pod-grouper writes in flight
 
 
 class Api:
     """JSON requests to one API server. ``max_connections`` bounds the HTTP connection pool."""
 
-    def __init__(self, config: Config, *, max_connections: int = 128, timeout: float = 30.0, fast: bool = True) -> None:
+    def __init__(
+        self, config: Config, *, max_connections: int = MAX_CONNECTIONS, timeout: float = 30.0, fast: bool = True
+    ) -> None:
         self._config = config
         self._max_connections = max_connections
         self._http_client: httpx.AsyncClient | None = None
@@ -144,13 +147,16 @@ class Api:
             raise _error(resp.status_code, data)
         return _decode(data)
 
-    async def get_raw(self, path: str, params: dict[str, str] | None = None) -> bytes:
-        """GET *path*; the undecoded body (the caller decodes it into its own structs)."""
+    async def get_raw(
+        self, path: str, params: dict[str, str] | None = None, *, gate: Callable[[], None] | None = None
+    ) -> bytes:
+        """GET *path*; the undecoded body (the caller decodes it into its own structs). *gate* is called
+        just before the request is written (``kai.k8s._early`` waits for it)."""
         if self._fast is not None:
             url = f"{path}?{urlencode(params)}" if params else path
             try:
                 async with asyncio.timeout(self._timeout):
-                    status, data = await self._fast.request("GET", url, None, "")
+                    status, data = await self._fast.request("GET", url, None, "", gate)
             except (HttpError, TimeoutError) as e:
                 raise ApiError(0, f"{type(e).__name__}: {e}") from e
             if status >= 400:
@@ -158,6 +164,8 @@ class Api:
             return data
         import httpx2 as httpx
 
+        if gate is not None:
+            gate()
         try:
             resp = await self._http.get(path, params=params, headers={"Accept": "application/json"})
         except httpx.TransportError as e:

@@ -37,7 +37,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -46,6 +46,9 @@ from kai.k8s import _jsonscan
 from kai.k8s._api import Api, ApiError, Backoff
 from kai.k8s._decode import AnyDoc, Decoded, KindSpec, ListMeta, WatchEvent
 from kai.store import Key, Store
+
+if TYPE_CHECKING:
+    from kai.k8s._early import EarlyStart
 
 _WATCH_BACKOFF = Backoff(initial=0.2, cap=5.0)
 log = logging.getLogger("kai.k8s.informer")
@@ -95,8 +98,11 @@ class Informer:
         watch_timeout_s: int = WATCH_TIMEOUT_S,
         progress_deadline_s: float = PROGRESS_DEADLINE_S,
         backoff: Backoff = _WATCH_BACKOFF,
+        early: EarlyStart | None = None,
     ) -> None:
         self.api = api
+        self.early = early  # the process's first lists, sent before its imports (kai.k8s._early)
+        self.listed_early = False  # the first list was one of those
         self.spec = spec
         self.store = store
         self.on_change = on_change
@@ -216,6 +222,21 @@ class Informer:
                 log.warning("list failed", extra={"kind": self.spec.kind, "error": str(e), "delay_s": round(delay, 3)})
                 await asyncio.sleep(delay)
 
+    async def _get_page(self, params: dict[str, str]) -> bytes:
+        """A list page: the answer to the same request sent at the process's start if there is one (taken
+        once; one that failed is asked again here), else a request now."""
+        sent = self.early.take(self.spec.path(), params) if self.early is not None else None
+        if sent is not None:
+            try:
+                data = await sent
+                self.listed_early = True
+                return data
+            except ApiError as e:
+                log.info(
+                    "the list sent at start failed; listing again", extra={"kind": self.spec.kind, "error": str(e)}
+                )
+        return await self.api.get_raw(self.spec.path(), params)
+
     async def _list(self) -> None:
         """The first list is served from the API server's watch cache (resourceVersion=0, as client-go's
         reflector does: no etcd read, no pagination); a list after 410 Gone reads etcd, page by page."""
@@ -228,7 +249,7 @@ class Informer:
                 params["resourceVersion"] = "0"
             if cont:
                 params["continue"] = cont
-            data = await self.api.get_raw(self.spec.path(), params)
+            data = await self._get_page(params)
             try:
                 try:
                     meta, page = self.spec.codec.decode_list(data)

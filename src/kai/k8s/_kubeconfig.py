@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import yaml
 
 if TYPE_CHECKING:
     from lightkube.config.kubeconfig import SingleConfig
@@ -176,6 +175,8 @@ def in_cluster(service_account: str = SERVICE_ACCOUNT) -> Config | None:
 
 def from_file(fname: str, context: str | None = None) -> Config:
     """Context *context* (default: the current one) of the kubeconfig file *fname*."""
+    import yaml  # here: a scheduler in its pod reads its ServiceAccount, no YAML
+
     path = Path(fname).expanduser()
     try:
         doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kai.api import constants as C
 from kai.api.errors import ManifestError
-from kai.k8s._api import Api, ApiError, load_config
+from kai.k8s._api import MAX_CONNECTIONS, Api, ApiError, load_config
 from kai.k8s._apply import Applier
 from kai.k8s._collector import CollectorPacing
 from kai.k8s._decode import KINDS, PDB_V1BETA1, KindSpec
@@ -69,6 +69,7 @@ from kai.scheduler.partition import Partition, PartitionedInput, partition_input
 from kai.store import Key, Store
 
 if TYPE_CHECKING:
+    from kai.k8s._early import EarlyStart
     from kai.k8s._webhookproc import WebhookProcess
     from kai.scheduler.conf import SchedulerConf
     from kai.scheduler.memo import CycleMemo
@@ -98,7 +99,7 @@ class SchedulerOptions:
     metrics_address: str = "0.0.0.0"
     metrics_port: int | None = 8080  # None: no HTTP endpoints; 0: any free port
     bind_concurrency: int = 64
-    max_connections: int = 128
+    max_connections: int = MAX_CONNECTIONS
     watch_timeout_s: int = WATCH_TIMEOUT_S  # each watch ends after this and is opened again
     progress_deadline_s: float = PROGRESS_DEADLINE_S  # a kind not heard from for this long is not live
     status_qps: float = 100.0  # status writes a second (token bucket), and the burst above it
@@ -148,8 +149,9 @@ class View(NamedTuple):
 class KaiScheduler:
     """The process's state: Store, informers, applier, pod-grouper, leader elector."""
 
-    def __init__(self, options: SchedulerOptions) -> None:
+    def __init__(self, options: SchedulerOptions, early: EarlyStart | None = None) -> None:
         self.options = options
+        self.early = early  # the process's API client and first lists, made before its imports (kai.k8s._early)
         self.identity = options.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.store = Store(feed_limit=1000)
         self.metrics = Metrics()
@@ -231,7 +233,10 @@ class KaiScheduler:
 
     async def run(self) -> int:
         """Run until stop() (exit 0) or until the Lease is lost (exit 1)."""
-        self.api = Api(load_config(self.options.kubeconfig), max_connections=self.options.max_connections)
+        if self.early is not None:
+            self.api = self.early.api
+        else:
+            self.api = Api(load_config(self.options.kubeconfig), max_connections=self.options.max_connections)
         server = dashboard = None
         try:
             if self.options.metrics_port is not None:
@@ -352,6 +357,7 @@ class KaiScheduler:
                 on_invalid=self._on_invalid,
                 watch_timeout_s=self.options.watch_timeout_s,
                 progress_deadline_s=self.options.progress_deadline_s,
+                early=self.early,
             )
             self.informers[spec.kind] = inf
             self.supervisor.start(f"informer/{spec.kind}", inf.run)
@@ -429,6 +435,7 @@ class KaiScheduler:
             extra={
                 "seconds": round(seconds, 3),
                 **{k.lower() + "s": self.store.count(k) for k in ("Node", "Pod", "Queue", "PodGroup")},
+                "listed_early": sorted(k for k, i in self.informers.items() if i.listed_early),  # kai.k8s._early
             },
         )
         for pod in self.store.list("Pod"):
@@ -772,24 +779,28 @@ def _schedulable(pod: Any) -> bool:
     )
 
 
-def run_scheduler(options: SchedulerOptions, *, event_loop: str = "uvloop") -> int:
+def run_scheduler(options: SchedulerOptions, *, event_loop: str = "uvloop", early: EarlyStart | None = None) -> int:
     """Run ``kai scheduler`` until SIGTERM/SIGINT (exit 0) or the Lease is lost (exit 1).
 
     *event_loop* ``uvloop`` (the default) runs on libuv: its transports and TLS cost less CPU per bind
     and per watch event than asyncio's, and on a busy machine the scheduler shares the CPU with the API
-    server it waits for; ``asyncio`` is Python's own loop (the tests run in-process on it)."""
+    server it waits for; ``asyncio`` is Python's own loop (the tests run in-process on it). *early* is the
+    loop, API client and first lists ``kai.k8s._early.begin`` made before the imports (the CLI's way)."""
     import signal
 
     gc.disable()  # until the initial objects are frozen (SchedulerOptions.gc_paused_until_synced)
     options = dataclasses.replace(options, gc_paused_until_synced=True, pace_collector=True)
 
     async def main() -> int:
-        s = KaiScheduler(options)
+        s = KaiScheduler(options, early)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, s.stop)
         return await s.run()
 
+    if early is not None:
+        with early.runner as runner:
+            return runner.run(main())
     if event_loop == "uvloop":
         import uvloop
 
