@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -359,6 +360,40 @@ async def _after_a_drop(pause_s: float) -> tuple[list[int], int]:
         server.close()
 
 
+def test_warmed_connections_serve_the_next_burst_without_opening_more() -> None:
+    """``warm`` opens connections ahead of a burst (the first binds, at a start): the burst opens none, a
+    second ``warm`` opens only what is missing, and it never opens more than ``max_connections``."""
+
+    async def run() -> tuple[list[int], int, list[int]]:
+        accepted: list[asyncio.StreamWriter] = []
+
+        async def serve(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            accepted.append(w)
+            with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+                while True:
+                    await _read_request(r)
+                    w.write(_answer("200 OK", b"{}"))
+                    await w.drain()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        http = FastHttp("127.0.0.1", port, None, lambda refresh: None, max_connections=8)
+        try:
+            opened = [await http.warm(6), await http.warm(6)]
+            await asyncio.gather(*(http.request("POST", "/x", b"{}", "application/json") for _ in range(6)))
+            before_burst = len(accepted)
+            opened.append(await http.warm(20))  # capped at max_connections: 8 idle in all
+            return opened, before_burst, [len(accepted), len(http._idle)]
+        finally:
+            await http.close()
+            server.close()
+
+    opened, after_burst, counts = asyncio.run(run())
+    assert opened == [6, 0, 2]
+    assert after_burst == 6  # the six requests went out on the six warmed connections
+    assert counts == [8, 8]
+
+
 @pytest.mark.parametrize("pause_s", [0.0, 0.2])
 def test_connections_the_server_dropped_cost_no_request(pause_s: float) -> None:
     """Whether the client has seen the connections close (a pause) or not yet (none), no request fails:
@@ -437,6 +472,9 @@ def test_a_sibling_pool_shares_the_tls_context_and_resumes_its_session(tmp_path:
             await http.request("GET", "/version", None, "")
             await lease.request("GET", "/version", None, "")
             await lease.request("GET", "/version", None, "")
+            offered = ctx.offer()
+            assert offered is not None and offered.has_ticket
+            assert ctx.offer() is offered  # read once per full handshake: a read copies it through DER
             return lease._ssl is ctx, [(h.handshakes, h.resumed) for h in (http, lease)]
         finally:
             await http.close()

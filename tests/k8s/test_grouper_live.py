@@ -84,6 +84,9 @@ def test_bare_pods_bind_in_the_cycle_that_groups_them(
         # the API server shows a PodGroup before kai has read the answer to its create
         wait_for(lambda: grouper.created == 40, "kai to count its 40 creates", timeout=10)
         assert (grouper.patched, grouper.created) == (0, 40)  # annotations came with the binds
+        # the binds' connections were opened while the informers listed (KaiScheduler._warming)
+        warming = s.scheduler._warming
+        assert warming is not None and warming.done() and warming.result() > 0
         # a cycle is recorded when it ends, after its status writes, which can come after the PodGroups
         wait_for(lambda: sum(c.binds for c in s.scheduler.cycles) >= 40, "the cycle that bound them to end")
         samples = [m for f in s.scheduler.metrics.binds.collect() for m in f.samples if m.name.endswith("_total")]

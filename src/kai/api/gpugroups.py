@@ -24,9 +24,12 @@ def group_labels(pod: Pod) -> list[str]:
     return groups
 
 
+GROUP_LABEL_PREFIX = C.LABEL_GPU_GROUP + "/"  # a multi-GPU pod's labels: <label>/<index>
+
+
 def is_gpu_group_label(key: str) -> bool:
     """Whether *key* is one of the labels ``gpu_group_labels`` writes (a pod moved or made again drops them)."""
-    return key == C.LABEL_GPU_GROUP or key.startswith(C.LABEL_GPU_GROUP + "/")
+    return key == C.LABEL_GPU_GROUP or key.startswith(GROUP_LABEL_PREFIX)
 
 
 def gpu_group_labels(groups: tuple[str, ...]) -> dict[str, str]:

@@ -101,6 +101,10 @@ class Api:
             self._http_client = httpx.AsyncClient(limits=limits, **params.httpx_params(self._config.lightkube()))
         return self._http_client
 
+    async def warm(self, n: int) -> int:
+        """Open up to *n* idle connections ahead of a burst of requests (``FastHttp.warm``); how many."""
+        return await self._fast.warm(n) if self._fast is not None else 0
+
     async def close(self) -> None:
         if self._http_client is not None:
             await self._http_client.aclose()

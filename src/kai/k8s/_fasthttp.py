@@ -28,7 +28,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from kai.k8s._kubeconfig import Config
-from kai.k8s._tls import ResumingContext, resumable, tls_context
+from kai.k8s._tls import ResumingContext, tls_context
 
 Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 Gate = Callable[[], None]  # raises to stop a request before it is written
@@ -68,6 +68,7 @@ class FastHttp:
         self._token = token  # token(refresh) → bearer token or None
         self._idle: list[Conn] = []
         self._slots = asyncio.Semaphore(max_connections)
+        self.max_connections = max_connections
         self._host_header = f"{host}:{port}".encode()
         self.handshakes = 0  # TLS connections opened
         self.resumed = 0  # of which resumed a session (``kai.k8s._tls``)
@@ -96,6 +97,19 @@ class FastHttp:
             return static
 
         return FastHttp(url.hostname, port, ctx, token, max_connections=max_connections)
+
+    async def warm(self, n: int) -> int:
+        """Open connections until *n* (at most ``max_connections``) are idle; how many were opened. For a
+        start, while kai waits for its first lists: the TLS handshakes of the first burst of binds then
+        cost neither kai nor the API server anything while the binds go out. A connection that fails to
+        open is not tried again here (the request that needs one opens it)."""
+        want = min(n, self.max_connections) - len(self._idle)
+        if want <= 0:
+            return 0
+        opened = await asyncio.gather(*(self._connect() for _ in range(want)), return_exceptions=True)
+        conns = [c for c in opened if not isinstance(c, BaseException)]
+        self._idle.extend(conns)
+        return len(conns)
 
     async def close(self) -> None:
         idle, self._idle = self._idle, []
@@ -163,7 +177,7 @@ class FastHttp:
 
     async def _connect(self) -> Conn:
         if isinstance(self._ssl, ResumingContext):
-            self._ssl.session = resumable(self._ssl.source)
+            self._ssl.session = self._ssl.offer()
         try:
             reader, writer = await asyncio.open_connection(
                 self.host, self.port, ssl=self._ssl, server_hostname=self.host if self._ssl else None

@@ -158,6 +158,7 @@ class KaiScheduler:
         self.supervisor = Supervisor(on_failure_metric=lambda name: self.metrics.task_failures.labels(name).inc())
         self.fence = Fence() if options.leader_elect else Fence.open_always()
         self.informers: dict[str, Informer] = {}
+        self._warming: asyncio.Future[int] | None = None  # connections opened ahead of the first binds
         # the last cycles, for tests and `kai explain`; bounded, as a scheduler runs for months
         self.cycles: collections.deque[CycleRecord] = collections.deque(maxlen=CYCLES_KEPT)
         self.cycles_run = 0
@@ -368,6 +369,9 @@ class KaiScheduler:
         # the engine's imports hold the GIL for ~0.2 s: they start once every informer has begun its list (the
         # connections' TLS handshakes would wait on them), not before the informers are even made
         asyncio.get_running_loop().call_soon(_preload_engine)
+        # the first burst of binds' connections, opened while kai waits for the API server's lists: their TLS
+        # handshakes then cost neither side anything while the binds go out
+        self._warming = asyncio.ensure_future(api.warm(self.options.bind_concurrency))
         pdb_spec = await self._pdb_spec()
         start(pdb_spec)
         self.applier = Applier(
