@@ -291,6 +291,10 @@ class KaiScheduler:
                 # Renew the Lease from the moment it is held: a long first sync must not let it lapse.
                 entry = self.supervisor.start("leader-election", self.leader.hold)
                 hold = entry.task
+            # the first burst of binds' connections, opened once leading, while kai waits for the API server's
+            # lists: their TLS handshakes then cost neither side anything while the binds go out (opened before
+            # the Lease is held, they delayed the shard's read and the Lease's requests behind 64 handshakes)
+            self._warming = asyncio.ensure_future(self.api.warm(self.options.bind_concurrency))
             start = asyncio.ensure_future(self._start_writers(syncing))
             waits: set[asyncio.Future[Any]] = {start, stopped} | ({hold} if hold is not None else set())
             done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -369,9 +373,6 @@ class KaiScheduler:
         # the engine's imports hold the GIL for ~0.2 s: they start once every informer has begun its list (the
         # connections' TLS handshakes would wait on them), not before the informers are even made
         asyncio.get_running_loop().call_soon(_preload_engine)
-        # the first burst of binds' connections, opened while kai waits for the API server's lists: their TLS
-        # handshakes then cost neither side anything while the binds go out
-        self._warming = asyncio.ensure_future(api.warm(self.options.bind_concurrency))
         pdb_spec = await self._pdb_spec()
         start(pdb_spec)
         self.applier = Applier(
