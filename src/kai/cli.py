@@ -360,78 +360,86 @@ def scheduler(
         early = _early.begin(kubeconfig, event_loop)
     except (KeyError, TypeError, ValueError, OSError) as e:  # ValueError: kai.k8s._kubeconfig.ConfigError
         bad_kubeconfig = e  # reported after the flags, as before
-    from kai.k8s._leader import LeaseConfig
-    from kai.k8s._logging import setup_logging
-    from kai.k8s._scheduler import SchedulerOptions, default_identity, run_scheduler
-    from kai.scheduler.conf import KNOWN_ACTIONS
+    try:
+        from kai.k8s._leader import LeaseConfig
+        from kai.k8s._logging import setup_logging
+        from kai.k8s._scheduler import SchedulerOptions, default_identity, run_scheduler
+        from kai.scheduler.conf import KNOWN_ACTIONS
 
-    chosen = tuple(a.strip() for a in actions.split(",") if a.strip()) if actions else None
-    unknown = [a for a in chosen or () if a not in KNOWN_ACTIONS]
-    if unknown:
-        _fail(f"--actions: unknown action {unknown[0]!r} (known: {', '.join(KNOWN_ACTIONS)})", EXIT_BAD_INPUT)
-    if not renew_deadline < lease_duration:
-        _fail("--renew-deadline must be shorter than --lease-duration", EXIT_BAD_INPUT)
-    if not watch_progress_deadline > watch_timeout:
-        _fail("--watch-progress-deadline must be longer than --watch-timeout", EXIT_BAD_INPUT)
-    host, _, port_text = metrics_bind_address.rpartition(":")
-    if not port_text.isdigit():
-        _fail(f"--metrics-bind-address: {metrics_bind_address!r} is not host:port", EXIT_BAD_INPUT)
-    webhook = None
-    if webhook_listen is not None:
-        w_host, _, w_port = webhook_listen.rpartition(":")
-        if not w_port.isdigit() or not w_host:
-            _fail(f"--webhook-listen: {webhook_listen!r} is not host:port", EXIT_BAD_INPUT)
-        webhook = (w_host.strip("[]"), int(w_port))
-    from kai.k8s._gpushare import ReservationOptions
+        chosen = tuple(a.strip() for a in actions.split(",") if a.strip()) if actions else None
+        unknown = [a for a in chosen or () if a not in KNOWN_ACTIONS]
+        if unknown:
+            _fail(f"--actions: unknown action {unknown[0]!r} (known: {', '.join(KNOWN_ACTIONS)})", EXIT_BAD_INPUT)
+        if not renew_deadline < lease_duration:
+            _fail("--renew-deadline must be shorter than --lease-duration", EXIT_BAD_INPUT)
+        if not watch_progress_deadline > watch_timeout:
+            _fail("--watch-progress-deadline must be longer than --watch-timeout", EXIT_BAD_INPUT)
+        host, _, port_text = metrics_bind_address.rpartition(":")
+        if not port_text.isdigit():
+            _fail(f"--metrics-bind-address: {metrics_bind_address!r} is not host:port", EXIT_BAD_INPUT)
+        webhook = None
+        if webhook_listen is not None:
+            w_host, _, w_port = webhook_listen.rpartition(":")
+            if not w_port.isdigit() or not w_host:
+                _fail(f"--webhook-listen: {webhook_listen!r} is not host:port", EXIT_BAD_INPUT)
+            webhook = (w_host.strip("[]"), int(w_port))
+        from kai.k8s._gpushare import ReservationOptions
 
-    if dashboard_listen:
-        from kai.dashboard import split_listen
+        if dashboard_listen:
+            from kai.dashboard import split_listen
+
+            try:
+                split_listen(dashboard_listen)
+            except ValueError as e:
+                _fail(f"--dashboard-listen: {e}", EXIT_BAD_INPUT)
+        setup_logging(log_level)
+        options = SchedulerOptions(
+            kubeconfig=kubeconfig,
+            schedule_period_s=schedule_period,
+            actions=chosen,
+            shard=shard,
+            nodepool_label_key=nodepool_label_key,
+            shard_lease=leader_elect_name is None,
+            leader_elect=leader_elect,
+            lease=LeaseConfig(
+                leader_elect_namespace,
+                leader_elect_name or "kai-scheduler",
+                lease_duration,
+                renew_deadline,
+                retry_period,
+            ),
+            identity=identity or default_identity(),
+            metrics_address=host or "0.0.0.0",
+            metrics_port=int(port_text) or None,
+            bind_concurrency=bind_concurrency,
+            watch_timeout_s=watch_timeout,
+            progress_deadline_s=watch_progress_deadline,
+            status_qps=status_qps,
+            status_burst=status_burst,
+            health_cycle_periods=healthz_cycle_periods,
+            webhook_listen=webhook,
+            webhook_metrics_port=webhook_metrics_port,
+            webhook_cert_namespace=webhook_cert_namespace,
+            gpu_fraction_runtime_class=gpu_fraction_runtime_class_name,
+            reservation=ReservationOptions(
+                image=reservation_image, runtime_class=reservation_runtime_class_name, timeout_s=reservation_timeout
+            ),
+            dashboard_listen=dashboard_listen,
+        )
+        if bad_kubeconfig is not None:  # a bad kubeconfig is an error now, not a traceback later
+            where = kubeconfig or "in-cluster config / $KUBECONFIG / ~/.kube/config"
+            what = f"missing {bad_kubeconfig}" if isinstance(bad_kubeconfig, KeyError) else str(bad_kubeconfig)
+            _fail(f"{where}: {what}", EXIT_BAD_INPUT)
+        from kai.k8s._leader import LeaseNamespaceMissing
+        from kai.k8s._shard import ShardMissing
 
         try:
-            split_listen(dashboard_listen)
-        except ValueError as e:
-            _fail(f"--dashboard-listen: {e}", EXIT_BAD_INPUT)
-    setup_logging(log_level)
-    options = SchedulerOptions(
-        kubeconfig=kubeconfig,
-        schedule_period_s=schedule_period,
-        actions=chosen,
-        shard=shard,
-        nodepool_label_key=nodepool_label_key,
-        shard_lease=leader_elect_name is None,
-        leader_elect=leader_elect,
-        lease=LeaseConfig(
-            leader_elect_namespace, leader_elect_name or "kai-scheduler", lease_duration, renew_deadline, retry_period
-        ),
-        identity=identity or default_identity(),
-        metrics_address=host or "0.0.0.0",
-        metrics_port=int(port_text) or None,
-        bind_concurrency=bind_concurrency,
-        watch_timeout_s=watch_timeout,
-        progress_deadline_s=watch_progress_deadline,
-        status_qps=status_qps,
-        status_burst=status_burst,
-        health_cycle_periods=healthz_cycle_periods,
-        webhook_listen=webhook,
-        webhook_metrics_port=webhook_metrics_port,
-        webhook_cert_namespace=webhook_cert_namespace,
-        gpu_fraction_runtime_class=gpu_fraction_runtime_class_name,
-        reservation=ReservationOptions(
-            image=reservation_image, runtime_class=reservation_runtime_class_name, timeout_s=reservation_timeout
-        ),
-        dashboard_listen=dashboard_listen,
-    )
-    if bad_kubeconfig is not None:  # a bad kubeconfig is an error now, not a traceback later
-        where = kubeconfig or "in-cluster config / $KUBECONFIG / ~/.kube/config"
-        what = f"missing {bad_kubeconfig}" if isinstance(bad_kubeconfig, KeyError) else str(bad_kubeconfig)
-        _fail(f"{where}: {what}", EXIT_BAD_INPUT)
-    from kai.k8s._leader import LeaseNamespaceMissing
-    from kai.k8s._shard import ShardMissing
-
-    try:
-        code = run_scheduler(options, event_loop=event_loop, early=early)
-    except KeyboardInterrupt:
-        code = 0
-    except (LeaseNamespaceMissing, ShardMissing) as e:
-        _fail(str(e), EXIT_BAD_INPUT)
-    sys.exit(code)
+            code = run_scheduler(options, event_loop=event_loop, early=early)
+        except KeyboardInterrupt:
+            code = 0
+        except (LeaseNamespaceMissing, ShardMissing) as e:
+            _fail(str(e), EXIT_BAD_INPUT)
+        sys.exit(code)
+    finally:  # an exit before the scheduler ran (a bad flag): the lists still out are cancelled, quietly
+        if early is not None:
+            early.close()

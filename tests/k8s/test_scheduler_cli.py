@@ -71,3 +71,17 @@ def test_a_missing_lease_namespace_is_an_error_not_a_retry(control_plane: Contro
         proc.terminate()
         proc.wait(timeout=30)
         client.delete(Namespace, ns)
+
+
+def test_a_bad_flag_after_the_first_lists_went_out_says_only_what_is_wrong(tmp_path: Path) -> None:
+    """``kai scheduler`` asks for its pods and nodes before it reads its flags (kai.k8s._early): exiting on a
+    bad flag then, with those requests failed or still out, prints the error and nothing else."""
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: s, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\n"
+        "users: [{name: u, user: {token: t0k}}]\ncontexts: [{name: c, context: {cluster: s, user: u}}]\n"
+    )
+    code, _, err = run_kai("scheduler", "--kubeconfig", str(config), "--actions", "allocate,shuffle")
+    assert code == 2 and "unknown action 'shuffle'" in err
+    assert "Task" not in err and "Traceback" not in err, err

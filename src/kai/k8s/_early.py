@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 from kai.k8s._api import MAX_CONNECTIONS, Api, load_config
 
-# the informers' first list (Informer._list: the watch cache, pages of 500 that it does not apply)
+# the informers' first list (Informer._list: the watch cache, pages of 500 that it does not apply); kept equal by
+# hand, this module imports none of the informers' code (tests/k8s/test_scheduler_process.py fails if they part)
 FIRST_LIST_PARAMS = {"limit": "500", "resourceVersion": "0"}
 EARLY_PATHS = ("/api/v1/pods", "/api/v1/nodes")  # the large lists; the small kinds' cost nothing to wait for
 
@@ -47,6 +48,11 @@ class EarlyStart:
     runner: asyncio.Runner
     api: Api
     lists: dict[ListKey, asyncio.Task[bytes]] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Cancel the lists not taken and close the loop (``run_scheduler`` closes it too; closing twice is
+        nothing)."""
+        self.runner.close()
 
     def take(self, path: str, params: Mapping[str, str]) -> asyncio.Task[bytes] | None:
         """The early answer to this request, once (None when it was not sent early or was taken)."""
@@ -74,7 +80,7 @@ async def _send(early: EarlyStart) -> None:
     for path in EARLY_PATHS:
         sent = asyncio.get_running_loop().create_future()
         task = asyncio.ensure_future(early.api.get_raw(path, FIRST_LIST_PARAMS, gate=functools.partial(_set, sent)))
-        task.add_done_callback(lambda _, sent=sent: _set(sent))  # failed before it was written
+        task.add_done_callback(functools.partial(_ended, sent))
         early.lists[list_key(path, FIRST_LIST_PARAMS)] = task
         written.append(sent)
     await asyncio.wait(written, timeout=0.5)  # a server that does not answer at once is waited for later
@@ -84,3 +90,11 @@ async def _send(early: EarlyStart) -> None:
 def _set(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _ended(sent: asyncio.Future[None], task: asyncio.Task[bytes]) -> None:
+    """A list ended (maybe before it was written: the server refused the connection). Its error is marked
+    seen: the informer that takes it gets it again, and a process that exits first logs nothing."""
+    _set(sent)
+    if not task.cancelled():
+        task.exception()
