@@ -121,6 +121,11 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._clients: set[asyncio.StreamWriter] = set()
+        # Each connection's handler Task, held until it ends. asyncio keeps only weak references to Tasks: a
+        # handler waiting on a connection nothing else references became garbage, and the collector, run by
+        # whichever thread allocated (a test's client thread), ran its `finally` there: a TLS shutdown of the
+        # upstream connection off the loop's thread, while the loop used OpenSSL too, aborted the process.
+        self._handlers: set[asyncio.Task[None]] = set()
         self._stalled: list[asyncio.StreamWriter] = []
 
     # ---- control (any thread) --------------------------------------------------------------------
@@ -205,6 +210,10 @@ class FaultProxy:
             self.log.append(Logged(self.name, req.method, req.target, mono, wall, status))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handler = asyncio.current_task()
+        if handler is not None:
+            self._handlers.add(handler)
+            handler.add_done_callback(self._handlers.discard)
         self._clients.add(writer)
         up: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         try:
