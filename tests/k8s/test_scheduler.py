@@ -469,3 +469,32 @@ def test_a_standby_turns_the_collector_back_on_once_synced(scheduler_cluster: Co
                 wait_for(gc.isenabled, "the standby to turn the collector back on after its sync", timeout=10)
         finally:
             gc.enable()
+
+
+def test_the_leaders_first_cycle_runs_with_the_collector_paused(
+    scheduler_cluster: ControlPlane, monkeypatch: Any
+) -> None:
+    """`kai scheduler` pauses the collector again from the Lease's first groupings to the end of the first
+    cycle (their objects live on; collecting them would only cost time before the first bind), and turns it
+    back on after that cycle, so a leader never runs on without it."""
+    import gc
+
+    from kai.k8s._scheduler import KaiScheduler
+
+    seen: list[bool] = []
+    cycle = KaiScheduler.cycle
+
+    async def recording(self: KaiScheduler) -> Any:
+        seen.append(gc.isenabled())
+        return await cycle(self)
+
+    monkeypatch.setattr(KaiScheduler, "cycle", recording)
+    gc.disable()
+    try:
+        with InProcess(options(scheduler_cluster, gc_paused_until_synced=True)) as s:
+            wait_for(lambda: len(seen) >= 2, "two cycles", timeout=20)
+            assert seen[0] is False  # the first cycle: paused since _start_writers
+            assert seen[1] is True  # and on again from the end of the first cycle
+            assert s.scheduler.cycles_run >= 1
+    finally:
+        gc.enable()
