@@ -55,6 +55,14 @@ def _required(obj: Any, path: str) -> str:
 
 
 def _str_map(obj: Any, path: str) -> dict[str, str]:
+    """A map of strings (labels, annotations, a node selector). One of only strings, as every one off the API
+    server is, is copied as it is: no field path is made for each entry unless an entry is not a string."""
+    if type(obj) is dict:
+        for k, v in obj.items():
+            if type(k) is not str or type(v) is not str:
+                break
+        else:
+            return dict(obj)
     return {str(k): _str(v, f"{path}.{k}") for k, v in _map(obj, path).items()}
 
 

@@ -441,6 +441,59 @@ def _pod_requests(spec: dict[str, Any], oversize: list[str]) -> tuple[Resources,
     return dict(hit[0]), hit[1]  # a dict of the pod's own: the memo's is never handed out
 
 
+# The tolerations pods carry, each made once: nearly every pod has the API server's two defaults (not-ready and
+# unreachable, 300 s). A Toleration is frozen, so pods share them.
+_TOLERATIONS: dict[tuple[str, str, str, str], Toleration] = {}
+TOLERATIONS_MEMO_SIZE = 1024
+
+
+def parse_tolerations(raw: Any) -> tuple[Toleration, ...]:
+    """``spec.tolerations``. Well-formed lists (strings where strings belong, known operators and effects) take
+    a path that builds no field paths: those were a sixth of a pod's parse, made for errors that never came.
+    Anything else is read by ``_parse_tolerations``, which names the field at fault."""
+    if raw is None:
+        return ()
+    if type(raw) is list:
+        out = []
+        for t in raw:
+            if type(t) is not dict:
+                break
+            key, op, value, effect = t.get("key"), t.get("operator"), t.get("value"), t.get("effect")
+            key = "" if key is None else key
+            op = "Equal" if op is None else op
+            value = "" if value is None else value
+            effect = "" if effect is None else effect
+            if type(key) is not str or type(op) is not str or type(value) is not str or type(effect) is not str:
+                break
+            if op not in TOLERATION_OPERATORS or (effect and effect not in TAINT_EFFECTS):
+                break
+            fields = (key, op, value, effect)
+            toleration = _TOLERATIONS.get(fields)
+            if toleration is None:
+                if len(_TOLERATIONS) >= TOLERATIONS_MEMO_SIZE:
+                    _TOLERATIONS.clear()
+                toleration = _TOLERATIONS[fields] = Toleration(*fields)
+            out.append(toleration)
+        else:
+            return tuple(out)
+    return _parse_tolerations(raw)
+
+
+def _parse_tolerations(raw: Any) -> tuple[Toleration, ...]:
+    tolerations = []
+    for i, t in enumerate(_list(raw, "spec.tolerations")):
+        p = f"spec.tolerations[{i}]"
+        t = _map(t, p)
+        op = _str(t.get("operator"), f"{p}.operator", "Equal")
+        if op not in TOLERATION_OPERATORS:
+            raise ManifestError(f"{op!r} is not Equal or Exists", field=f"{p}.operator")
+        effect = _str(t.get("effect"), f"{p}.effect")
+        if effect and effect not in TAINT_EFFECTS:
+            raise ManifestError(f"{effect!r} is not one of {', '.join(TAINT_EFFECTS)}", field=f"{p}.effect")
+        tolerations.append(Toleration(_str(t.get("key"), f"{p}.key"), op, _str(t.get("value"), f"{p}.value"), effect))
+    return tuple(tolerations)
+
+
 def parse_pod(doc: dict[str, Any]) -> Pod:
     meta = parse_meta(doc, "Pod", namespaced=True)
     spec = _map(doc.get("spec"), "spec")
@@ -454,17 +507,7 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
     req_path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     required = _map(na.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
     terms = parse_node_selector_terms(required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
-    tolerations = []
-    for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations")):
-        p = f"spec.tolerations[{i}]"
-        t = _map(t, p)
-        op = _str(t.get("operator"), f"{p}.operator", "Equal")
-        if op not in TOLERATION_OPERATORS:
-            raise ManifestError(f"{op!r} is not Equal or Exists", field=f"{p}.operator")
-        effect = _str(t.get("effect"), f"{p}.effect")
-        if effect and effect not in TAINT_EFFECTS:
-            raise ManifestError(f"{effect!r} is not one of {', '.join(TAINT_EFFECTS)}", field=f"{p}.effect")
-        tolerations.append(Toleration(_str(t.get("key"), f"{p}.key"), op, _str(t.get("value"), f"{p}.value"), effect))
+    tolerations = parse_tolerations(spec.get("tolerations"))
     phase = _str(status.get("phase"), "status.phase", "Pending")
     if phase not in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
         raise ManifestError(f"{phase!r} is not a pod phase", field="status.phase")
@@ -482,7 +525,7 @@ def parse_pod(doc: dict[str, Any]) -> Pod:
         priority=_int(spec.get("priority"), "spec.priority", None),
         node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
         affinity_terms=tuple(terms),
-        tolerations=tuple(tolerations),
+        tolerations=tolerations,
         phase=phase,
         scheduling_gated=bool(_list(spec.get("schedulingGates"), "spec.schedulingGates")),
         nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),

@@ -256,7 +256,10 @@ def parse_host_ports(spec: dict[str, Any]) -> tuple[HostPort, ...]:
     out: list[HostPort] = []
     seen: set[HostPort] = set()
     for group in ("containers", "initContainers"):
-        for i, c in enumerate(_list(spec.get(group), f"spec.{group}")):
+        listed = spec.get(group)
+        if type(listed) is list and all(type(c) is dict and c.get("ports") is None for c in listed):
+            continue  # no ports (nearly every pod): no field paths made for each container
+        for i, c in enumerate(_list(listed, f"spec.{group}")):
             c = _map(c, f"spec.{group}[{i}]")
             counted = group == "containers" or c.get("restartPolicy") == "Always"  # a sidecar runs all along
             for j, port in enumerate(_list(c.get("ports"), f"spec.{group}[{i}].ports")):
