@@ -8,6 +8,8 @@ neither needs the GPU-sharing engine to do so.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kai.api import constants as C
 from kai.api.objects import Pod
 
@@ -30,6 +32,12 @@ GROUP_LABEL_PREFIX = C.LABEL_GPU_GROUP + "/"  # a multi-GPU pod's labels: <label
 def is_gpu_group_label(key: str) -> bool:
     """Whether *key* is one of the labels ``gpu_group_labels`` writes (a pod moved or made again drops them)."""
     return key == C.LABEL_GPU_GROUP or key.startswith(GROUP_LABEL_PREFIX)
+
+
+def has_gpu_group_label(labels: Mapping[str, str]) -> bool:
+    """Whether any of *labels* is one ``gpu_group_labels`` writes. Asked of every Pod the watch puts: the usual
+    pod is answered by one lookup, without a call per label."""
+    return C.LABEL_GPU_GROUP in labels or any(k.startswith(GROUP_LABEL_PREFIX) for k in labels)
 
 
 def gpu_group_labels(groups: tuple[str, ...]) -> dict[str, str]:

@@ -70,21 +70,29 @@ class Api:
     """JSON requests to one API server. ``max_connections`` bounds the HTTP connection pool."""
 
     def __init__(
-        self, config: Config, *, max_connections: int = MAX_CONNECTIONS, timeout: float = 30.0, fast: bool = True
+        self,
+        config: Config,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        timeout: float = 30.0,
+        fast: bool | FastHttp = True,
     ) -> None:
+        """*fast*: True for a FastHttp of its own, False for httpx alone, or a FastHttp made already (``sibling``)."""
         self._config = config
         self._max_connections = max_connections
         self._http_client: httpx.AsyncClient | None = None
-        self._fast = FastHttp.for_config(config, max_connections=max_connections) if fast else None
+        if isinstance(fast, FastHttp):
+            self._fast: FastHttp | None = fast
+        else:
+            self._fast = FastHttp.for_config(config, max_connections=max_connections) if fast else None
         self.server = config.cluster.server
         self._timeout = timeout
 
     def sibling(self, max_connections: int) -> Api:
         """An Api for the same server and credentials on connections of its own (the Lease's: its renewals
         never queue behind a burst of binds), sharing this one's TLS context instead of building another."""
-        other = Api(self._config, max_connections=max_connections, timeout=self._timeout, fast=False)
-        other._fast = self._fast.sibling(max_connections) if self._fast is not None else None
-        return other
+        fast = self._fast.sibling(max_connections) if self._fast is not None else False
+        return Api(self._config, max_connections=max_connections, timeout=self._timeout, fast=fast)
 
     @property
     def _http(self) -> httpx.AsyncClient:

@@ -29,9 +29,17 @@ from dataclasses import dataclass, field
 
 from kai.k8s._api import MAX_CONNECTIONS, Api, load_config
 
-# the informers' first list (Informer._list: the watch cache, pages of 500 that it does not apply); kept equal by
-# hand, this module imports none of the informers' code (tests/k8s/test_scheduler_process.py fails if they part)
-FIRST_LIST_PARAMS = {"limit": "500", "resourceVersion": "0"}
+PAGE_SIZE = 500  # an informer's list pages (Informer.page_size); the watch cache serves a first list whole
+
+
+def list_params(page_size: int, *, first: bool) -> dict[str, str]:
+    """An informer's list request (Informer._list): the first from the API server's watch cache (resourceVersion
+    0, as client-go's reflector asks), a list after 410 Gone from etcd, by pages. Here, so that the early lists
+    ask exactly what the informers will (an early answer is taken only for the identical request)."""
+    return {"limit": str(page_size), "resourceVersion": "0"} if first else {"limit": str(page_size)}
+
+
+FIRST_LIST_PARAMS = list_params(PAGE_SIZE, first=True)
 EARLY_PATHS = ("/api/v1/pods", "/api/v1/nodes")  # the large lists; the small kinds' cost nothing to wait for
 
 ListKey = tuple[str, tuple[tuple[str, str], ...]]

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from kai.api import constants as C
 from kai.api import sharedgpu
-from kai.api.gpugroups import GROUP_LABEL_PREFIX, gpu_group_labels, group_labels, is_gpu_group_label
+from kai.api.gpugroups import gpu_group_labels, group_labels, has_gpu_group_label, is_gpu_group_label
 from kai.api.objects import Pod, object_ref
 from kai.k8s._api import Api, ApiError
 from kai.k8s._assume import AssumedBind
@@ -352,9 +352,7 @@ class GpuSharingBinder:
             return False
         if (pod.meta.namespace or "") == self.options.namespace:
             return sharedgpu.is_reservation_pod(labels)
-        if C.LABEL_GPU_GROUP in labels:  # every Pod put asks: no call per label for the usual pod
-            return True
-        return any(k.startswith(GROUP_LABEL_PREFIX) for k in labels)
+        return has_gpu_group_label(labels)
 
     async def sync(self, assumed_groups: set[str], writer: Any) -> None:
         """KAI's SyncForPodsList over the Store, writing through *writer*; see the module docstring."""

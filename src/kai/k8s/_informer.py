@@ -45,6 +45,7 @@ from kai.api.errors import ManifestError
 from kai.k8s import _jsonscan
 from kai.k8s._api import Api, ApiError, Backoff
 from kai.k8s._decode import AnyDoc, Decoded, KindSpec, ListMeta, WatchEvent
+from kai.k8s._early import PAGE_SIZE, list_params
 from kai.store import Key, Store
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class Informer:
         *,
         on_change: OnChange | None = None,
         on_invalid: OnInvalid | None = None,
-        page_size: int = 500,
+        page_size: int = PAGE_SIZE,
         watch_timeout_s: int = WATCH_TIMEOUT_S,
         progress_deadline_s: float = PROGRESS_DEADLINE_S,
         backoff: Backoff = _WATCH_BACKOFF,
@@ -244,9 +245,7 @@ class Informer:
         cont = ""
         rv = ""
         while True:
-            params = {"limit": str(self.page_size)}
-            if self.relists == 0:
-                params["resourceVersion"] = "0"
+            params = list_params(self.page_size, first=self.relists == 0)
             if cont:
                 params["continue"] = cont
             data = await self._get_page(params)
