@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kai.api import constants as C
+from kai.api.copying import replace
 from kai.api.gpugroups import gpu_group_labels, group_labels, is_gpu_group_label
 from kai.api.objects import Pod, PodGroup
 from kai.k8s._api import Backoff
@@ -159,16 +160,16 @@ class Assumed:
             pod = pods.get(key)
             if pod is None or b.uid != pod.meta.uid or pod.node_name:
                 continue
-            pod = dataclasses.replace(pod, node_name=b.node)
+            pod = replace(pod, node_name=b.node)
             if b.gpu_groups and set(group_labels(pod)) != set(b.gpu_groups):
                 labels = {k: v for k, v in pod.meta.labels.items() if not is_gpu_group_label(k)}
                 labels.update(gpu_group_labels(b.gpu_groups))
-                pod = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, labels=labels))
+                pod = replace(pod, meta=replace(pod.meta, labels=labels))
             pods[key] = pod
         for key, ev in self.evictions.items():
             pod = pods.get(key)
             if pod is not None and ev.uid == pod.meta.uid and pod.meta.deletion_timestamp is None:
-                pods[key] = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, deletion_timestamp=now))
+                pods[key] = replace(pod, meta=replace(pod.meta, deletion_timestamp=now))
 
     def podgroups(self, pgs: list[PodGroup]) -> list[PodGroup]:
         """*pgs* (the Store's PodGroups with the pod-grouper's decisions laid over), broken gangs shown stale

@@ -22,10 +22,10 @@ names it (it may come and go between two cycles).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from kai.api import constants as C
+from kai.api.copying import replace
 from kai.api.objects import Pod, PodGroup
 from kai.store import Key, Store
 
@@ -83,7 +83,7 @@ class Decided:
             if pod is None or pod.meta.uid != uid or C.ANNOTATION_POD_GROUP_NAME in pod.meta.annotations:
                 continue
             annotations = {**pod.meta.annotations, C.ANNOTATION_POD_GROUP_NAME: name}
-            pods[key] = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, annotations=annotations))
+            pods[key] = replace(pod, meta=replace(pod.meta, annotations=annotations))
             laid.add(key)
         for key, pg in self.podgroups.items():
             podgroups.setdefault(key, pg)
