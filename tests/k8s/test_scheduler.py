@@ -471,6 +471,31 @@ def test_a_standby_turns_the_collector_back_on_once_synced(scheduler_cluster: Co
             gc.enable()
 
 
+def test_a_replica_is_not_ready_until_its_shard_is_read(scheduler_cluster: ControlPlane, monkeypatch: Any) -> None:
+    """The informers list while the SchedulingShard is read (its CRD's storage may still be initializing: 429),
+    and the Lease is named after the shard. Synced but with the shard unread, a replica is neither leader nor
+    standby: /readyz must not say "ok" then (a rolling update would take it for a leader)."""
+    import asyncio
+    import threading
+
+    from kai.k8s import _scheduler
+
+    release = threading.Event()
+    resolve = _scheduler.resolve_partition
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        while not release.is_set():
+            await asyncio.sleep(0.02)
+        return await resolve(*args, **kwargs)
+
+    monkeypatch.setattr(_scheduler, "resolve_partition", held)
+    with InProcess(options(scheduler_cluster)) as s:  # returns once its informers have synced
+        ready, why = s.scheduler._readyz()
+        assert (ready, why) == (False, "reading SchedulingShard 'default'")
+        release.set()
+        wait_for(lambda: s.scheduler._readyz() == (True, "ok"), "the replica to lead and be ready")
+
+
 def test_the_leaders_first_cycle_runs_with_the_collector_paused(
     scheduler_cluster: ControlPlane, monkeypatch: Any
 ) -> None:

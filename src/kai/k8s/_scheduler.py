@@ -178,6 +178,7 @@ class KaiScheduler:
         self._stop = asyncio.Event()
         self._started_sync = False
         self._gc_paused_for_first_cycle = False  # _start_writers pauses the collector until the first cycle ends
+        self._shard_read = False  # run() has read the SchedulingShard: the partition and the Lease's name are known
         self._conf_error = ""
         self.snapshot_builder: SnapshotBuilder | None = None
         # the last cycle's input and result: a cycle on an unchanged cluster (the periodic recheck of jobs that
@@ -219,6 +220,8 @@ class KaiScheduler:
         if not self.synced():
             missing = self.not_live() or [k.kind for k in KINDS if k.kind not in self.informers]
             return False, f"informers not live: {', '.join(missing)}"
+        if not self._shard_read:  # neither leader nor standby yet: the Lease's name comes from the shard
+            return False, f"reading SchedulingShard {self.options.shard!r}"
         if self.options.webhook_listen is not None and not self.webhook_serving():
             return False, "admission webhooks not serving yet"
         if self.leader is not None and not self.leader.is_leader:
@@ -263,6 +266,7 @@ class KaiScheduler:
             syncing = asyncio.ensure_future(self._start_informers())
             try:
                 self.partition = await resolve_partition(self.api, self.options.shard, self.options.nodepool_label_key)
+                self._shard_read = True
             except BaseException:
                 syncing.cancel()
                 await asyncio.gather(syncing, return_exceptions=True)
