@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from httpx2 import TransportError
+from httpx2 import HTTPStatusError, TransportError
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event, Node, Pod
@@ -264,6 +264,11 @@ class ChaosRun:
                 self._one_action()
             except ApiError as e:  # the API server is restarting: the owner tries again later
                 if e.status.code not in (429, 500, 503, 504):
+                    raise
+            except HTTPStatusError as e:
+                # A restarted API server serves the CRDs' paths a moment after it answers: until then a PodGroup's
+                # create gets a bare 404 page (no Status, so lightkube raises httpx's error, not ApiError).
+                if e.response.status_code not in (404, 429, 500, 503, 504):
                     raise
             except (OSError, TransportError):
                 pass
