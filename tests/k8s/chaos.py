@@ -65,6 +65,7 @@ GPUS_PER_NODE = 8
 SETTLE_STALL_S = 30.0  # after the faults: how long kai may go without visible progress (ChaosRun.settle)
 SETTLE_CAP_S = 120.0
 PROTECTED_MIN_AVAILABLE = 2
+RESTARTING = (429, 500, 503, 504)  # an API server (or its etcd) restarting: the harness's writes try again
 GPU = "nvidia.com/gpu"
 _BIND = re.compile(r"/namespaces/[^/]+/pods/([^/?]+)/binding")
 _POD = re.compile(r"/namespaces/[^/]+/pods/([^/?]+)(/eviction)?(?:\?|$)")
@@ -263,12 +264,12 @@ class ChaosRun:
             try:
                 self._one_action()
             except ApiError as e:  # the API server is restarting: the owner tries again later
-                if e.status.code not in (429, 500, 503, 504):
+                if e.status.code not in RESTARTING:
                     raise
             except HTTPStatusError as e:
                 # A restarted API server serves the CRDs' paths a moment after it answers: until then a PodGroup's
                 # create gets a bare 404 page (no Status, so lightkube raises httpx's error, not ApiError).
-                if e.response.status_code not in (404, 429, 500, 503, 504):
+                if e.response.status_code not in (404, *RESTARTING):
                     raise
             except (OSError, TransportError):
                 pass
@@ -285,7 +286,7 @@ class ChaosRun:
                         mark_pod_running(self.client, name, self.ns)
                 self._reservations()
             except ApiError as e:
-                if e.status.code not in (404, 409, 429, 500, 503, 504):
+                if e.status.code not in (404, 409, *RESTARTING):
                     raise
             except (OSError, TransportError):
                 pass
