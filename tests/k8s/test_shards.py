@@ -19,8 +19,9 @@ from lightkube.generic_resource import create_global_resource
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Node, Pod
 
+from kai.k8s._api import Api, load_config
 from kai.k8s._scheduler import KaiScheduler
-from kai.k8s._shard import ShardMissing
+from kai.k8s._shard import ShardMissing, resolve_partition
 from kai.k8s.envtest import ControlPlane
 from tests.k8s.kaiproc import KaiCommand
 from tests.k8s.sched import PodGroup, Queue, options, wait_for
@@ -146,3 +147,27 @@ def test_a_missing_shard_stops_the_scheduler_with_its_lists_under_way(scheduler_
         return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
 
     assert asyncio.run(main()) == []
+
+
+def test_a_shard_is_found_on_any_page_of_the_list(
+    scheduler_cluster: ControlPlane, shards: list[KaiCommand], admin: Client
+) -> None:
+    """The shard is read from an unfiltered, paginated list (a selector would be refused while the API
+    server's cache of the kind initializes, ``kai.k8s._shard``): as kai's ServiceAccount, one shard a page,
+    each name is found wherever its page is, and a name on no page is missing."""
+    admin.apply(
+        SchedulingShard.from_dict({"metadata": {"name": "shard-c"}, "spec": {"partitionLabelValue": "c"}}),
+        field_manager="test",
+    )
+
+    async def read() -> list[str | None]:
+        api = Api(load_config(str(scheduler_cluster.scheduler_kubeconfig)))
+        try:
+            found = [await resolve_partition(api, f"shard-{x}", KEY, page_size=1) for x in ("a", "b", "c")]
+            with pytest.raises(ShardMissing, match='"shard-d" does not exist'):
+                await resolve_partition(api, "shard-d", KEY, page_size=1)
+            return [p.value if p is not None else None for p in found]
+        finally:
+            await api.close()
+
+    assert asyncio.run(read()) == ["a", "b", "c"]
