@@ -217,33 +217,45 @@ class _Ev(msgspec.Struct):
 async def watch_pods(api: Api, ns: str, n: int, deadline_s: float) -> tuple[float, float]:
     """Watch the pods of *ns* until *n* of them have a nodeName: the harness's clock (``perf_counter``) when
     the *n*-th pod was first seen (made; job mode: by kube-controller-manager) and when the *n*-th was
-    first seen bound."""
-    data = await api.get_raw(f"/api/v1/namespaces/{ns}/pods")
-    lst = msgspec.json.decode(data)
-    seen = {p["metadata"]["name"] for p in lst["items"]}
-    bound = {p["metadata"]["name"] for p in lst["items"] if (p.get("spec") or {}).get("nodeName")}
-    rv = lst["metadata"]["resourceVersion"]
-    now = time.perf_counter()
-    all_seen = now if len(seen) >= n else None
-    if len(bound) >= n:
-        return now, now
+    first seen bound. A watch the API server ends early (newer releases close a watcher that falls behind
+    a fast scheduler's events) is resumed from a fresh list: the pods bound in the gap count as seen bound
+    when that list is read, later than they were, never earlier."""
+    end = time.perf_counter() + deadline_s
+    seen: set[str] = set()
+    bound: set[str] = set()
+    all_seen: float | None = None
     dec = msgspec.json.Decoder(_Ev)
     pod = msgspec.json.Decoder(_Pod)
-    params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": str(int(deadline_s))}
-    async for line in api.stream_lines(f"/api/v1/namespaces/{ns}/pods", params, read_timeout=deadline_s):
-        ev = dec.decode(line)
-        if ev.type not in ("ADDED", "MODIFIED"):
-            continue
-        p = pod.decode(ev.object)
-        if all_seen is None:
-            seen.add(p.metadata.name)
-            if len(seen) >= n:
-                all_seen = time.perf_counter()
-        if p.spec is not None and p.spec.nodeName:
-            bound.add(p.metadata.name)
-            if len(bound) >= n:
-                now = time.perf_counter()
-                return all_seen or now, now
+    lists = 0
+    while (left := end - time.perf_counter()) > 0:
+        if lists:
+            print(f"  [harness] the pod watch ended at {len(bound)} bound: listing again", file=sys.stderr)
+        lists += 1
+        lst = msgspec.json.decode(await api.get_raw(f"/api/v1/namespaces/{ns}/pods"))
+        seen |= {p["metadata"]["name"] for p in lst["items"]}
+        bound |= {p["metadata"]["name"] for p in lst["items"] if (p.get("spec") or {}).get("nodeName")}
+        now = time.perf_counter()
+        if all_seen is None and len(seen) >= n:
+            all_seen = now
+        if len(bound) >= n:
+            return all_seen or now, now
+        params = {"watch": "1", "resourceVersion": lst["metadata"]["resourceVersion"], "timeoutSeconds": str(int(left))}
+        async for line in api.stream_lines(f"/api/v1/namespaces/{ns}/pods", params, read_timeout=left):
+            ev = dec.decode(line)
+            if ev.type == "ERROR":  # 410 Gone and the like: list again
+                break
+            if ev.type not in ("ADDED", "MODIFIED"):
+                continue
+            p = pod.decode(ev.object)
+            if all_seen is None:
+                seen.add(p.metadata.name)
+                if len(seen) >= n:
+                    all_seen = time.perf_counter()
+            if p.spec is not None and p.spec.nodeName:
+                bound.add(p.metadata.name)
+                if len(bound) >= n:
+                    now = time.perf_counter()
+                    return all_seen or now, now
     raise TimeoutError(f"only {len(bound)} of {n} pods bound after {deadline_s:.0f} s")
 
 
@@ -302,7 +314,7 @@ def scheduler_cmd(which: str, binaries: Binaries, cp: ControlPlane) -> list[str]
         str(binaries.kube_scheduler),
         f"--kubeconfig={cp.kubeconfig}",
         "--bind-address=127.0.0.1",
-        "--port=0",
+        *cp.insecure_port_off("--port=0"),  # a flag of releases before 1.24 only
         "--secure-port=0",
         "--leader-elect=false",
         "--kube-api-qps=5000",

@@ -262,7 +262,7 @@ class ControlPlane:
             str(self.binaries.kube_controller_manager),
             f"--kubeconfig={self.kubeconfig}",
             "--bind-address=127.0.0.1",
-            *self._insecure_port_off("--port=0"),
+            *self.insecure_port_off("--port=0"),
             "--secure-port=0",
             "--leader-elect=false",
             "--controllers=*,-nodelifecycle,-nodeipam,-serviceaccount-token,-csrsigning",
@@ -290,7 +290,7 @@ class ControlPlane:
             str(self.binaries.kube_scheduler),
             f"--kubeconfig={self.kubeconfig}",
             "--bind-address=127.0.0.1",
-            *self._insecure_port_off("--port=0"),
+            *self.insecure_port_off("--port=0"),
             "--secure-port=0",
             "--leader-elect=false",
             *extra_args,
@@ -325,7 +325,7 @@ class ControlPlane:
 
     # ---- internals --------------------------------------------------------------------------
 
-    def _insecure_port_off(self, flag: str) -> list[str]:
+    def insecure_port_off(self, flag: str) -> list[str]:
         """FLAG (turning an insecure port off) for releases before 1.24, which had one; nothing after."""
         return [flag] if self.binaries.version < (1, 24) else []
 
@@ -404,7 +404,7 @@ class ControlPlane:
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
             f"--secure-port={self.apiserver_port}",
-            *self._insecure_port_off("--insecure-port=0"),
+            *self.insecure_port_off("--insecure-port=0"),
             f"--cert-dir={d / 'certs'}",
             f"--token-auth-file={d / 'tokens.csv'}",
             "--authorization-mode=RBAC",
