@@ -120,6 +120,8 @@ async def watch_latencies(api: Api, stop_after: asyncio.Future[int], deadline_s:
             bound[name] = now
         if stop_after.done() and len(bound) >= stop_after.result():
             break
+    else:  # the API server ended the watch (a newer one closes a watcher that falls behind): the stamps are gone
+        raise RuntimeError(f"the pod watch ended with {len(bound)} pods bound, before every pod was: no figures")
     lat = sorted(bound[n] - seen[n] for n in bound)
     q = _quantiles(lat)
     first, last = min(bound.values()), max(bound.values())
