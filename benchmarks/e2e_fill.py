@@ -199,6 +199,7 @@ class _PodSpec(msgspec.Struct):
 
 class _Meta(msgspec.Struct):
     name: str = ""
+    resourceVersion: str = ""
 
 
 class _Pod(msgspec.Struct):
