@@ -44,7 +44,7 @@ async def resolve_partition(api: Api, name: str, label_key: str, *, page_size: i
     (re)initializing (just after ``kai install`` made the CRD, or after the API server restarted) answers
     a list with a selector 429 "storage is (re)initializing", but serves a list with a limit and no
     selector from etcd (KEP-4568, Kubernetes 1.31 on). The shard gates the Lease and so the first cycle: a
-    429 cost the start half a second. Shards are few; a page holds them all."""
+    429 and its backoff held the Lease back 0.2–0.4 s. Shards are few; a page holds them all."""
     try:
         items = [item for item in await _list_all(api, page_size) if _field(item, "name") == name]
     except ApiError as e:

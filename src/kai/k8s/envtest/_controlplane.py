@@ -323,11 +323,11 @@ class ControlPlane:
             raise ControlPlaneError(f"kubectl {' '.join(args)} failed ({res.returncode}):\n{res.stdout}{res.stderr}")
         return res
 
-    # ---- internals --------------------------------------------------------------------------
-
     def insecure_port_off(self, flag: str) -> list[str]:
         """FLAG (turning an insecure port off) for releases before 1.24, which had one; nothing after."""
         return [flag] if self.binaries.version < (1, 24) else []
+
+    # ---- internals --------------------------------------------------------------------------
 
     def _spawn(self, name: str, args: list[str]) -> _Proc:
         proc = _Proc(name, args, self._dir / f"{name}.log")
