@@ -103,10 +103,10 @@ def _quantiles(lat: list[float]) -> list[float]:
 
 async def watch_latencies(api: Api, stop_after: asyncio.Future[int], deadline_s: float) -> dict[str, Any]:
     """Stamp each pod when first seen and when first seen bound, until every pod asked for is bound. A watch
-    the API server ends early (a newer one closes a watcher that falls behind) is opened again from the last
-    resourceVersion seen, and the events since are replayed: a pod bound in the gap is stamped bound late (its
-    latency overstated), and a pod made in the gap is left out of the latencies, its creation not seen in
-    time (``gap_pods``; ``watch_resumed`` counts the reopenings)."""
+    the API server ends early (1.37 does under load: likely a watcher that falls behind) is opened again from
+    the last resourceVersion seen, and the events since are replayed: a pod bound in the gap is stamped bound
+    late (its latency overstated), and a pod made in the gap is left out of the latencies, its creation not
+    seen in time (``gap_pods``; ``watch_resumed`` counts the reopenings)."""
     seen: dict[str, float] = {}
     bound: dict[str, float] = {}
     dec = msgspec.json.Decoder(_Ev)

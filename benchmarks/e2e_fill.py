@@ -218,9 +218,9 @@ class _Ev(msgspec.Struct):
 async def watch_pods(api: Api, ns: str, n: int, deadline_s: float) -> tuple[float, float]:
     """Watch the pods of *ns* until *n* of them have a nodeName: the harness's clock (``perf_counter``) when
     the *n*-th pod was first seen (made; job mode: by kube-controller-manager) and when the *n*-th was
-    first seen bound. A watch the API server ends early (newer releases close a watcher that falls behind
-    a fast scheduler's events) is resumed from a fresh list: the pods bound in the gap count as seen bound
-    when that list is read, later than they were, never earlier."""
+    first seen bound. A watch the API server ends early (1.37 does under load, likely closing a watcher that
+    falls behind a fast scheduler's events) is resumed from a fresh list: the pods bound in the gap count as
+    seen bound when that list is read, later than they were, never earlier."""
     end = time.perf_counter() + deadline_s
     seen: set[str] = set()
     bound: set[str] = set()
