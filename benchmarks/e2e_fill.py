@@ -15,7 +15,9 @@ For each scheduler, on a fresh control plane (etcd on tmpfs + kube-apiserver, lo
    pod-grouper does nothing. For kube-scheduler they are plain pods.
 3. The scheduler starts as a real process: ``kai scheduler`` (leader election on, as deployed) or
    ``kube-scheduler --kube-api-qps=5000 --kube-api-burst=5000``. The clock runs from the process's
-   start until a watch on the pods has seen every one bound.
+   start until a watch on the pods has seen every one bound. That watch (and the list it starts from) is
+   opened before the scheduler starts, and the API server's and etcd's CPU are counted from then, so the
+   clock's own list is not served beside the scheduler's start.
 
 ``--mode job`` is the other path users take: one Job of ``--pods`` one-GPU pods (parallelism = completions),
 made by the real kube-controller-manager (the control plane runs it in this mode). For kai the Job carries
