@@ -282,6 +282,7 @@ async def clock_in_place(api: Api, ns: str, n: int, deadline_s: float) -> asynci
     await asyncio.wait({opened, clock}, return_when=asyncio.FIRST_COMPLETED)
     if clock.done():
         clock.result()  # the list or the watch failed: raise it here
+        raise RuntimeError(f"all {n} pods of {ns} were bound before the scheduler started")
     return clock
 
 
