@@ -35,6 +35,9 @@ per pod (``apiserver_request_total``, by resource) until all are bound and after
 more, the CPU seconds of each process while filling, and (bare mode) when every PodGroup exists.
 
 For experiments: ``KAI_E2E_ARGS="--bind-concurrency=16"`` adds flags to ``kai scheduler``;
+``KAI_E2E_BURN=0.15`` runs, beside either scheduler, a process that keeps that fraction of one core busy for
+``KAI_E2E_BURN_S`` seconds (4) from the scheduler's start (``start_burner``: how much CPU taken beside the fill
+costs it);
 ``KAI_E2E_PYSPY=out.txt`` runs kai under py-spy (raw collapsed stacks, written on exit; with
 ``KAI_E2E_PYSPY_FORMAT=speedscope`` its samples in order, idle ones included, for a timeline);
 ``KAI_E2E_APISERVER_PPROF=prefix`` profiles kube-apiserver while the scheduler fills (``_apiserver_profile``).
@@ -315,6 +318,28 @@ def kai_install(cp: ControlPlane) -> None:
     assert "namespace/kai-scheduler created" in out.stdout  # the Lease's namespace
 
 
+_BURN = """
+import sys, time
+duty, end = float(sys.argv[1]), time.perf_counter() + float(sys.argv[2])
+while time.perf_counter() < end:
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.001:
+        pass
+    time.sleep(0.001 * (1 - duty) / duty)
+"""
+
+
+def start_burner() -> subprocess.Popen[bytes] | None:
+    """With ``KAI_E2E_BURN`` (a fraction of one core, 0 to 1): a process busy 1 ms, then asleep, in that
+    proportion for ``KAI_E2E_BURN_S`` seconds. Started with the scheduler, it takes CPU from the machine the
+    fill runs on without touching the API server: the twenty-second session measured with it that the
+    binds are paced by the CPU the machine has left (benchmarks/RESULTS.md)."""
+    duty = float(os.environ.get("KAI_E2E_BURN") or 0)
+    if not 0 < duty < 1:
+        return None
+    return subprocess.Popen([sys.executable, "-c", _BURN, str(duty), os.environ.get("KAI_E2E_BURN_S", "4")])
+
+
 def scheduler_cmd(which: str, binaries: Binaries, cp: ControlPlane) -> list[str]:
     """The command line of ``kai scheduler`` (leader election on, as deployed; ``KAI_E2E_ARGS`` added,
     under py-spy with ``KAI_E2E_PYSPY``) or of kube-scheduler (client rate limits raised to 5,000/s)."""
@@ -409,6 +434,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             apiserver = cp.pids()["kube-apiserver"]
             etcd = cp.pids()["etcd"]
             clock: asyncio.Future[tuple[float, float]] | None = None
+            burner: subprocess.Popen[bytes] | None = None
             try:
                 clock = await clock_in_place(api, "fill", args.pods, deadline_s=args.deadline)
                 before = cpu_seconds(apiserver), cpu_seconds(etcd)
@@ -417,6 +443,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                     started = time.perf_counter()
                     cpu["started_wall"] = time.time()
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+                burner = start_burner()
                 profile = _apiserver_profile(api, which)
                 seconds = (await while_alive(clock, proc, log))[1] - started
                 if profile is not None:
@@ -434,6 +461,9 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             finally:
                 if clock is not None:
                     clock.cancel()
+                if burner is not None:
+                    burner.kill()
+                    burner.wait()
                 await api.close()
 
         seconds = asyncio.run(measure())  # lingers: kai logs its cycle (the watch may see the last bind first)
@@ -447,6 +477,8 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             "writes": writes["after_linger"],
             "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],  # 1-min load average at start, end
         }
+        if os.environ.get("KAI_E2E_BURN"):
+            result["burn"] = float(os.environ["KAI_E2E_BURN"])
         if which == "kai":
             result.update(_kai_log_figures(log, cpu.pop("started_wall")))
             if args.log:
