@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from kai.api import constants as C
-from kai.api.objects import ObjectMeta, Pod, Queue
+from kai.api.objects import ObjectMeta, Pod, Queue, parse_pod
 from kai.k8s._apply import Applier
 from kai.k8s._fence import Fence, Fenced
+from kai.k8s._gpushare import GpuSharingBinder
 from kai.k8s._metrics import Metrics
 from kai.scheduler.decisions import CycleResult, QueueStatus
 from kai.store import Store
@@ -193,3 +194,31 @@ def test_status_writes_cancelled_before_they_started_are_closed_not_left_unawait
         asyncio.run(scenario())
         gc.collect()
     assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]
+
+
+def test_the_reservation_pod_of_a_shared_bind_that_failed_after_the_snapshot_outlives_that_cycle() -> None:
+    """A shared bind was in flight when a cycle's snapshot was taken (so the cycle did not plan its pod) and
+    failed while the cycle decided: its pod is neither labelled nor assumed any more. The reservation sync
+    after that cycle keeps the group's reservation pod, which the next cycle reuses when it plans the pod
+    again into the same group; before, it deleted it as the pod of an empty group and the next bind made it
+    again (the flaky restart test of the twenty-second session). A group nothing used, then or now, is
+    still emptied."""
+
+    async def scenario() -> None:
+        api = HeldApi()
+        api.release.set()  # no write is held here
+        a = applier(api)
+        a.gpu_sharing = GpuSharingBinder(api, a.store, SimpleNamespace(record=lambda events: None), Metrics())  # type: ignore[arg-type]
+        name = "gpu-reservation-n1-g"
+        meta = {"name": name, "namespace": C.RESERVATION_NAMESPACE, "uid": "uid-r"}
+        labels = {C.LABEL_APP: C.RESERVATION_APP, C.LABEL_GPU_GROUP: "n1-gpu0"}
+        spec = {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}
+        a.store.put(parse_pod({"metadata": {**meta, "labels": labels}, "spec": spec}))
+        deletes = lambda: [path for path, body in api.finished if path.endswith(f"/pods/{name}")]  # noqa: E731
+        await asyncio.wait_for(a.apply(queue_allocated(1.0), {}, gpu_groups_seen={"n1-gpu0"}), 1.0)
+        assert deletes() == []
+        await asyncio.wait_for(a.apply(queue_allocated(1.0), {}), 1.0)
+        assert deletes() == [f"/api/v1/namespaces/{C.RESERVATION_NAMESPACE}/pods/{name}"]
+        await a.close()
+
+    asyncio.run(scenario())

@@ -131,11 +131,18 @@ class Applier:
         await self.idle.wait()
 
     async def apply(
-        self, result: CycleResult, decided_on: Mapping[Key, Pod] | None = None, *, term: int = 0
+        self,
+        result: CycleResult,
+        decided_on: Mapping[Key, Pod] | None = None,
+        *,
+        term: int = 0,
+        gpu_groups_seen: set[str] | frozenset[str] = frozenset(),
     ) -> ApplyStats:
         """Send *result*, writing under Lease *term* (Fenced is raised, and the writes still under way
         cancelled, once the Lease is lost). *decided_on* are the pods of the snapshot the cycle decided on, by
-        key: a pod deleted and made again under the same name since then (another uid) is not bound or evicted."""
+        key: a pod deleted and made again under the same name since then (another uid) is not bound or evicted.
+        *gpu_groups_seen* are the GPU groups of the binds assumed when that snapshot was taken
+        (``Assumed.gpu_groups``): the reservation sync keeps their reservation pods (below)."""
         self._decided_on = decided_on or {}
         self._w = self.fence.api(self.api, term)
         self.assumed.settle(result.podgroups, self.store)  # before this cycle's binds mark gangs broken again
@@ -187,7 +194,10 @@ class Applier:
         if writes:  # each call is made as a worker takes it: none is left unawaited if the task never runs
             self._statuses = asyncio.ensure_future(self._gather(send() for send in writes))
         if self.gpu_sharing is not None:  # reservation pods of emptied GPU groups go (kai.k8s._gpushare)
-            await self.gpu_sharing.sync({g for a in self.assumed.binds.values() for g in a.gpu_groups}, self._w)
+            # A group the snapshot showed in use stays this once, although its shared bind may have failed since
+            # (the pod unlabelled, no longer assumed): this cycle did not plan that pod again, the next one does,
+            # into the same group, and finds its reservation pod still there instead of deleted and made again.
+            await self.gpu_sharing.sync(self.assumed.gpu_groups() | gpu_groups_seen, self._w)
         stats.status_s = time.perf_counter() - t0 - stats.bind_s
         return stats
 

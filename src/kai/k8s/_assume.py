@@ -148,6 +148,11 @@ class Assumed:
                 marked.append(key)
         return marked
 
+    def gpu_groups(self) -> set[str]:
+        """The GPU groups of the binds assumed now (shared binds in flight included): their reservation pods are
+        in use although no pod of the Store carries their label yet."""
+        return {g for b in self.binds.values() for g in b.gpu_groups}
+
     def lay_over(self, pods: dict[Key, Pod], now: float, mono: float) -> None:
         """Lay the assumptions over *pods* (a copy of the Store's pods by key, changed here in place: a pod is
         replaced by a copy in its place; the Store is not changed) and leave out the pods held back. *now* is

@@ -19,7 +19,8 @@ expiry) and does the rest in the background, so a reservation that takes seconds
    ``received-resource-type: Fraction`` (one patch, uid-guarded); then the Applier binds it.
 
 ``sync`` (after every cycle's binds) is KAI's SyncForPodsList: a reservation pod whose group has no
-Pending or Running fraction pod (nor a bind under way) is deleted, and a Running fraction pod whose group
+Pending or Running fraction pod (nor a bind under way, now or when the cycle's snapshot was taken: a bind
+that failed meanwhile left its pod for the next cycle to plan again, into the same group) is deleted, and a Running fraction pod whose group
 has no reservation pod is deleted (its GPU is no longer held for it), with a Warning event.
 
 Under the Lease (``kai.k8s._fence``): every write of a shared bind goes through the fenced writer of the
@@ -203,7 +204,7 @@ class GpuSharingBinder:
         except BindRefused as e:
             message = f"Failed to bind pod {b.pod} to node {b.node}: {e}"
             extra.append(Event(f"Pod/{b.pod}", "Warning", "FailedBinding", message))
-            log.warning("shared bind refused", extra={"pod": str(b.pod), "node": b.node, "error": str(e)})
+            log.warning(f"shared bind refused: {e}", extra={"pod": str(b.pod), "node": b.node, "error": str(e)})
         except Fenced:  # the Lease is lost: nothing more is written here; the next leader plans the pod
             fenced = True
         finally:

@@ -523,7 +523,7 @@ class PodGrouper:
                 return
             if settling is None:
                 raise
-            log.warning("pod annotation failed", extra={"pod": f"{ns}/{pod.meta.name}", "error": str(e)})
+            log.warning(f"pod annotation failed: {e}", extra={"pod": f"{ns}/{pod.meta.name}", "error": str(e)})
         else:
             return  # patched: *settling* stays in _patching until the watch shows the annotation (expire)
         if settling is not None:

@@ -697,6 +697,7 @@ class KaiScheduler:
         assumed.expire(self.store, mono, self.informers["Pod"].heard_since)
         self.grouper.expire()
         seen = self.view(now, mono)
+        shared_groups = assumed.gpu_groups()  # as the snapshot shows them (Applier.apply: the reservation sync)
         by_key, laid, mine = seen.by_key, seen.laid, seen.mine
         conf = self.conf()
         if self.snapshot_builder is None:  # made here: the engine is imported off the start-up path
@@ -723,7 +724,7 @@ class KaiScheduler:
         result = await asyncio.to_thread(run_cycle, snap, conf, self.memo, keep_memo=True)
         self.memo = result.memo
         t2 = time.perf_counter()
-        stats = await self.applier.apply(result, by_key, term=term)
+        stats = await self.applier.apply(result, by_key, term=term, gpu_groups_seen=shared_groups)
         self.grouper.settle(laid, set(self.applier.assumed.binds))
         t3 = time.perf_counter()
         self.last_result = result
