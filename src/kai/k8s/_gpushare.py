@@ -20,8 +20,9 @@ expiry) and does the rest in the background, so a reservation that takes seconds
 
 ``sync`` (after every cycle's binds) is KAI's SyncForPodsList: a reservation pod whose group has no
 Pending or Running fraction pod (nor a bind under way, now or when the cycle's snapshot was taken: a bind
-that failed meanwhile left its pod for the next cycle to plan again, into the same group) is deleted, and a Running fraction pod whose group
-has no reservation pod is deleted (its GPU is no longer held for it), with a Warning event.
+that failed meanwhile left its pod for the next cycle to plan again, into the same group) is deleted,
+and a Running fraction pod whose group has no reservation pod is deleted (its GPU is no longer held for
+it), with a Warning event.
 
 Under the Lease (``kai.k8s._fence``): every write of a shared bind goes through the fenced writer of the
 cycle that decided it, so a replica that lost the Lease stops mid-bind (``Fenced``: no event, nothing
