@@ -12,11 +12,13 @@ the disruption controller by writing the budget's status (kube-controller-manage
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from lightkube import Client
+from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
@@ -99,6 +101,69 @@ def test_a_gang_its_predecessor_left_bound_in_part_is_decided_on_at_once(
         started = time.monotonic()
         wait_for(lambda: terminating(admin, ns) == {"g-0", "g-1"}, "the bound part to be evicted", timeout=20)
         assert time.monotonic() - started < GRACE_S / 3
+
+
+class BusyKubelet:
+    """The kubelets, at work all along (every 0.1 s) as the chaos runs' are: bound pods Running, terminations
+    finished as soon as they start, so an evicted pod is gone within a cycle or two."""
+
+    def __init__(self, client: Client, ns: str) -> None:
+        self.kubelet, self.ns = Kubelet(client), ns
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> BusyKubelet:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.1):
+            with contextlib.suppress(ApiError):
+                self.kubelet.run_bound(self.ns)
+                self.kubelet.finish_terminating(self.ns)
+
+
+def test_a_victim_gang_whose_eviction_failed_in_part_loses_the_rest_at_once_under_its_next_leader(
+    scheduler_cluster: ControlPlane, admin: Client, ns: str, nodes, tmp_path: Path
+) -> None:
+    """The chaos run of seed 7 (twenty-second session), replayed: a higher-priority pod preempts gang g (2 pods,
+    minMember 2); the API server refuses the deletion of g-0 (503) and lets g-1's through; g-1's termination
+    ends at once. The leader is deposed while g-0 still runs alone, and its successor knows nothing of the
+    failed eviction. g-0 must go at once, not after the 60 s staleness grace: under the first leader the
+    gang stays marked broken across the cycle that saw g-1 still terminating (``Assumed.settle`` judges from
+    that cycle's snapshot, not from a Store where g-1 is already gone), and the next leader adopts it
+    (``Assumed.adopt``). The preemptor is then bound."""
+    node = nodes("evict-part-0", gpus=2)
+    with BusyKubelet(admin, ns):
+        with (
+            through_proxy(scheduler_cluster, tmp_path) as (proxy, kubeconfig),
+            InProcess(options(scheduler_cluster, kubeconfig=str(kubeconfig))),
+        ):
+            gang(admin, ns, "g", 2)
+            wait_for(lambda: set(bound(admin, ns)) == {"g-0", "g-1"}, "the gang to be bound")
+            proxy.add(Fault("status", method="DELETE", path=r"/pods/g-0(\?|$)", code=503))
+            high = gpu_pod("high", ns, gpus=2)
+            high.spec.priorityClassName = "build-preemptible"  # 75 > train 50
+            admin.create(high)
+            wait_for(lambda: "g-1" not in {p.metadata.name for p in admin.list(Pod, namespace=ns)}, "g-1 gone")
+            wait_for(
+                lambda: len([e for e in events_for(admin, ns, "g-0") if e.reason == "EvictionFailed"]) >= 1,
+                "the deletion of g-0 to be refused",
+            )
+            time.sleep(1.0)  # more cycles of this leader: every try at g-0 refused
+            assert admin.get(Pod, "g-0", namespace=ns).metadata.deletionTimestamp is None
+            # still marked broken: never stamped stale, which would have started a 60 s grace for its successor
+            annotations = admin.get(PodGroup, "g", namespace=ns)["metadata"].get("annotations") or {}
+            assert "kai.scheduler/stale-podgroup-timestamp" not in annotations, annotations
+        started = time.monotonic()
+        with InProcess(options(scheduler_cluster)):  # the next leader, straight to the API server
+            wait_for(lambda: "g-0" not in {p.metadata.name for p in admin.list(Pod, namespace=ns)}, "g-0 evicted")
+            assert time.monotonic() - started < GRACE_S / 4
+            wait_for(lambda: bound(admin, ns).get("high") == node, "the preemptor to be bound")
 
 
 def test_a_victim_gang_a_pdb_covers_in_part_goes_whole_or_not_at_all(

@@ -108,21 +108,34 @@ def test_a_new_leader_adopts_the_gangs_its_predecessor_left_bound_in_part_as_bro
 def test_a_gang_evicted_in_part_stays_broken_until_its_evicted_pods_are_gone() -> None:
     """The cycle after a gang's evictions partly failed sees the evicted pod releasing, which counts
     towards minMember: the gang is not stale yet. The mark must outlive that cycle, or the rest of the
-    gang waits out the whole staleness grace once the evicted pod is gone."""
+    gang waits out the whole staleness grace once the evicted pod is gone. That holds when the evicted
+    pod is gone by the time the cycle's decisions are applied: the cycle saw it going (the twenty-second
+    session's chaos run, where the mark was dropped so and the bound part held its GPU for 60 s)."""
     store = Store()
     store.put(gang())
     store.put(pod("a", node="n1"))
     store.put(pod("b", node="n1"))  # its eviction went through; the watch has not shown it yet
     assumed = Assumed(broken={("ns", "gang"): 1.0}, evictions={("ns", "b"): AssumedEviction("uid-b", 1.0)})
     not_stale = [PodGroupStatus("ns", "gang", (), stale_since=None)]
-    assumed.settle(not_stale, store)
+
+    def snapshot() -> dict:
+        pods = store.by_key("Pod")
+        assumed.lay_over(pods, 2.0, 2.0)
+        return pods
+
+    assumed.settle(not_stale, store, snapshot())
     assert ("ns", "gang") in assumed.broken
     store.put(pod("b", node="n1", deletionTimestamp="2026-11-26T00:00:01Z"))  # the watch shows it going
     assumed.expire(store, 2.0, heard(2.0))
-    assumed.settle(not_stale, store)
+    assumed.settle(not_stale, store, snapshot())
     assert ("ns", "gang") in assumed.broken
-    store.delete("Pod", ("ns", "b"))  # gone: now a cycle that finds the gang not stale makes it whole
-    assumed.settle(not_stale, store)
+    seen = snapshot()  # a cycle decides on b terminating ...
+    store.delete("Pod", ("ns", "b"))  # ... and b is gone before its decisions are applied
+    assumed.settle(not_stale, store, seen)
+    assert ("ns", "gang") in assumed.broken  # the next cycle finds a alone, and evicts it at once
+    assumed.settle([PodGroupStatus("ns", "gang", (), stale_since=0.0)], store, snapshot())
+    assert ("ns", "gang") in assumed.broken
+    assumed.settle(not_stale, store, snapshot())  # a cycle that saw b gone and still found the gang whole
     assert not assumed.broken
 
 

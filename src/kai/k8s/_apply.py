@@ -145,7 +145,8 @@ class Applier:
         (``Assumed.gpu_groups``): the reservation sync keeps their reservation pods (below)."""
         self._decided_on = decided_on or {}
         self._w = self.fence.api(self.api, term)
-        self.assumed.settle(result.podgroups, self.store)  # before this cycle's binds mark gangs broken again
+        # before this cycle's binds mark gangs broken again
+        self.assumed.settle(result.podgroups, self.store, self._decided_on)
         stats = ApplyStats()
         extra: list[Event] = []
         t0 = time.perf_counter()

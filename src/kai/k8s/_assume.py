@@ -21,9 +21,9 @@ time alone, kubernetes#106361):
   per consecutive failure as kube-scheduler backs a pod off, and the PodGroup is shown to the engine as
   stale since the epoch, so if the bound part no longer meets minMember the stale gang eviction
   evicts it at once instead of after the staleness grace. The mark goes when a cycle reports the gang
-  not stale (its bound part suffices, or nothing of it is bound any more) and no pod of it is still
-  being deleted (a releasing pod counts towards minMember, so a gang evicted in part looks whole until
-  its evicted pods are gone), or when the PodGroup is gone;
+  not stale (its bound part suffices, or nothing of it is bound any more) and no pod of it was being
+  deleted in the snapshot that cycle decided on, nor is now (a releasing pod counts towards minMember, so
+  a gang evicted in part looks whole until its evicted pods are gone), or when the PodGroup is gone;
   the held-back pods come back when their backoff ends, and the gang is placed whole again.
 * A replica that becomes leader knows nothing of its predecessor's binds. A gang it finds bound in part
   and not stamped stale was most likely left so mid-bind by that predecessor (deposed, killed, frozen
@@ -36,7 +36,7 @@ time alone, kubernetes#106361):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -186,25 +186,28 @@ class Assumed:
             for pg in pgs
         ]
 
-    def settle(self, statuses: list[PodGroupStatus], store: Store) -> None:
+    def settle(self, statuses: list[PodGroupStatus], store: Store, decided_on: Mapping[Key, Pod]) -> None:
         """After a cycle: a broken gang the cycle found not stale (completed, or wholly pending) is whole,
-        unless a pod of it is still going. A releasing pod counts towards a gang's minimum (KAI's
-        IsGangSatisfied), so a gang evicted in part looks whole until its evicted pods are gone; the mark
-        stays until then, and the cycle after that judges what is left."""
+        unless a pod of it was going in the snapshot the cycle decided on (*decided_on*, by key) or is going
+        now. A releasing pod counts towards a gang's minimum (KAI's IsGangSatisfied), so a gang evicted in
+        part looks whole while its evicted pods are still there; the mark stays until a cycle that did not
+        see them judges what is left. Judged from the Store alone, a pod whose deletion ended between the
+        snapshot and this call cleared the mark: the next cycle then found the gang short and unmarked, and
+        its bound part waited out the whole staleness grace (a chaos run of the twenty-second session)."""
         if not self.broken:
             return
         whole = [key for st in statuses if (key := (st.namespace, st.name)) in self.broken and st.stale_since is None]
         if not whole:
             return
-        going = self._going(store)
+        going = self._going(store.list("Pod")) | self._going(decided_on.values())
         for key in whole:
             if key not in going:
                 del self.broken[key]
 
-    def _going(self, store: Store) -> set[Key]:
-        """The gangs (PodGroup keys) with a pod being deleted, in the Store or by an eviction of ours."""
+    def _going(self, pods: Iterable[Pod]) -> set[Key]:
+        """The gangs (PodGroup keys) with a pod of *pods* being deleted, or evicted by us."""
         out: set[Key] = set()
-        for pod in store.list("Pod"):
+        for pod in pods:
             key = (pod.meta.namespace or "", pod.meta.name)
             ev = self.evictions.get(key)
             if pod.meta.deletion_timestamp is not None or (ev is not None and ev.uid == pod.meta.uid):
