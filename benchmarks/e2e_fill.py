@@ -329,13 +329,19 @@ while time.perf_counter() < end:
 """
 
 
-def start_burner() -> subprocess.Popen[bytes] | None:
-    """With ``KAI_E2E_BURN`` (a fraction of one core, 0 to 1): a process busy 1 ms, then asleep, in that
-    proportion for ``KAI_E2E_BURN_S`` seconds. Started with the scheduler, it takes CPU from the machine the
-    fill runs on without touching the API server: the twenty-second session measured with it that the
-    binds are paced by the CPU the machine has left (benchmarks/RESULTS.md)."""
+def burn_duty() -> float:
+    """``KAI_E2E_BURN``, the fraction of one core the burner takes; 0 (no burner) when unset or outside (0, 1).
+    One reading serves the burner and the result's ``burn``, so the result never names a burner that did not run."""
     duty = float(os.environ.get("KAI_E2E_BURN") or 0)
-    if not 0 < duty < 1:
+    return duty if 0 < duty < 1 else 0.0
+
+
+def start_burner(duty: float) -> subprocess.Popen[bytes] | None:
+    """With *duty* (``burn_duty``) above 0: a process busy 1 ms, then asleep, in that proportion for
+    ``KAI_E2E_BURN_S`` seconds. Started with the scheduler, it takes CPU from the machine the fill runs on
+    without touching the API server: the twenty-second session measured with it that the binds are paced by
+    the CPU the machine has left (benchmarks/RESULTS.md)."""
+    if not duty:
         return None
     return subprocess.Popen([sys.executable, "-c", _BURN, str(duty), os.environ.get("KAI_E2E_BURN_S", "4")])
 
@@ -424,6 +430,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
         asyncio.run(setup())
         log = cp.workdir / f"{which}-scheduler.log"  # type: ignore[operator]
         cmd = scheduler_cmd(which, binaries, cp)
+        duty = burn_duty()  # read once: the burner and the result's "burn" agree
 
         cpu: dict[str, Any] = {}
         writes: dict[str, dict[str, int]] = {}
@@ -443,7 +450,7 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
                     started = time.perf_counter()
                     cpu["started_wall"] = time.time()
                     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
-                burner = start_burner()
+                burner = start_burner(duty)
                 profile = _apiserver_profile(api, which)
                 seconds = (await while_alive(clock, proc, log))[1] - started
                 if profile is not None:
@@ -477,8 +484,8 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             "writes": writes["after_linger"],
             "load": [round(load_before, 1), round(os.getloadavg()[0], 1)],  # 1-min load average at start, end
         }
-        if os.environ.get("KAI_E2E_BURN"):
-            result["burn"] = float(os.environ["KAI_E2E_BURN"])
+        if duty:
+            result["burn"] = duty
         if which == "kai":
             result.update(_kai_log_figures(log, cpu.pop("started_wall")))
             if args.log:
