@@ -346,6 +346,17 @@ def start_burner(duty: float) -> subprocess.Popen[bytes] | None:
     return subprocess.Popen([sys.executable, "-c", _BURN, str(duty), os.environ.get("KAI_E2E_BURN_S", "4")])
 
 
+def floor_cmd(cp: ControlPlane, args: argparse.Namespace) -> list[str]:
+    """The floor (``--floor``, benchmarks/e2e_floor.py): a binder given the answer, in the scheduler's place."""
+    return [
+        sys.executable,
+        str(REPO / "benchmarks" / "e2e_floor.py"),
+        f"--kubeconfig={cp.kubeconfig}",
+        f"--pods={args.pods}",
+        f"--gpus={args.gpus}",
+    ]
+
+
 def scheduler_cmd(which: str, binaries: Binaries, cp: ControlPlane) -> list[str]:
     """The command line of ``kai scheduler`` (leader election on, as deployed; ``KAI_E2E_ARGS`` added,
     under py-spy with ``KAI_E2E_PYSPY``) or of kube-scheduler (client rate limits raised to 5,000/s)."""
@@ -422,14 +433,15 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             try:
                 t = time.perf_counter()
                 await make_nodes(api, args.nodes, args.gpus)
-                await make_pods(api, args.pods, "fill", kai=which == "kai", grouped=args.mode == "pregrouped")
+                kai = which in ("kai", "floor")  # the floor binds kai's bare pods
+                await make_pods(api, args.pods, "fill", kai=kai, grouped=args.mode == "pregrouped")
                 print(f"  [{which}] {args.nodes} nodes and {args.pods} pods made in {time.perf_counter() - t:.1f} s")
             finally:
                 await api.close()
 
         asyncio.run(setup())
         log = cp.workdir / f"{which}-scheduler.log"  # type: ignore[operator]
-        cmd = scheduler_cmd(which, binaries, cp)
+        cmd = floor_cmd(cp, args) if which == "floor" else scheduler_cmd(which, binaries, cp)
         duty = burn_duty()  # read once: the burner and the result's "burn" agree
 
         cpu: dict[str, Any] = {}
@@ -490,6 +502,9 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             result.update(_kai_log_figures(log, cpu.pop("started_wall")))
             if args.log:
                 print(log.read_text(errors="replace"))
+        if which == "floor":
+            lines = log.read_text(errors="replace").splitlines()
+            result.update(json.loads(lines[0]) if lines else {})
         return result
     finally:
         if proc is not None:
@@ -623,13 +638,14 @@ def byte_compile() -> None:
 
 
 def alternate(args: argparse.Namespace, run: Callable[[Binaries, str, argparse.Namespace], dict[str, Any]]) -> list:
-    """*run* kai and kube-scheduler in turn (``args.only``: one of them), ``args.runs`` times."""
+    """*run* kai and kube-scheduler in turn (``args.only``: one of them), ``args.runs`` times; with
+    ``args.floor`` the floor (benchmarks/e2e_floor.py) after them in each round."""
     binaries = Binaries.find()
     byte_compile()
     results = []
     for i in range(args.runs):
-        for w in ("kai", "kube"):
-            if args.only in (None, w):
+        for w in ("kai", "kube", "floor"):
+            if args.only == w or (args.only is None and (w != "floor" or args.floor)):
                 results.append({"run": i + 1, **run(binaries, w, args)})
                 print(json.dumps(results[-1]), file=sys.stderr, flush=True)  # each run as it ends
     return results
@@ -656,6 +672,9 @@ def print_fill(r: dict[str, Any], run: str, args: argparse.Namespace) -> None:
         print(f"        {r['podgroups_made']} PodGroups made {args.podgroups_wait:g} s after all were bound")
     for c in r.get("cycles", []):
         print(f"        cycle: {c}")
+    if "first_bind_s" in r:
+        first, binds = r["first_bind_s"], r["binds_s"]
+        print(f"        the floor's first bind sent {first} s after its start; its binds took {binds} s")
     if r.get("timeline"):
         print("        seconds after start: " + ", ".join(f"{k} {v}" for k, v in r["timeline"].items()))
 
@@ -693,7 +712,12 @@ def main() -> int:
         "made by kube-controller-manager, the clock from the Job's create",
     )
     ap.add_argument("--settle", type=float, default=5.0, help="job mode: seconds the scheduler runs before the Job")
-    ap.add_argument("--only", choices=["kai", "kube"], default=None)
+    ap.add_argument("--only", choices=["kai", "kube", "floor"], default=None)
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="bare mode: also run the floor, a binder given the answer (benchmarks/e2e_floor.py), each round",
+    )
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--log", action="store_true", help="print kai's log")
     ap.add_argument("--linger", type=float, default=3.0, help="seconds the scheduler runs on after the fill")
@@ -706,6 +730,8 @@ def main() -> int:
     )
     ap.add_argument("--deadline", type=float, default=1200.0, help="seconds a run may take to bind every pod")
     args = ap.parse_args()
+    if (args.floor or args.only == "floor") and args.mode != "bare":
+        ap.error("the floor binds bare pods: --floor and --only floor need --mode bare")
     results = alternate(args, run_job if args.mode == "job" else run_one)
     summary: dict[str, Any] = {
         "machine": machine(),
@@ -715,12 +741,15 @@ def main() -> int:
     }
     medians = {
         w: statistics.median(r["seconds"] for r in results if r["scheduler"] == w)
-        for w in ("kai", "kube")
+        for w in ("kai", "kube", "floor")
         if any(r["scheduler"] == w for r in results)
     }
-    if len(medians) == 2:
+    if "kai" in medians and "kube" in medians:
         # pods/s ratio = inverse ratio of the times (same number of pods)
         summary["ratio_pods_per_s"] = round(medians["kube"] / medians["kai"], 2)
+        summary["median_seconds"] = medians
+    if "floor" in medians and "kube" in medians:
+        summary["floor_ratio_pods_per_s"] = round(medians["kube"] / medians["floor"], 2)
         summary["median_seconds"] = medians
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -734,6 +763,9 @@ def main() -> int:
             what = f"medians of {args.runs} runs, " if args.runs > 1 else ""
             ratio = summary["ratio_pods_per_s"]
             print(f"  kai / kube-scheduler pods/s: {ratio}x ({what}kai {m['kai']} s, kube {m['kube']} s)")
+        if "floor_ratio_pods_per_s" in summary:
+            m = summary["median_seconds"]
+            print(f"  floor / kube-scheduler pods/s: {summary['floor_ratio_pods_per_s']}x (floor {m['floor']} s)")
     return 0
 
 
