@@ -1,8 +1,8 @@
 """End-to-end fill benchmark: ``kai scheduler`` vs kube-scheduler on a real API server.
 
 Run with ``.venv/bin/python benchmarks/e2e_fill.py`` (flags: ``--nodes 500 --gpus 8 --pods 4000``,
-``--mode bare|pregrouped|job``, ``--only kai|kube``, ``--runs N``, ``--json``). Needs the control-plane
-binaries (``make control-plane``). The control plane and kube-scheduler are the current Kubernetes
+``--mode bare|pregrouped|job``, ``--only kai|kube|floor``, ``--floor``, ``--runs N``, ``--json``). Needs the
+control-plane binaries (``make control-plane``). The control plane and kube-scheduler are the current Kubernetes
 release; ``KAI_K8S_VERSION=oldest`` runs 1.20.2, the release of the figures in benchmarks/RESULTS.md.
 
 For each scheduler, on a fresh control plane (etcd on tmpfs + kube-apiserver, loopback):
@@ -30,6 +30,10 @@ kai made (one for the Job), kai's binding cycles, writes by verb and resource, a
 kube-controller-manager too.
 
 kai's figure therefore includes Python's start-up, the Lease, and listing 500 nodes and 4,000 pods.
+``--floor`` (bare mode) runs, after kai and kube-scheduler in each round, benchmarks/e2e_floor.py in the
+scheduler's place: a binder given the answer (no list, no decisions; a pod watch open, kai's Bindings), timed
+by the same clock. Its time is what the machine's binds cost a Python scheduler that knew everything at its
+start; the gap between it and a target is what a scheduler has left for its own work.
 The ratio compares pods/s (pods / seconds to all bound). Also reported: the API server's write requests
 per pod (``apiserver_request_total``, by resource) until all are bound and after ``--linger`` seconds
 more, the CPU seconds of each process while filling, and (bare mode) when every PodGroup exists.
