@@ -12,7 +12,8 @@ not a shortcut:
   scheduler);
 - one Binding per pod, with kai's ``pod-group-name`` annotation (the API server's field manager and its
   copy onto the pod cost what they cost kai), ``--concurrency`` in flight over kai's ``FastHttp``, as
-  ``kai scheduler`` sends them;
+  ``kai scheduler`` sends them (without the pod's uid, which kai's Bindings carry as a precondition: the
+  floor has not listed the pods; and without connections opened ahead, which kai opens while it decides);
 - a pod watch open from the namespace's current resourceVersion, its events read and dropped: the API
   server serializes each bind's event for it, as for any scheduler's informer.
 
