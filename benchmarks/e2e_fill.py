@@ -506,9 +506,9 @@ def run_one(binaries: Binaries, which: str, args: argparse.Namespace) -> dict[st
             result.update(_kai_log_figures(log, cpu.pop("started_wall")))
             if args.log:
                 print(log.read_text(errors="replace"))
-        if which == "floor":
-            lines = log.read_text(errors="replace").splitlines()
-            result.update(json.loads(lines[0]) if lines else {})
+        if which == "floor":  # its one JSON line (a warning on stderr may come first)
+            report = [x for x in log.read_text(errors="replace").splitlines() if x.startswith("{")]
+            result.update(json.loads(report[0]) if report else {})
         return result
     finally:
         if proc is not None:
